@@ -1,0 +1,214 @@
+//! The shape of plugins.toml: every key chorus reads, with its default.
+//! Unknown keys are rejected (`deny_unknown_fields`) so a typo is an error,
+//! never a silently ignored setting.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use url::Url;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The pipeline `chorus ask` runs when `--pipeline` is not given.
+    /// May be left out when there is exactly one pipeline.
+    #[serde(default)]
+    pub default_pipeline: Option<String>,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub cache: Cache,
+    pub providers: BTreeMap<String, Provider>,
+    #[serde(default)]
+    pub models: BTreeMap<String, Model>,
+    pub plugins: BTreeMap<String, PluginSpec>,
+    pub pipelines: BTreeMap<String, Pipeline>,
+}
+
+/// Bounds that hold for every run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest prompt accepted, in bytes.
+    pub max_prompt_bytes: usize,
+    /// Wall-clock limit of one run, all stages included.
+    #[serde(with = "humantime_serde")]
+    pub run_timeout: Duration,
+    /// Chat completions one run may make, fan-out and plugin calls together.
+    pub max_calls_per_run: u32,
+    /// Finished runs kept in memory (oldest dropped first).
+    pub max_runs_kept: usize,
+    /// How long a finished run stays readable.
+    #[serde(with = "humantime_serde")]
+    pub run_ttl: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_prompt_bytes: 256 * 1024,
+            run_timeout: Duration::from_secs(600),
+            max_calls_per_run: 64,
+            max_runs_kept: 100,
+            run_ttl: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Where compiled plugins are cached.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Cache {
+    pub enabled: bool,
+    /// Defaults to `$XDG_CACHE_HOME/chorus` (or `~/.cache/chorus`).
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for Cache {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            dir: None,
+        }
+    }
+}
+
+/// An OpenAI-compatible endpoint.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provider {
+    /// The API root; chorus appends `/chat/completions`.
+    pub base_url: Url,
+    /// Name of the environment variable that holds the API key. Leave out
+    /// for endpoints without authentication (a local server).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Extra HTTP headers sent with every request.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Extra top-level JSON fields merged into every request body.
+    #[serde(default)]
+    pub extra_body: toml::Table,
+    /// Requests in flight to this provider at once, across all runs.
+    #[serde(default = "defaults::max_concurrency")]
+    pub max_concurrency: usize,
+    #[serde(default = "defaults::connect_timeout", with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Limit for one attempt, from sending the request to the last byte.
+    #[serde(default = "defaults::request_timeout", with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Longest silence between two chunks of a response body.
+    #[serde(default = "defaults::read_timeout", with = "humantime_serde")]
+    pub read_timeout: Duration,
+    /// Largest response body accepted, in bytes.
+    #[serde(default = "defaults::max_response_bytes")]
+    pub max_response_bytes: usize,
+    #[serde(default)]
+    pub retry: Retry,
+}
+
+/// Retries for 429, 5xx and connection failures, with exponential backoff
+/// and jitter; a 429's Retry-After is honoured up to `max_backoff`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Retry {
+    /// Attempts in all, the first included (1 = never retry).
+    pub max_attempts: u32,
+    #[serde(with = "humantime_serde")]
+    pub initial_backoff: Duration,
+    #[serde(with = "humantime_serde")]
+    pub max_backoff: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(20),
+        }
+    }
+}
+
+/// A model the plugins may use, and what chorus knows about it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    /// Which provider serves it; may be left out when there is one provider.
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub context_window: Option<u32>,
+    /// USD per million prompt tokens.
+    #[serde(default)]
+    pub input_price: Option<f64>,
+    /// USD per million completion tokens.
+    #[serde(default)]
+    pub output_price: Option<f64>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// A strategy plugin: a WebAssembly component and its settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSpec {
+    /// One of the plugins compiled into chorus (see `chorus check`).
+    #[serde(default)]
+    pub builtin: Option<String>,
+    /// A `.wasm` component, relative to this file.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// Handed to the plugin as a JSON object on every call.
+    #[serde(default)]
+    pub settings: toml::Table,
+    /// CPU time one call of this plugin may use (time waiting for the host's
+    /// model calls does not count).
+    #[serde(default = "defaults::plugin_cpu_time", with = "humantime_serde")]
+    pub cpu_time: Duration,
+    /// Linear memory one call may grow to, in MiB.
+    #[serde(default = "defaults::plugin_memory_mib")]
+    pub max_memory_mib: u32,
+}
+
+/// A pipeline is one MCP tool: selector -> prompter -> fan-out -> synthesizer.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pipeline {
+    /// What the tool does, as the MCP client's model will read it.
+    pub description: String,
+    pub selector: String,
+    pub prompter: String,
+    pub synthesizer: String,
+    /// Overrides `limits.run_timeout` for this pipeline.
+    #[serde(default, with = "humantime_serde")]
+    pub run_timeout: Option<Duration>,
+}
+
+mod defaults {
+    use std::time::Duration;
+
+    pub fn max_concurrency() -> usize {
+        8
+    }
+    pub fn connect_timeout() -> Duration {
+        Duration::from_secs(10)
+    }
+    pub fn request_timeout() -> Duration {
+        Duration::from_secs(180)
+    }
+    pub fn read_timeout() -> Duration {
+        Duration::from_secs(90)
+    }
+    pub fn max_response_bytes() -> usize {
+        8 * 1024 * 1024
+    }
+    pub fn plugin_cpu_time() -> Duration {
+        Duration::from_secs(2)
+    }
+    pub fn plugin_memory_mib() -> u32 {
+        64
+    }
+}

@@ -1,0 +1,136 @@
+//! The values that cross the llm boundary: what to ask, and what happened.
+
+use std::fmt;
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+}
+
+/// Sampling parameters; `None` leaves the provider's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Sampling {
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub max_tokens: Option<u32>,
+    pub seed: Option<u64>,
+}
+
+/// One chat completion to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// What the call is for ("panel", "synthesis", "judge").
+    pub label: String,
+    pub model: String,
+    pub messages: Vec<Message>,
+    pub sampling: Sampling,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    /// USD, as reported by the provider or computed from configured prices.
+    pub cost: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reply {
+    pub content: String,
+    /// The model the provider says answered.
+    pub served_by: String,
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+}
+
+/// Why a call failed. Kept in step with `failure-kind` in the WIT contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    Timeout,
+    RateLimited,
+    HttpStatus,
+    Connection,
+    MalformedResponse,
+    ResponseTooLarge,
+    Cancelled,
+    OverBudget,
+    UnknownModel,
+    MissingApiKey,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::RateLimited => "rate-limited",
+            Self::HttpStatus => "http-status",
+            Self::Connection => "connection",
+            Self::MalformedResponse => "malformed-response",
+            Self::ResponseTooLarge => "response-too-large",
+            Self::Cancelled => "cancelled",
+            Self::OverBudget => "over-budget",
+            Self::UnknownModel => "unknown-model",
+            Self::MissingApiKey => "missing-api-key",
+        }
+    }
+}
+
+/// A failed call: what kind, the HTTP status if any, and the provider's own
+/// words (or what chorus observed) — never a generic "error".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub status: Option<u16>,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            status: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.status {
+            Some(status) => write!(
+                f,
+                "{} (HTTP {status}): {}",
+                self.kind.as_str(),
+                self.message
+            ),
+            None => write!(f, "{}: {}", self.kind.as_str(), self.message),
+        }
+    }
+}
+
+/// The outcome of one chat request, retries included.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub label: String,
+    pub model: String,
+    pub latency_ms: u32,
+    pub attempts: u32,
+    pub outcome: Result<Reply, Failure>,
+}

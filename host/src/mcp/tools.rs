@@ -1,0 +1,113 @@
+//! The tool surface: one MCP tool per pipeline, with a small input schema
+//! (the whole list should cost a client few tokens) and the run result as
+//! structured output.
+
+use std::sync::{Arc, LazyLock};
+
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+use crate::config::Pipeline;
+use crate::pipeline::{RunError, RunResult};
+use crate::plugins::AnswerKind;
+
+static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
+    let schema = schemars::schema_for!(RunResult);
+    let value = serde_json::to_value(schema).expect("a schema serializes");
+    Arc::new(value.as_object().cloned().unwrap_or_default())
+});
+
+pub fn tool(name: &str, pipeline: &Pipeline) -> Tool {
+    let input = json!({
+        "type": "object",
+        "properties": {
+            "prompt": {
+                "type": "string",
+                "description": "The question or task, complete and self-contained: the models see nothing else."
+            }
+        },
+        "required": ["prompt"],
+        "additionalProperties": false
+    });
+    Tool::new(
+        name.to_owned(),
+        pipeline.description.clone(),
+        input.as_object().cloned().unwrap_or_default(),
+    )
+    .with_raw_output_schema(OUTPUT_SCHEMA.clone())
+    .with_annotations(ToolAnnotations::new().read_only(true).open_world(true))
+}
+
+/// The prompt from a call's arguments, or a message saying what is wrong.
+pub fn prompt_of(arguments: Option<&JsonObject>) -> Result<String, String> {
+    let arguments = arguments.ok_or("missing arguments: pass {\"prompt\": \"your question\"}")?;
+    if let Some(unknown) = arguments.keys().find(|k| *k != "prompt") {
+        return Err(format!(
+            "unknown argument `{unknown}`: this tool takes only `prompt`"
+        ));
+    }
+    match arguments.get("prompt") {
+        Some(Value::String(prompt)) => Ok(prompt.clone()),
+        Some(other) => Err(format!(
+            "`prompt` must be a string, got {}",
+            type_name(other)
+        )),
+        None => Err("missing `prompt`: pass {\"prompt\": \"your question\"}".to_owned()),
+    }
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A finished run as a tool result: the answer as text, a one-paragraph
+/// account of how it was made, and the full record as structured content.
+/// A run in which no model answered is an error result — with every cause.
+pub fn success(result: &RunResult) -> CallToolResult {
+    let structured = serde_json::to_value(result).unwrap_or(Value::Null);
+    let content = vec![
+        ContentBlock::text(result.answer.clone()),
+        ContentBlock::text(account(result)),
+    ];
+    let mut tool_result = if result.kind == AnswerKind::None {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    tool_result.structured_content = Some(structured);
+    tool_result
+}
+
+pub fn failure(error: &RunError) -> CallToolResult {
+    failure_text(&error.to_string())
+}
+
+pub fn failure_text(message: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!("chorus: {message}"))])
+}
+
+/// How the answer was made, in a few lines a model (or person) can act on.
+fn account(result: &RunResult) -> String {
+    let mut lines = vec![format!("[chorus run {}] {}", result.run_id, result.summary)];
+    let failed: Vec<String> = result
+        .calls
+        .iter()
+        .filter_map(|c| {
+            c.error
+                .as_ref()
+                .map(|e| format!("{} ({}): {}", c.model, e.kind, e.message))
+        })
+        .collect();
+    if !failed.is_empty() {
+        lines.push(format!("Failed: {}", failed.join("; ")));
+    }
+    lines.extend(result.notes.iter().cloned());
+    lines.join("\n")
+}

@@ -1,0 +1,326 @@
+//! Runs a pipeline: selector -> prompter -> fan-out -> synthesizer, then the
+//! record. Owns the run's deadline, call budget and progress events, and
+//! checks every plugin output before using it. Knows nothing about MCP.
+
+mod context;
+pub mod events;
+mod result;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub use events::{Event, Progress, Stage};
+pub use result::{CallError, CallRecord, RunResult, Totals};
+
+use crate::config::{ConfigError, Loaded, Pipeline};
+use crate::llm::{Completion, Llm};
+use crate::plugins::{
+    Answer, AnswerKind, Kind, Plan, Plugin, PluginError, Prompts, Registry, Request,
+};
+use crate::runs::Runs;
+use context::RunContext;
+
+/// Time a run gets past its deadline to turn what it has into an answer.
+const WRAP_UP: Duration = Duration::from_secs(5);
+
+/// Why a run produced no result at all. (Models failing is not one of
+/// these: that is a result whose kind is `none`.)
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("no pipeline named `{name}` (available: {available})")]
+    UnknownPipeline { name: String, available: String },
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error("the prompt is {size} bytes, over the limit of {limit} (limits.max_prompt_bytes)")]
+    PromptTooLarge { size: usize, limit: usize },
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    #[error("the run did not finish within its deadline of {0:?}")]
+    Timeout(Duration),
+}
+
+/// Everything a running chorus holds: config, plugins, providers, runs.
+/// Shared by every run; nothing in it is mutated by one.
+pub struct Chorus {
+    pub loaded: Loaded,
+    pub registry: Registry,
+    pub llm: Arc<Llm>,
+    pub runs: Runs,
+}
+
+impl Chorus {
+    pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
+        let llm = Arc::new(Llm::new(&loaded)?);
+        let registry = Registry::load(&loaded)?;
+        for (name, pipeline) in &loaded.config.pipelines {
+            for (role, kind, plugin) in roles(pipeline) {
+                let found = registry
+                    .get(plugin)
+                    .expect("validated: pipelines name defined plugins");
+                if found.kind != kind {
+                    return Err(loaded.error(
+                        format!("pipelines.{name}.{role}"),
+                        format!("plugin `{plugin}` is a {}, not a {kind}", found.kind),
+                    ));
+                }
+            }
+        }
+        let runs = Runs::new(
+            loaded.config.limits.max_runs_kept,
+            loaded.config.limits.run_ttl,
+        );
+        Ok(Self {
+            loaded,
+            registry,
+            llm,
+            runs,
+        })
+    }
+
+    pub fn pipelines(&self) -> impl Iterator<Item = (&String, &Pipeline)> {
+        self.loaded.config.pipelines.iter()
+    }
+
+    /// Runs `pipeline` on `prompt`. Cancel by dropping the future: every
+    /// in-flight request is dropped with it.
+    pub async fn run(
+        &self,
+        pipeline_name: &str,
+        prompt: String,
+        options: Value,
+        progress: Progress,
+    ) -> Result<Arc<RunResult>, RunError> {
+        let pipeline = self
+            .loaded
+            .config
+            .pipelines
+            .get(pipeline_name)
+            .ok_or_else(|| RunError::UnknownPipeline {
+                name: pipeline_name.to_owned(),
+                available: self
+                    .loaded
+                    .config
+                    .pipelines
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        let limits = &self.loaded.config.limits;
+        if prompt.trim().is_empty() {
+            return Err(RunError::EmptyPrompt);
+        }
+        if prompt.len() > limits.max_prompt_bytes {
+            return Err(RunError::PromptTooLarge {
+                size: prompt.len(),
+                limit: limits.max_prompt_bytes,
+            });
+        }
+        let started = Instant::now();
+        let run_timeout = pipeline.run_timeout.unwrap_or(limits.run_timeout);
+        let request = Request {
+            run_id: uuid::Uuid::now_v7().to_string(),
+            pipeline: pipeline_name.to_owned(),
+            prompt,
+            options,
+        };
+        let context = Arc::new(RunContext::new(
+            self.llm.clone(),
+            progress,
+            run_timeout,
+            limits.max_calls_per_run,
+        ));
+        let steps = self.steps(pipeline, &request, &context);
+        let (answer, fan_out) = tokio::time::timeout_at(context.deadline() + WRAP_UP, steps)
+            .await
+            .map_err(|_| RunError::Timeout(run_timeout))??;
+
+        let calls = context.records();
+        let result = Arc::new(RunResult {
+            run_id: request.run_id.clone(),
+            pipeline: request.pipeline.clone(),
+            kind: answer.kind,
+            summary: summary(&answer, &fan_out),
+            answer: answer.text,
+            notes: answer.notes,
+            usage: Totals::of(&calls),
+            calls,
+            elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            details: answer.details,
+        });
+        self.runs.insert(result.clone());
+        Ok(result)
+    }
+
+    async fn steps(
+        &self,
+        pipeline: &Pipeline,
+        request: &Request,
+        context: &Arc<RunContext>,
+    ) -> Result<(Answer, Vec<Completion>), RunError> {
+        let host = || context.clone() as Arc<dyn crate::plugins::HostServices>;
+        let [selector, prompter, synthesizer] =
+            roles(pipeline).map(|(_, _, name)| self.plugin(name));
+
+        context.emit(Event::Stage(Stage::Select));
+        let plan = selector.select(host(), request).await?;
+        self.check_plan(selector, &plan)?;
+
+        context.emit(Event::Stage(Stage::Prompt));
+        let prompts = prompter.prompt(host(), request, &plan).await?;
+        self.check_prompts(prompter, &prompts)?;
+
+        context.emit(Event::Stage(Stage::FanOut));
+        context.emit(Event::FanOut {
+            calls: prompts.requests.len(),
+        });
+        let completions = context.fan_out("fan-out", prompts.requests).await;
+
+        context.emit(Event::Stage(Stage::Synthesize));
+        let mut answer = synthesizer
+            .synthesize(host(), request, &plan, &completions)
+            .await?;
+        check_answer(synthesizer, &mut answer, &completions)?;
+
+        let mut notes = plan.notes;
+        notes.extend(prompts.notes);
+        notes.append(&mut answer.notes);
+        answer.notes = notes;
+        Ok((answer, completions))
+    }
+
+    fn plugin(&self, name: &str) -> &Plugin {
+        self.registry
+            .get(name)
+            .expect("validated at load: pipelines name loaded plugins")
+    }
+
+    fn check_plan(&self, selector: &Plugin, plan: &Plan) -> Result<(), PluginError> {
+        let invalid = |message: String| PluginError::Invalid {
+            plugin: selector.name.clone(),
+            message,
+        };
+        if plan.panel.is_empty() {
+            return Err(invalid("its plan has an empty panel".into()));
+        }
+        let budget = self.loaded.config.limits.max_calls_per_run as usize;
+        if plan.panel.len() > budget {
+            return Err(invalid(format!(
+                "its panel has {} seats, more than limits.max_calls_per_run ({budget})",
+                plan.panel.len()
+            )));
+        }
+        for model in plan
+            .panel
+            .iter()
+            .map(|s| &s.model)
+            .chain(&plan.synthesizers)
+        {
+            self.check_model(model).map_err(invalid)?;
+        }
+        Ok(())
+    }
+
+    fn check_prompts(&self, prompter: &Plugin, prompts: &Prompts) -> Result<(), PluginError> {
+        let invalid = |message: String| PluginError::Invalid {
+            plugin: prompter.name.clone(),
+            message,
+        };
+        if prompts.requests.is_empty() {
+            return Err(invalid("it produced no requests".into()));
+        }
+        for request in &prompts.requests {
+            self.check_model(&request.model).map_err(invalid)?;
+            if request.messages.is_empty() {
+                return Err(invalid(format!(
+                    "its request to {} has no messages",
+                    request.model
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_model(&self, model: &str) -> Result<(), String> {
+        if self.llm.model(model).is_some() {
+            return Ok(());
+        }
+        let known: Vec<_> = self.llm.catalog().map(|m| m.id.as_str()).collect();
+        Err(format!(
+            "it chose model `{model}`, which is not in [models] (known: {})",
+            known.join(", ")
+        ))
+    }
+}
+
+/// A pipeline's plugins by role.
+fn roles(pipeline: &Pipeline) -> [(&'static str, Kind, &str); 3] {
+    [
+        ("selector", Kind::Selector, &pipeline.selector),
+        ("prompter", Kind::Prompter, &pipeline.prompter),
+        ("synthesizer", Kind::Synthesizer, &pipeline.synthesizer),
+    ]
+}
+
+/// Holds the synthesizer to the contract: sources must exist and have
+/// answered, and a "synthesis" of fewer than two answers is relabelled —
+/// degradation is said out loud, never dressed up.
+fn check_answer(
+    plugin: &Plugin,
+    answer: &mut Answer,
+    completions: &[Completion],
+) -> Result<(), PluginError> {
+    if let Some(bad) = answer
+        .sources
+        .iter()
+        .find(|&&i| i as usize >= completions.len())
+    {
+        return Err(PluginError::Invalid {
+            plugin: plugin.name.clone(),
+            message: format!(
+                "its answer cites completion {bad}, but the fan-out has {}",
+                completions.len()
+            ),
+        });
+    }
+    if answer.kind == AnswerKind::Synthesis && answer.sources.len() < 2 {
+        answer.kind = if answer.sources.len() == 1 {
+            AnswerKind::Single
+        } else {
+            AnswerKind::Pick
+        };
+        answer.notes.push(format!(
+            "The synthesizer `{}` labelled this a synthesis, but it rests on {} answer(s); relabelled.",
+            plugin.name,
+            answer.sources.len()
+        ));
+    }
+    Ok(())
+}
+
+fn summary(answer: &Answer, fan_out: &[Completion]) -> String {
+    let n = fan_out.len();
+    let answered = fan_out.iter().filter(|c| c.outcome.is_ok()).count();
+    let k = answer.sources.len();
+    let models = |sources: &[u32]| -> String {
+        sources
+            .iter()
+            .map(|&i| fan_out[i as usize].model.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match answer.kind {
+        AnswerKind::Synthesis => format!("Synthesis of {k} of {n} answers."),
+        AnswerKind::Single => format!(
+            "Single answer from {} ({} of {n} failed); not a synthesis.",
+            models(&answer.sources),
+            n - answered
+        ),
+        AnswerKind::Vote => format!("Majority vote among {answered} of {n} answers."),
+        AnswerKind::Pick => format!("One of {answered} answers, picked verbatim."),
+        AnswerKind::Unmerged => format!("{k} of {n} answers, side by side: merging them failed."),
+        AnswerKind::None => format!("No answer: all {n} model calls failed."),
+    }
+}
