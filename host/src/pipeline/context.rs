@@ -48,7 +48,14 @@ impl RunContext {
     /// Runs `requests` all at once (each provider's concurrency cap still
     /// applies) and returns their outcomes in order.
     pub async fn fan_out(&self, stage: &str, requests: Vec<ChatRequest>) -> Vec<Completion> {
-        join_all(requests.iter().map(|r| self.one(stage, r))).await
+        let completions = join_all(requests.iter().map(|r| self.one(stage, r))).await;
+        // Recorded in request order, so a record's position matches the
+        // index plugins use for the completion.
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(completions.iter().map(|c| CallRecord::new(stage, c)));
+        completions
     }
 
     async fn one(&self, stage: &str, request: &ChatRequest) -> Completion {
@@ -78,10 +85,6 @@ impl RunContext {
             self.failed(request, failure, Duration::ZERO)
         };
         self.emit(Event::Call(CallSummary::new(stage, &completion)));
-        self.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(CallRecord::new(stage, &completion));
         completion
     }
 
@@ -103,7 +106,7 @@ impl RunContext {
         }
     }
 
-    /// Every call so far, in the order they finished.
+    /// Every call so far: batch by batch, each in request order.
     pub fn records(&self) -> Vec<CallRecord> {
         self.records
             .lock()

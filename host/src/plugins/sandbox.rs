@@ -3,6 +3,7 @@
 //! captured into tracing (bounded), a memory cap, and a CPU-time budget
 //! counted in epoch ticks while the guest runs.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -21,6 +22,8 @@ pub const TICK: Duration = Duration::from_millis(10);
 
 /// Guest output logged per call and stream; the rest is counted, not kept.
 const OUTPUT_LIMIT: usize = 16 * 1024;
+/// Lines of stderr kept for error messages.
+const LAST_WORDS: usize = 3;
 
 /// What a plugin may ask of the host, provided by the run that calls it.
 pub trait HostServices: Send + Sync {
@@ -64,18 +67,19 @@ impl State {
         }
     }
 
-    /// The guest's last line on stderr (a panic message, usually).
+    /// The guest's last lines on stderr (a panic message, usually).
     pub fn last_words(&self) -> Option<String> {
         let state = self.outputs[1]
             .inner
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let last = if state.line.is_empty() {
-            state.last.clone()
-        } else {
-            String::from_utf8_lossy(&state.line[..state.line.len().min(500)]).into_owned()
-        };
-        (!last.trim().is_empty()).then_some(last)
+        let mut lines: Vec<String> = state.last.iter().cloned().collect();
+        if !state.line.is_empty() {
+            lines.push(
+                String::from_utf8_lossy(&state.line[..state.line.len().min(300)]).into_owned(),
+            );
+        }
+        (!lines.is_empty()).then(|| lines.join(" / "))
     }
 }
 
@@ -179,8 +183,9 @@ struct OutputState {
     line: Vec<u8>,
     logged: usize,
     dropped: usize,
-    /// The last complete line, for error messages (a panic's message).
-    last: String,
+    /// The last few complete lines, for error messages (a panic's message
+    /// is followed by a note, so one line is not enough).
+    last: VecDeque<String>,
 }
 
 impl GuestOutput {
@@ -205,7 +210,12 @@ impl GuestOutput {
                 state.logged += line.len() + 1;
                 self.emit(&line);
                 if !line.iter().all(u8::is_ascii_whitespace) {
-                    state.last = String::from_utf8_lossy(&line[..line.len().min(500)]).into_owned();
+                    if state.last.len() == LAST_WORDS {
+                        state.last.pop_front();
+                    }
+                    state.last.push_back(
+                        String::from_utf8_lossy(&line[..line.len().min(300)]).into_owned(),
+                    );
                 }
             } else {
                 state.line.push(b);

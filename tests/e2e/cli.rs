@@ -1,0 +1,303 @@
+//! The terminal side: `chorus ask`, `chorus check`, config discovery and
+//! errors, and the stdout contract of `chorus serve` checked byte by byte.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::support::*;
+
+fn script_all(mock: &Mock) {
+    for model in PANEL {
+        mock.script(model, [Step::answer(&format!("{model}'s view"))]);
+    }
+    mock.script("m2", [Step::status(500, "m2 fell over")]);
+    mock.script(SYNTH, [Step::answer("The merged answer.")]);
+}
+
+async fn run(args: &[&str]) -> (i32, String, String) {
+    let output = tokio::time::timeout(Duration::from_secs(60), command(args).output())
+        .await
+        .expect("chorus finished within 60 s")
+        .expect("chorus ran");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ask_prints_the_answer_on_stdout_and_progress_on_stderr() {
+    let mock = Mock::start().await;
+    script_all(&mock);
+    let file = write_config(&config(&mock, ""));
+    let (code, stdout, stderr) = run(&[
+        "ask",
+        "--config",
+        file.path.to_str().unwrap(),
+        "Why is the sky blue?",
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "The merged answer.\n");
+    for model in ["m1", "m3", "m4", "m5"] {
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("✓ {model} "))),
+            "{stderr}"
+        );
+    }
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("✗ m2") && l.contains("HTTP 500") && l.contains("m2 fell over")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Synthesis of 4 of 5 answers."), "{stderr}");
+    assert!(
+        !stderr.contains(CANARY) && !stdout.contains(CANARY),
+        "the API key never appears"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ask_json_prints_the_structured_result() {
+    let mock = Mock::start().await;
+    script_all(&mock);
+    let file = write_config(&config(&mock, ""));
+    let (code, stdout, _) = run(&[
+        "ask",
+        "--json",
+        "--pipeline",
+        "ask",
+        "--config",
+        file.path.to_str().unwrap(),
+        "q",
+    ])
+    .await;
+    assert_eq!(code, 0);
+    let result: Value = serde_json::from_str(&stdout).expect("stdout is one JSON document");
+    assert_eq!(result["kind"], "synthesis");
+    assert_eq!(result["answer"], "The merged answer.");
+    assert_eq!(result["calls"].as_array().unwrap().len(), 6);
+
+    let (code, _, stderr) = run(&[
+        "ask",
+        "--pipeline",
+        "nope",
+        "--config",
+        file.path.to_str().unwrap(),
+        "q",
+    ])
+    .await;
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("no pipeline named `nope` (available: ask)"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn check_describes_pipelines_plugins_contracts_and_models() {
+    let mock = Mock::start().await;
+    let file = write_config(&config(&mock, &chaos_pipeline("chaotic", "ok", "")));
+    let (code, stdout, stderr) = run(&["check", "--config", file.path.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{stderr}");
+    for expected in [
+        "panel                selector     chorus:strategy@0.1.0",
+        "synthesize           synthesizer  chorus:strategy@0.1.0    builtin:synthesize",
+        "chaos-chaotic        selector     chorus:strategy@0.1.0",
+        "ask (default): panel -> passthrough -> fan-out -> synthesize",
+        "key: $CHORUS_TEST_API_KEY (set)",
+        "synth2",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing `{expected}` in:\n{stdout}"
+        );
+    }
+
+    // The built-in default validates too, from any directory.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let output = command(&["check"])
+        .current_dir(elsewhere.path())
+        .output()
+        .await
+        .unwrap();
+    assert!(output.status.success());
+    assert!(String::from_utf8_lossy(&output.stdout).contains("<built-in plugins.toml>"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_config_names_the_file_and_the_key() {
+    let mock = Mock::start().await;
+    let good = config(&mock, "");
+    let cases: Vec<(String, &str)> = vec![
+        (
+            good.replace(
+                "connect_timeout = \"2s\"",
+                "connect_timeout = \"2s\"\ntimeout_typo = 3",
+            ),
+            "`providers.mock.timeout_typo`: unknown field `timeout_typo`",
+        ),
+        (
+            good.replace("selector = \"panel\"", "selector = \"panl\""),
+            "`pipelines.ask.selector`: no plugin named `panl` (defined: panel, passthrough, synthesize)",
+        ),
+        (
+            good.replace("selector = \"panel\"", "selector = \"passthrough\""),
+            "`pipelines.ask.selector`: plugin `passthrough` is a prompter, not a selector",
+        ),
+        (
+            good.replace("max_attempts = 3", "max_attempts = \"three\""),
+            "`providers.mock.retry.max_attempts`: invalid type: string \"three\", expected u32",
+        ),
+        (
+            good.replace(&mock.base_url, "not a url"),
+            "`providers.mock.base_url`",
+        ),
+        (
+            good.replace("builtin = \"passthrough\"", "path = \"missing.wasm\""),
+            "`plugins.passthrough.path`: cannot read",
+        ),
+        (
+            good.replace("builtin = \"passthrough\"", "builtin = \"passthru\""),
+            "no built-in plugin `passthru` (built in: static-panel, passthrough, synthesize)",
+        ),
+    ];
+    for (text, expected) in cases {
+        let file = write_config(&text);
+        let path = file.path.to_str().unwrap();
+        for subcommand in ["check", "serve"] {
+            let (code, stdout, stderr) = run(&[subcommand, "--config", path]).await;
+            assert_eq!(code, 2, "{subcommand}: {stderr}");
+            assert!(
+                stderr.contains(path),
+                "{subcommand}: the file is named: {stderr}"
+            );
+            assert!(
+                stderr.contains(expected),
+                "{subcommand}: expected `{expected}` in: {stderr}"
+            );
+            assert!(stdout.is_empty(), "{subcommand}: nothing on stdout");
+        }
+    }
+
+    let corrupt =
+        write_config(&good.replace("builtin = \"passthrough\"", "path = \"garbage.wasm\""));
+    std::fs::write(
+        corrupt.dir.path().join("garbage.wasm"),
+        b"\0asm but not really",
+    )
+    .unwrap();
+    let (code, _, stderr) = run(&["check", "--config", corrupt.path.to_str().unwrap()]).await;
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("`plugins.passthrough.path`")
+            && stderr.contains("is not a loadable WebAssembly component"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_uses_chorus_config_or_the_builtin_default_from_any_directory() {
+    let mock = Mock::start().await;
+    let file = write_config(&config(&mock, ""));
+    let elsewhere = tempfile::tempdir().unwrap();
+
+    let mut from_env = command(&[]);
+    from_env
+        .current_dir(elsewhere.path())
+        .env("CHORUS_CONFIG", &file.path);
+    let tools = tool_names(from_env).await;
+    assert_eq!(tools, ["ask"]);
+
+    let mut builtin = command(&[]);
+    builtin.current_dir(elsewhere.path());
+    assert_eq!(tool_names(builtin).await, ["ask"]);
+}
+
+async fn tool_names(command: tokio::process::Command) -> Vec<String> {
+    use rmcp::ServiceExt;
+    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    let client = ().serve(transport).await.unwrap();
+    let names = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    client.cancel().await.unwrap();
+    names
+}
+
+/// Drives `chorus serve` by hand and checks that every byte it writes to
+/// stdout is a JSON-RPC message — while a plugin prints megabytes.
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_but_json_rpc_reaches_stdout() {
+    let mock = Mock::start().await;
+    script_all(&mock);
+    let file = write_config(&config(
+        &mock,
+        &chaos_pipeline("chatty", "print", ", bytes = 500000"),
+    ));
+    let mut child = command(&["serve", "--config", file.path.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "chatty", "arguments": {"prompt": "q"},
+            "_meta": {"progressToken": "p1"}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "ask", "arguments": {"prompt": "q"}}}),
+    ];
+    for message in messages {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let mut answered = std::collections::BTreeSet::new();
+    let read_all = async {
+        while answered.len() < 3 {
+            let line = lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("stdout stays open until the answers");
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not JSON ({e}): {line:.200}"));
+            assert_eq!(message["jsonrpc"], "2.0", "{line:.200}");
+            if let Some(id) = message["id"].as_u64() {
+                assert!(message.get("result").is_some(), "{line:.300}");
+                answered.insert(id);
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), read_all)
+        .await
+        .expect("all three answered");
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "chorus exits cleanly when stdin closes");
+    while let Some(line) = lines.next_line().await.unwrap() {
+        assert!(
+            serde_json::from_str::<Value>(&line).is_ok(),
+            "not JSON: {line:.200}"
+        );
+    }
+}

@@ -1,0 +1,11 @@
+//! End to end: the real `chorus` binary, driven over stdio by a real MCP
+//! client (rmcp), against a mock provider on 127.0.0.1.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cancel;
+mod cli;
+mod failures;
+mod runs;
+mod sandbox;
