@@ -22,6 +22,18 @@ pub struct Args {
     /// No progress on stderr.
     #[arg(long, short)]
     quiet: bool,
+    /// A pipeline option, e.g. `-o agents=8` (repeatable; see `chorus check`).
+    #[arg(long = "option", short = 'o', value_name = "NAME=VALUE", value_parser = parse_option)]
+    options: Vec<(String, serde_json::Value)>,
+}
+
+/// `NAME=VALUE`; the value is JSON when it parses as JSON (`8`, `true`),
+/// else a string. The pipeline checks it against the option's type.
+fn parse_option(text: &str) -> Result<(String, serde_json::Value), String> {
+    let (name, value) = text.split_once('=').ok_or("expected NAME=VALUE")?;
+    let value =
+        serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
+    Ok((name.trim().to_owned(), value))
 }
 
 pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
@@ -54,7 +66,7 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
         Arc::new(render)
     };
     let outcome = tokio::select! {
-        outcome = chorus.run(pipeline, prompt, serde_json::json!({}), progress) => outcome,
+        outcome = chorus.run(pipeline, prompt, args.options.into_iter().collect(), progress) => outcome,
         _ = tokio::signal::ctrl_c() => {
             eprintln!("chorus: cancelled");
             return ExitCode::from(130);

@@ -92,6 +92,19 @@ fn report(chorus: &Chorus, out: &mut impl Write) -> std::io::Result<()> {
             "  {name}{mark}: {} -> {} -> fan-out -> {}",
             p.selector, p.prompter, p.synthesizer
         )?;
+        for (option, spec) in &p.options {
+            let default = spec
+                .default
+                .as_ref()
+                .map(|d| format!(", default {d}"))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "      option {option} ({}{default}): {}",
+                spec.kind.as_str(),
+                spec.description
+            )?;
+        }
     }
     if !missing.is_empty() {
         let vars: Vec<_> = missing.iter().map(|(_, v)| format!("${v}")).collect();

@@ -151,6 +151,48 @@ impl Loaded {
     }
 }
 
+/// Checks one option value against its spec; the message says what is wrong.
+pub fn check_option(
+    name: &str,
+    spec: &OptionSpec,
+    value: &serde_json::Value,
+) -> Result<(), String> {
+    let number = match (spec.kind, value) {
+        (OptionType::Integer, serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => {
+            n.as_f64()
+        }
+        (OptionType::Number, serde_json::Value::Number(n)) => n.as_f64(),
+        (OptionType::String, serde_json::Value::String(_))
+        | (OptionType::Boolean, serde_json::Value::Bool(_)) => None,
+        _ => {
+            return Err(format!(
+                "`{name}` must be {} {}, got {value}",
+                article(spec.kind),
+                spec.kind.as_str()
+            ));
+        }
+    };
+    if let Some(n) = number {
+        if spec.minimum.is_some_and(|min| n < min) || spec.maximum.is_some_and(|max| n > max) {
+            let bound = |b: Option<f64>| b.map_or("…".to_owned(), |b| b.to_string());
+            return Err(format!(
+                "`{name}` must be between {} and {}, got {n}",
+                bound(spec.minimum),
+                bound(spec.maximum)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn article(kind: OptionType) -> &'static str {
+    if kind == OptionType::Integer {
+        "an"
+    } else {
+        "a"
+    }
+}
+
 fn position_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<(usize, usize)> {
     let start = span?.start.min(text.len());
     let before = &text[..start];
@@ -343,6 +385,30 @@ fn validate(config: &Config) -> Result<(), Invalid> {
                         names(&mut config.plugins.keys())
                     ),
                 ));
+            }
+        }
+        for (option, spec) in &pipeline.options {
+            let key = format!("pipelines.{name}.options.{option}");
+            let valid_name = option != "prompt"
+                && !option.is_empty()
+                && option
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !valid_name {
+                return Err((
+                    key,
+                    "an option name is letters, digits and `_`, and not `prompt`".into(),
+                ));
+            }
+            if let (Some(min), Some(max)) = (spec.minimum, spec.maximum)
+                && min > max
+            {
+                return Err((key, format!("minimum ({min}) is above maximum ({max})")));
+            }
+            if let Some(default) = &spec.default {
+                let value = serde_json::to_value(default).unwrap_or_default();
+                crate::config::check_option(option, spec, &value)
+                    .map_err(|m| (format!("{key}.default"), m))?;
             }
         }
         if pipeline.run_timeout.is_some_and(|t| t.is_zero()) {

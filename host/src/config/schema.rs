@@ -185,6 +185,48 @@ pub struct Pipeline {
     /// Overrides `limits.run_timeout` for this pipeline.
     #[serde(default, with = "humantime_serde")]
     pub run_timeout: Option<Duration>,
+    /// What the tool takes besides `prompt`; checked by chorus and handed
+    /// to every plugin of the run as `request.options`.
+    #[serde(default)]
+    pub options: BTreeMap<String, OptionSpec>,
+}
+
+/// One option of a pipeline's tool.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OptionSpec {
+    #[serde(rename = "type")]
+    pub kind: OptionType,
+    /// Shown to the MCP client's model: keep it short.
+    pub description: String,
+    #[serde(default)]
+    pub minimum: Option<f64>,
+    #[serde(default)]
+    pub maximum: Option<f64>,
+    /// Used when the call leaves the option out; without one the plugin
+    /// sees no value and applies its own default.
+    #[serde(default)]
+    pub default: Option<toml::Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptionType {
+    Integer,
+    Number,
+    String,
+    Boolean,
+}
+
+impl OptionType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Integer => "integer",
+            Self::Number => "number",
+            Self::String => "string",
+            Self::Boolean => "boolean",
+        }
+    }
 }
 
 mod defaults {

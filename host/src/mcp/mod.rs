@@ -88,14 +88,12 @@ impl ServerHandler for Server {
                 None,
             ));
         }
-        let prompt = match tools::prompt_of(request.arguments.as_ref()) {
-            Ok(prompt) => prompt,
+        let (prompt, options) = match tools::split_arguments(request.arguments) {
+            Ok(split) => split,
             Err(message) => return Ok(tools::failure_text(&message).into()),
         };
         let progress = progress::forwarder(context.peer.clone(), context.meta.get_progress_token());
-        let run = self
-            .chorus
-            .run(&name, prompt, serde_json::json!({}), progress);
+        let run = self.chorus.run(&name, prompt, options, progress);
         let outcome = tokio::select! {
             outcome = run => outcome,
             () = context.ct.cancelled() => {

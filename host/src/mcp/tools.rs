@@ -8,7 +8,7 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotation
 use serde_json::{Value, json};
 
 use crate::config::Pipeline;
-use crate::pipeline::{RunError, RunResult};
+use crate::pipeline::{RunError, RunResult, options};
 use crate::plugins::AnswerKind;
 
 static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
@@ -18,14 +18,17 @@ static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
 });
 
 pub fn tool(name: &str, pipeline: &Pipeline) -> Tool {
+    let mut properties = options::schema(&pipeline.options);
+    properties.insert(
+        "prompt".into(),
+        json!({
+            "type": "string",
+            "description": "The question or task, complete and self-contained: the models see nothing else."
+        }),
+    );
     let input = json!({
         "type": "object",
-        "properties": {
-            "prompt": {
-                "type": "string",
-                "description": "The question or task, complete and self-contained: the models see nothing else."
-            }
-        },
+        "properties": properties,
         "required": ["prompt"],
         "additionalProperties": false
     });
@@ -38,19 +41,16 @@ pub fn tool(name: &str, pipeline: &Pipeline) -> Tool {
     .with_annotations(ToolAnnotations::new().read_only(true).open_world(true))
 }
 
-/// The prompt from a call's arguments, or a message saying what is wrong.
-pub fn prompt_of(arguments: Option<&JsonObject>) -> Result<String, String> {
-    let arguments = arguments.ok_or("missing arguments: pass {\"prompt\": \"your question\"}")?;
-    if let Some(unknown) = arguments.keys().find(|k| *k != "prompt") {
-        return Err(format!(
-            "unknown argument `{unknown}`: this tool takes only `prompt`"
-        ));
-    }
-    match arguments.get("prompt") {
-        Some(Value::String(prompt)) => Ok(prompt.clone()),
+/// The prompt and the other arguments (the pipeline's options, checked by
+/// the pipeline) of a call, or a message saying what is wrong.
+pub fn split_arguments(arguments: Option<JsonObject>) -> Result<(String, JsonObject), String> {
+    let mut arguments =
+        arguments.ok_or("missing arguments: pass {\"prompt\": \"your question\"}")?;
+    match arguments.remove("prompt") {
+        Some(Value::String(prompt)) => Ok((prompt, arguments)),
         Some(other) => Err(format!(
             "`prompt` must be a string, got {}",
-            type_name(other)
+            type_name(&other)
         )),
         None => Err("missing `prompt`: pass {\"prompt\": \"your question\"}".to_owned()),
     }

@@ -4,6 +4,7 @@
 
 mod context;
 pub mod events;
+pub mod options;
 mod result;
 
 use std::sync::Arc;
@@ -35,6 +36,8 @@ pub enum RunError {
     EmptyPrompt,
     #[error("the prompt is {size} bytes, over the limit of {limit} (limits.max_prompt_bytes)")]
     PromptTooLarge { size: usize, limit: usize },
+    #[error("{0}")]
+    InvalidOptions(String),
     #[error(transparent)]
     Plugin(#[from] PluginError),
     #[error("the run did not finish within its deadline of {0:?}")]
@@ -89,7 +92,7 @@ impl Chorus {
         &self,
         pipeline_name: &str,
         prompt: String,
-        options: Value,
+        options: serde_json::Map<String, Value>,
         progress: Progress,
     ) -> Result<Arc<RunResult>, RunError> {
         let pipeline = self
@@ -118,6 +121,8 @@ impl Chorus {
                 limit: limits.max_prompt_bytes,
             });
         }
+        let options =
+            options::resolve(&pipeline.options, options).map_err(RunError::InvalidOptions)?;
         let started = Instant::now();
         let run_timeout = pipeline.run_timeout.unwrap_or(limits.run_timeout);
         let request = Request {
