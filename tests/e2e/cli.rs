@@ -268,6 +268,7 @@ async fn nothing_but_json_rpc_reaches_stdout() {
             .await
             .unwrap();
     }
+    let mut progress = Vec::new();
     let mut answered = std::collections::BTreeSet::new();
     let read_all = async {
         while answered.len() < 3 {
@@ -279,6 +280,10 @@ async fn nothing_but_json_rpc_reaches_stdout() {
             let message: Value = serde_json::from_str(&line)
                 .unwrap_or_else(|e| panic!("not JSON ({e}): {line:.200}"));
             assert_eq!(message["jsonrpc"], "2.0", "{line:.200}");
+            if message["method"] == "notifications/progress" {
+                assert_eq!(message["params"]["progressToken"], "p1");
+                progress.push(message["params"]["progress"].as_f64().unwrap());
+            }
             if let Some(id) = message["id"].as_u64() {
                 assert!(message.get("result").is_some(), "{line:.300}");
                 answered.insert(id);
@@ -288,6 +293,11 @@ async fn nothing_but_json_rpc_reaches_stdout() {
     tokio::time::timeout(Duration::from_secs(60), read_all)
         .await
         .expect("all three answered");
+    assert!(progress.len() >= 4, "progress was reported: {progress:?}");
+    assert!(
+        progress.windows(2).all(|w| w[0] < w[1]),
+        "progress increases on the wire: {progress:?}"
+    );
     drop(stdin);
     let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
         .await
