@@ -12,9 +12,22 @@ use std::process::Command;
 
 /// Plugins compiled into chorus, by the name `builtin = "..."` uses.
 const BUILTINS: &[(&str, &str)] = &[
+    // selectors
     ("static-panel", "static_panel"),
+    ("route", "route"),
+    ("cheapest", "cheapest"),
+    ("diverse", "diverse"),
+    ("self-moa", "self_moa"),
+    // prompters
     ("passthrough", "passthrough"),
+    ("heavy-planner", "heavy_planner"),
+    // synthesizers
     ("synthesize", "synthesize"),
+    ("vote", "vote"),
+    ("judge", "judge"),
+    ("council", "council"),
+    ("debate", "debate"),
+    ("mixture", "mixture"),
 ];
 
 const TARGET: &str = "wasm32-wasip2";

@@ -9,3 +9,4 @@ mod cli;
 mod failures;
 mod runs;
 mod sandbox;
+mod strategies;

@@ -1,9 +1,11 @@
 //! Prompter: sends the user's prompt unchanged to every seat on the panel,
-//! after an optional system prompt.
+//! after an optional system prompt — once, or `samples` times per seat for
+//! strategies that compare several samples (self-consistency votes).
 //!
 //! ```toml
 //! [plugins.passthrough.settings]
 //! system = "Answer concisely."   # optional
+//! samples = 3                    # per seat; the call's `samples_per_model` option wins
 //! ```
 
 wit_bindgen::generate!({ world: "prompter-plugin", path: "../../wit" });
@@ -12,18 +14,29 @@ use chorus::strategy::types::{ChatRequest, Message, Plan, Prompts, Request, Role
 use exports::chorus::strategy::prompter::Guest;
 use serde::Deserialize;
 
-#[derive(Deserialize)]
+/// More samples than this per seat is a configuration mistake, not a plan.
+const MAX_SAMPLES: u32 = 16;
+
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct Settings {
     system: Option<String>,
+    samples: Option<u32>,
 }
 
 struct Passthrough;
 
 impl Guest for Passthrough {
     fn prompt(request: Request, plan: Plan, settings: String) -> Result<Prompts, String> {
-        let settings: Settings = serde_json::from_str(&settings)
-            .map_err(|e| format!("bad settings: {e} (expected an optional `system` string)"))?;
+        let settings: Settings = kit::settings(&settings, "optional `system` and `samples`")?;
+        let samples = kit::option_u32(&request.options, "samples_per_model")
+            .or(settings.samples)
+            .unwrap_or(1);
+        if !(1..=MAX_SAMPLES).contains(&samples) {
+            return Err(format!(
+                "samples must be between 1 and {MAX_SAMPLES}, got {samples}"
+            ));
+        }
         let mut messages = Vec::with_capacity(2);
         if let Some(system) = settings.system.filter(|s| !s.trim().is_empty()) {
             messages.push(Message {
@@ -35,16 +48,25 @@ impl Guest for Passthrough {
             role: Role::User,
             content: request.prompt,
         });
-        let requests = plan
-            .panel
-            .into_iter()
-            .map(|seat| ChatRequest {
-                label: "panel".into(),
-                model: seat.model,
-                messages: messages.clone(),
-                sampling: seat.sampling,
-            })
-            .collect();
+        let mut requests = Vec::new();
+        for seat in &plan.panel {
+            for sample in 0..samples {
+                let mut sampling = seat.sampling;
+                let label = if samples == 1 {
+                    "panel".to_owned()
+                } else {
+                    // Distinct seeds, so providers that honour them vary the samples.
+                    sampling.seed = Some(u64::from(sample) + 1);
+                    format!("sample {}", sample + 1)
+                };
+                requests.push(ChatRequest {
+                    label,
+                    model: seat.model.clone(),
+                    messages: messages.clone(),
+                    sampling,
+                });
+            }
+        }
         Ok(Prompts {
             requests,
             notes: Vec::new(),

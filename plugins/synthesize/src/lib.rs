@@ -1,28 +1,28 @@
 //! Synthesizer: merges the panel's answers into one with a synthesizer model.
 //!
 //! Honest about what it returns:
-//! - two or more answers -> `synthesis` (the synthesizer models are tried in
-//!   the plan's order; if every one fails -> `unmerged`, the answers side by
-//!   side with each synthesizer's real error);
-//! - exactly one answer  -> `single`, returned verbatim, never "synthesized";
+//! - two or more answers -> `synthesis` (the plan's synthesizers are tried in
+//!   order; if every one fails -> `unmerged`: the answers side by side, with
+//!   each synthesizer's real error);
+//! - exactly one answer  -> `single`, verbatim, never "synthesized";
 //! - no answer           -> `none`, with every model's failure.
 //!
 //! ```toml
 //! [plugins.synthesize.settings]
 //! instructions = "..."   # replaces the default synthesis instructions
-//! max_tokens = 4096      # for the synthesizer's reply
+//! show_labels = true     # head each answer with its request's label (heavy:
+//!                        # the sub-question) and list the inputs in details
+//! max_tokens = 4096
 //! temperature = 0.3
 //! ```
 
 wit_bindgen::generate!({ world: "synthesizer-plugin", path: "../../wit" });
+kit::guest_helpers!();
 
-use chorus::strategy::host;
-use chorus::strategy::types::{
-    Answer, AnswerKind, ChatRequest, Completion, Failure, FailureKind, Message, Plan, Request,
-    Role, Sampling,
-};
+use chorus::strategy::types::{Answer, AnswerKind, Completion, Plan, Request, Sampling};
 use exports::chorus::strategy::synthesizer::Guest;
 use serde::Deserialize;
+use serde_json::json;
 
 const DEFAULT_INSTRUCTIONS: &str = "You are given a question and several independent answers to it \
 from different AI models. Write the single best answer to the question: keep what the answers agree \
@@ -30,16 +30,17 @@ on, resolve their disagreements by reasoning about which is right, add anything 
 one of them noticed, and drop what is wrong. Answer the question directly; do not mention the other \
 answers or that you are synthesizing.";
 
-/// Share of the synthesizer's context window the answers may fill, in
-/// characters per token: deliberately low, since we cannot tokenize here.
-const CHARS_PER_TOKEN: u64 = 3;
-/// Tokens kept free for the instructions, the question and the reply.
-const RESERVED_TOKENS: u64 = 8_192;
+const LABELLED_INSTRUCTIONS: &str = "You are given a question and answers to parts of it, each \
+written by a different agent for the sub-question in its heading. Combine them into one complete, \
+well-organised answer to the original question: use every part, reconcile overlaps and conflicts, \
+and fill any gap you can. Answer directly; do not mention the agents.";
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct Settings {
     instructions: Option<String>,
+    #[serde(default)]
+    show_labels: bool,
     max_tokens: Option<u32>,
     temperature: Option<f32>,
 }
@@ -53,29 +54,38 @@ impl Guest for Synthesize {
         completions: Vec<Completion>,
         settings: String,
     ) -> Result<Answer, String> {
-        let settings: Settings = serde_json::from_str(&settings).map_err(|e| {
-            format!("bad settings: {e} (expected instructions, max_tokens, temperature)")
-        })?;
-        let answered: Vec<(u32, &Completion, &str)> = completions
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| match &c.outcome {
-                Ok(reply) if !reply.content.trim().is_empty() => {
-                    Some((i as u32, c, reply.content.as_str()))
-                }
-                _ => None,
-            })
-            .collect();
-        let mut notes = failure_notes(&completions);
+        let settings: Settings = kit::settings(
+            &settings,
+            "instructions, show_labels, max_tokens, temperature",
+        )?;
+        let answered = guest::answered(&completions);
+        let mut notes = guest::failure_notes(&completions);
+        let details = if settings.show_labels {
+            let inputs: Vec<_> = completions
+                .iter()
+                .map(|c| {
+                    json!({"label": c.label, "model": c.model, "status": if c.outcome.is_ok() { "ok" } else { "failed" }})
+                })
+                .collect();
+            json!({ "inputs": inputs }).to_string()
+        } else {
+            String::new()
+        };
+        let answer = |kind, text, sources, notes| Answer {
+            kind,
+            text,
+            sources,
+            notes,
+            details: details.clone(),
+        };
 
         match answered.as_slice() {
-            [] => Ok(Answer {
-                kind: AnswerKind::None,
-                text: format!("No model answered ({} tried).", completions.len()),
-                sources: Vec::new(),
+            [] => Ok(answer(
+                AnswerKind::None,
+                format!("No model answered ({} tried).", completions.len()),
+                vec![],
                 notes,
-                details: String::new(),
-            }),
+            )),
             [(index, completion, text)] => {
                 notes.insert(
                     0,
@@ -84,201 +94,87 @@ impl Guest for Synthesize {
                         completion.model
                     ),
                 );
-                Ok(Answer {
-                    kind: AnswerKind::Single,
-                    text: (*text).to_owned(),
-                    sources: vec![*index],
+                Ok(answer(
+                    AnswerKind::Single,
+                    (*text).to_owned(),
+                    vec![*index],
                     notes,
-                    details: String::new(),
-                })
+                ))
             }
-            _ => Ok(merge(&request, &plan, &settings, &answered, notes)),
-        }
-    }
-}
-
-fn merge(
-    request: &Request,
-    plan: &Plan,
-    settings: &Settings,
-    answered: &[(u32, &Completion, &str)],
-    mut notes: Vec<String>,
-) -> Answer {
-    let sources: Vec<u32> = answered.iter().map(|(i, _, _)| *i).collect();
-    let instructions = settings
-        .instructions
-        .as_deref()
-        .unwrap_or(DEFAULT_INSTRUCTIONS);
-    let catalog = host::models();
-    let mut synthesizer_errors = Vec::new();
-
-    for model in &plan.synthesizers {
-        let window = catalog
-            .iter()
-            .find(|m| &m.id == model)
-            .and_then(|m| m.context_window);
-        let (texts, cut) = fit(answered.iter().map(|(_, _, t)| *t).collect(), window);
-        host::progress(&format!(
-            "synthesizing {} answers with {model}",
-            texts.len()
-        ));
-        let call = ChatRequest {
-            label: "synthesis".into(),
-            model: model.clone(),
-            messages: vec![
-                Message {
-                    role: Role::System,
-                    content: instructions.to_owned(),
-                },
-                Message {
-                    role: Role::User,
-                    content: synthesis_prompt(&request.prompt, &texts),
-                },
-            ],
-            sampling: Sampling {
-                temperature: settings.temperature,
-                top_p: None,
-                max_tokens: settings.max_tokens,
-                seed: None,
-            },
-        };
-        let outcome = host::complete(&[call]).pop().map(|c| c.outcome);
-        match outcome {
-            Some(Ok(reply)) if !reply.content.trim().is_empty() => {
-                if let Some(cut) = cut {
-                    notes.push(format!("To fit {model}'s context window, {cut}."));
-                }
-                for (failed, error) in &synthesizer_errors {
-                    notes.push(format!(
-                        "Synthesizer {failed} failed ({error}); fell back to {model}."
-                    ));
-                }
-                notes.insert(
-                    0,
-                    format!("Synthesis of {} answers by {model}.", answered.len()),
-                );
-                return Answer {
-                    kind: AnswerKind::Synthesis,
-                    text: reply.content,
-                    sources,
-                    notes,
-                    details: String::new(),
+            _ => {
+                let sources: Vec<u32> = answered.iter().map(|(i, _, _)| *i).collect();
+                let inputs: Vec<(String, String)> = answered
+                    .iter()
+                    .enumerate()
+                    .map(|(n, (_, c, text))| {
+                        let heading = if settings.show_labels {
+                            c.label.clone()
+                        } else {
+                            format!("Answer {}", n + 1)
+                        };
+                        (heading, (*text).to_owned())
+                    })
+                    .collect();
+                let default = if settings.show_labels {
+                    LABELLED_INSTRUCTIONS
+                } else {
+                    DEFAULT_INSTRUCTIONS
                 };
-            }
-            Some(Ok(_)) => synthesizer_errors.push((model.clone(), "empty reply".to_owned())),
-            Some(Err(failure)) => synthesizer_errors.push((model.clone(), describe(&failure))),
-            None => {
-                synthesizer_errors.push((model.clone(), "the host returned no outcome".to_owned()))
+                let instructions = settings.instructions.as_deref().unwrap_or(default);
+                let sampling = Sampling {
+                    temperature: settings.temperature,
+                    max_tokens: settings.max_tokens,
+                    ..guest::NO_SAMPLING
+                };
+                match guest::merge(
+                    &request.prompt,
+                    &inputs,
+                    &plan.synthesizers,
+                    instructions,
+                    sampling,
+                ) {
+                    Ok(merged) => {
+                        notes.insert(
+                            0,
+                            format!(
+                                "Synthesis of {} answers by {}.",
+                                answered.len(),
+                                merged.model
+                            ),
+                        );
+                        notes.extend(merged.notes);
+                        Ok(answer(AnswerKind::Synthesis, merged.text, sources, notes))
+                    }
+                    Err(errors) => {
+                        notes.insert(0, unmerged_note(answered.len(), &errors));
+                        let pairs: Vec<(&str, &str)> = answered
+                            .iter()
+                            .map(|(_, c, t)| (c.model.as_str(), *t))
+                            .collect();
+                        Ok(answer(
+                            AnswerKind::Unmerged,
+                            kit::side_by_side(&pairs),
+                            sources,
+                            notes,
+                        ))
+                    }
+                }
             }
         }
     }
-
-    if plan.synthesizers.is_empty() {
-        notes.insert(
-            0,
-            "No synthesizer model in the plan, so the answers are shown side by side.".into(),
-        );
-    } else {
-        let errors: Vec<String> = synthesizer_errors
-            .iter()
-            .map(|(m, e)| format!("{m}: {e}"))
-            .collect();
-        notes.insert(
-            0,
-            format!(
-                "Every synthesizer failed, so the {} answers are shown side by side. {}",
-                answered.len(),
-                errors.join("; ")
-            ),
-        );
-    }
-    let text = answered
-        .iter()
-        .map(|(_, c, t)| format!("## {}\n\n{}", c.model, t.trim()))
-        .collect::<Vec<_>>()
-        .join("\n\n");
-    Answer {
-        kind: AnswerKind::Unmerged,
-        text,
-        sources,
-        notes,
-        details: String::new(),
-    }
 }
 
-fn synthesis_prompt(question: &str, answers: &[String]) -> String {
-    let mut prompt = format!("Question:\n{question}\n\n");
-    for (i, answer) in answers.iter().enumerate() {
-        prompt.push_str(&format!("--- Answer {} ---\n{}\n\n", i + 1, answer.trim()));
+fn unmerged_note(count: usize, errors: &[(String, String)]) -> String {
+    if errors.is_empty() {
+        return format!(
+            "No synthesizer model in the plan, so the {count} answers are shown side by side."
+        );
     }
-    prompt.push_str("Write the best answer to the question.");
-    prompt
-}
-
-/// Cuts the answers to a common length when together they would not fit the
-/// synthesizer's context window. Returns the texts and, if anything was cut,
-/// a sentence saying how much.
-fn fit(texts: Vec<&str>, context_window: Option<u32>) -> (Vec<String>, Option<String>) {
-    let Some(window) = context_window else {
-        return (texts.into_iter().map(str::to_owned).collect(), None);
-    };
-    let budget = (u64::from(window).saturating_sub(RESERVED_TOKENS) * CHARS_PER_TOKEN) as usize;
-    let total: usize = texts.iter().map(|t| t.chars().count()).sum();
-    if total <= budget {
-        return (texts.into_iter().map(str::to_owned).collect(), None);
-    }
-    let share = budget / texts.len().max(1);
-    let fitted: Vec<String> = texts
-        .iter()
-        .map(|t| {
-            if t.chars().count() <= share {
-                (*t).to_owned()
-            } else {
-                let mut cut: String = t.chars().take(share).collect();
-                cut.push_str("\n[… cut to fit the context window]");
-                cut
-            }
-        })
-        .collect();
-    let kept: usize = texts.iter().map(|t| t.chars().count().min(share)).sum();
-    (
-        fitted,
-        Some(format!(
-            "the answers were cut to {kept} of {total} characters"
-        )),
+    let causes: Vec<String> = errors.iter().map(|(m, e)| format!("{m}: {e}")).collect();
+    format!(
+        "Every synthesizer failed, so the {count} answers are shown side by side. {}",
+        causes.join("; ")
     )
-}
-
-fn failure_notes(completions: &[Completion]) -> Vec<String> {
-    completions
-        .iter()
-        .filter_map(|c| match &c.outcome {
-            Err(failure) => Some(format!("{} failed: {}", c.model, describe(failure))),
-            Ok(reply) if reply.content.trim().is_empty() => {
-                Some(format!("{} returned an empty answer", c.model))
-            }
-            Ok(_) => None,
-        })
-        .collect()
-}
-
-fn describe(failure: &Failure) -> String {
-    let kind = match failure.kind {
-        FailureKind::Timeout => "timeout",
-        FailureKind::RateLimited => "rate limited",
-        FailureKind::HttpStatus => "HTTP error",
-        FailureKind::Connection => "connection failed",
-        FailureKind::MalformedResponse => "malformed response",
-        FailureKind::ResponseTooLarge => "response too large",
-        FailureKind::Cancelled => "cancelled",
-        FailureKind::OverBudget => "over budget",
-        FailureKind::UnknownModel => "unknown model",
-        FailureKind::MissingApiKey => "missing API key",
-    };
-    match failure.status {
-        Some(status) => format!("{kind} (HTTP {status}): {}", failure.message),
-        None => format!("{kind}: {}", failure.message),
-    }
 }
 
 export!(Synthesize);

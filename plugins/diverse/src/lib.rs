@@ -1,0 +1,85 @@
+//! Selector: a panel spread across model vendors (the part of the model id
+//! before `/`, e.g. `openai`), one per vendor before any vendor gets a
+//! second, in catalog order.
+//!
+//! ```toml
+//! [plugins.diverse.settings]
+//! count = 3
+//! synthesizers = ["model"]   # default: the first chosen model
+//! ```
+
+wit_bindgen::generate!({ world: "selector-plugin", path: "../../wit" });
+
+use chorus::strategy::host;
+use chorus::strategy::types::{Plan, Request, Sampling, Seat};
+use exports::chorus::strategy::selector::Guest;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    count: usize,
+    #[serde(default)]
+    synthesizers: Vec<String>,
+}
+
+struct Diverse;
+
+impl Guest for Diverse {
+    fn select(_request: Request, settings: String) -> Result<Plan, String> {
+        let settings: Settings = kit::settings(&settings, "count, synthesizers")?;
+        // Group the catalog by vendor, keeping catalog order within each.
+        let mut vendors: Vec<(String, Vec<String>)> = Vec::new();
+        for model in host::models() {
+            let vendor = model
+                .id
+                .split_once('/')
+                .map_or(model.provider.clone(), |(v, _)| v.to_owned());
+            match vendors.iter_mut().find(|(v, _)| *v == vendor) {
+                Some((_, models)) => models.push(model.id),
+                None => vendors.push((vendor, vec![model.id])),
+            }
+        }
+        let mut panel = Vec::new();
+        let mut round = 0;
+        while panel.len() < settings.count && vendors.iter().any(|(_, m)| m.len() > round) {
+            for (_, models) in &vendors {
+                if panel.len() < settings.count
+                    && let Some(model) = models.get(round)
+                {
+                    panel.push(model.clone());
+                }
+            }
+            round += 1;
+        }
+        if panel.is_empty() {
+            return Err("the catalog has no models".into());
+        }
+        let vendor_count = vendors.len().min(panel.len());
+        let notes = vec![format!(
+            "A panel of {} models from {vendor_count} vendors.",
+            panel.len()
+        )];
+        let synthesizers = if settings.synthesizers.is_empty() {
+            vec![panel[0].clone()]
+        } else {
+            settings.synthesizers
+        };
+        let sampling = Sampling {
+            temperature: None,
+            top_p: None,
+            max_tokens: None,
+            seed: None,
+        };
+        Ok(Plan {
+            panel: panel
+                .into_iter()
+                .map(|model| Seat { model, sampling })
+                .collect(),
+            synthesizers,
+            notes,
+        })
+    }
+}
+
+export!(Diverse);

@@ -1,0 +1,99 @@
+use super::*;
+
+#[test]
+fn lists_come_from_json_anywhere_or_from_numbered_lines() {
+    assert_eq!(extract_list(r#"["a?", "b?"]"#), ["a?", "b?"]);
+    assert_eq!(
+        extract_list("Sure! Here you go:\n```json\n[\"a?\", \"b?\"]\n```\nGood luck."),
+        ["a?", "b?"]
+    );
+    assert_eq!(
+        extract_list(r#"{"questions": [{"question": "a?"}, {"question": "b?"}]}"#),
+        ["a?", "b?"]
+    );
+    assert_eq!(
+        extract_list("1. first\n2) second\n- third\n* **fourth**\nnot an item"),
+        ["first", "second", "third", "fourth"]
+    );
+    assert!(extract_list("I cannot help with that.").is_empty());
+    assert!(extract_list("").is_empty());
+}
+
+#[test]
+fn json_is_found_inside_prose() {
+    assert_eq!(
+        extract_json(r#"The scores: {"A": 3, "B": 9}. Done."#),
+        Some(serde_json::json!({"A": 3, "B": 9}))
+    );
+    assert_eq!(extract_json("no json {here"), None);
+}
+
+#[test]
+fn normalising_compares_what_matters() {
+    assert_eq!(normalise("The answer is 42."), "the answer is 42");
+    assert_eq!(normalise("Let me think... so.\nFinal answer: **42**"), "42");
+    assert_eq!(normalise("Answer: 42!"), normalise("answer:   42"));
+}
+
+#[test]
+fn shuffles_are_permutations_and_depend_on_the_seed() {
+    let a = shuffle("run-1", 10);
+    let mut sorted = a.clone();
+    sorted.sort();
+    assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+    assert_eq!(a, shuffle("run-1", 10), "deterministic");
+    assert_ne!(a, shuffle("run-2", 10), "seeded");
+    assert!(shuffle("x", 0).is_empty());
+}
+
+#[test]
+fn letters_name_candidates() {
+    assert_eq!(
+        [letter(0), letter(25), letter(26), letter(27)],
+        ["A", "Z", "AA", "AB"]
+    );
+}
+
+#[test]
+fn similarity_is_one_for_the_same_words() {
+    assert_eq!(
+        similarity("Paris is the capital.", "paris is THE capital"),
+        1.0
+    );
+    assert!(similarity("Paris", "Lyon") < 0.1);
+}
+
+#[test]
+fn fitting_cuts_only_when_needed_and_says_so() {
+    let (texts, cut) = fit(&["short", "also short"], Some(100_000));
+    assert_eq!((texts.len(), cut), (2, None));
+    let long = "x".repeat(100_000);
+    let (texts, cut) = fit(&[&long, "tiny"], Some(20_000));
+    assert!(texts[0].len() < 40_000 && texts[1] == "tiny");
+    assert!(cut.unwrap().contains("of 100004 characters"));
+}
+
+#[test]
+fn failures_read_like_sentences() {
+    assert_eq!(
+        describe_failure("FailureKind::RateLimited", Some(429), "slow down"),
+        "rate limited (HTTP 429): slow down"
+    );
+    assert_eq!(describe_failure("Timeout", None, "30s"), "timeout: 30s");
+}
+
+#[test]
+fn the_fallback_chain_keeps_every_error() {
+    let models = vec!["a".to_owned(), "b".to_owned(), "c".to_owned()];
+    let (found, errors) = first_success(&models, |m| {
+        if m == "c" {
+            Ok("done".into())
+        } else {
+            Err(format!("{m} broke"))
+        }
+    });
+    assert_eq!(found, Some(("c".to_owned(), "done".to_owned())));
+    assert_eq!(errors.len(), 2);
+    let (found, errors) = first_success(&models, |_| Ok("  ".into()));
+    assert!(found.is_none() && errors.iter().all(|(_, e)| e == "empty reply"));
+}

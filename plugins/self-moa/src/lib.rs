@@ -1,0 +1,59 @@
+//! Selector for Self-MoA: the single best model, sampled N times (at a
+//! temperature that makes the samples differ), merged by the same model.
+//! Research found this often beats mixing weaker models.
+//!
+//! ```toml
+//! [plugins.self-moa.settings]
+//! model = "best/model"
+//! samples = 4          # the call's `samples` option wins (1-16)
+//! temperature = 0.8
+//! ```
+
+wit_bindgen::generate!({ world: "selector-plugin", path: "../../wit" });
+
+use chorus::strategy::types::{Plan, Request, Sampling, Seat};
+use exports::chorus::strategy::selector::Guest;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    model: String,
+    samples: Option<u32>,
+    temperature: Option<f32>,
+}
+
+struct SelfMoa;
+
+impl Guest for SelfMoa {
+    fn select(request: Request, settings: String) -> Result<Plan, String> {
+        let settings: Settings = kit::settings(&settings, "model, samples, temperature")?;
+        let samples = kit::option_u32(&request.options, "samples")
+            .or(settings.samples)
+            .unwrap_or(4);
+        if !(1..=16).contains(&samples) {
+            return Err(format!("samples must be between 1 and 16, got {samples}"));
+        }
+        let panel = (0..samples)
+            .map(|i| Seat {
+                model: settings.model.clone(),
+                sampling: Sampling {
+                    temperature: Some(settings.temperature.unwrap_or(0.8)),
+                    top_p: None,
+                    max_tokens: None,
+                    seed: Some(u64::from(i) + 1),
+                },
+            })
+            .collect();
+        Ok(Plan {
+            panel,
+            synthesizers: vec![settings.model.clone()],
+            notes: vec![format!(
+                "Self-MoA: {} sampled {samples} times.",
+                settings.model
+            )],
+        })
+    }
+}
+
+export!(SelfMoa);
