@@ -166,7 +166,7 @@ async fn a_broken_config_names_the_file_and_the_key() {
         ),
         (
             good.replace("builtin = \"passthrough\"", "builtin = \"passthru\""),
-            "no built-in plugin `passthru` (built in: static-panel, passthrough, synthesize)",
+            "no built-in plugin `passthru` (built in: static-panel, route, cheapest,",
         ),
     ];
     for (text, expected) in cases {
@@ -218,7 +218,16 @@ async fn serve_uses_chorus_config_or_the_builtin_default_from_any_directory() {
 
     let mut builtin = command(&[]);
     builtin.current_dir(elsewhere.path());
-    assert_eq!(tool_names(builtin).await, ["ask"]);
+    let builtin_tools = tool_names(builtin).await;
+    for pipeline in [
+        "ask", "heavy", "moa", "vote", "best-of", "council", "debate", "self-moa", "routed",
+        "cheap",
+    ] {
+        assert!(
+            builtin_tools.contains(&pipeline.to_owned()),
+            "{pipeline}: {builtin_tools:?}"
+        );
+    }
 }
 
 async fn tool_names(command: tokio::process::Command) -> Vec<String> {

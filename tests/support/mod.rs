@@ -99,7 +99,7 @@ pub fn chaos_pipeline(name: &str, mode: &str, more_settings: &str) -> String {
         r#"
 [plugins.chaos-{name}]
 path = "{dir}/chaos.wasm"
-cpu_time = "300ms"
+cpu_time = "2s"
 max_memory_mib = 32
 settings = {{ mode = "{mode}", synthesizers = ["{SYNTH}"]{panel}{more_settings} }}
 
