@@ -11,10 +11,27 @@ use crate::config::Pipeline;
 use crate::pipeline::{RunError, RunResult, options};
 use crate::plugins::AnswerKind;
 
+/// The result's shape, kept compact: every tool repeats it in `tools/list`,
+/// and clients pay for it in tokens. (The full record is documented in the
+/// README and readable as a `chorus://runs/{id}` resource.)
 static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
-    let schema = schemars::schema_for!(RunResult);
-    let value = serde_json::to_value(schema).expect("a schema serializes");
-    Arc::new(value.as_object().cloned().unwrap_or_default())
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "run_id": {"type": "string"},
+            "pipeline": {"type": "string"},
+            "kind": {"enum": ["synthesis", "single", "vote", "pick", "unmerged", "none"]},
+            "summary": {"type": "string"},
+            "answer": {"type": "string"},
+            "notes": {"type": "array", "items": {"type": "string"}},
+            "calls": {"type": "array", "items": {"type": "object"}},
+            "usage": {"type": "object"},
+            "elapsed_ms": {"type": "integer"},
+            "details": {"type": "object"}
+        },
+        "required": ["run_id", "pipeline", "kind", "summary", "answer", "notes", "calls", "usage", "elapsed_ms"]
+    });
+    Arc::new(schema.as_object().cloned().unwrap_or_default())
 });
 
 pub fn tool(name: &str, pipeline: &Pipeline) -> Tool {
@@ -53,6 +70,42 @@ pub fn split_arguments(arguments: Option<JsonObject>) -> Result<(String, JsonObj
             type_name(&other)
         )),
         None => Err("missing `prompt`: pass {\"prompt\": \"your question\"}".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::Totals;
+
+    #[test]
+    fn the_output_schema_names_exactly_the_fields_of_a_result() {
+        let result = RunResult {
+            run_id: "r".into(),
+            pipeline: "p".into(),
+            kind: AnswerKind::Single,
+            summary: "s".into(),
+            answer: "a".into(),
+            notes: vec![],
+            calls: vec![],
+            usage: Totals::default(),
+            elapsed_ms: 1,
+            details: Some(json!({})),
+        };
+        let value = serde_json::to_value(&result).unwrap();
+        let mut fields: Vec<&String> = value.as_object().unwrap().keys().collect();
+        let mut declared: Vec<&String> = OUTPUT_SCHEMA["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        fields.sort();
+        declared.sort();
+        assert_eq!(fields, declared);
+        for required in OUTPUT_SCHEMA["required"].as_array().unwrap() {
+            assert!(value.get(required.as_str().unwrap()).is_some());
+        }
+        assert_eq!(value["kind"], "single");
     }
 }
 

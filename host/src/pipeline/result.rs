@@ -1,14 +1,13 @@
 //! The record of a finished run: what the MCP tool returns as structured
 //! content, what `chorus ask --json` prints, what the runs store keeps.
 
-use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::llm::{Completion, Failure};
 use crate::plugins::AnswerKind;
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
     pub run_id: String,
     pub pipeline: String,
@@ -29,7 +28,7 @@ pub struct RunResult {
     pub details: Option<Value>,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct CallRecord {
     /// `fan-out`, or the plugin that made the call.
     pub stage: String,
@@ -49,7 +48,7 @@ pub struct CallRecord {
     pub error: Option<CallError>,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize)]
 pub struct CallError {
     /// timeout, rate-limited, http-status, connection, malformed-response,
     /// response-too-large, cancelled, over-budget, unknown-model, missing-api-key
@@ -60,7 +59,7 @@ pub struct CallError {
     pub message: String,
 }
 
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Totals {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
