@@ -9,4 +9,5 @@ mod cli;
 mod failures;
 mod runs;
 mod sandbox;
+mod selectors;
 mod strategies;

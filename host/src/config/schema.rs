@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use indexmap::IndexMap;
 use serde::Deserialize;
 use url::Url;
 
@@ -21,8 +22,9 @@ pub struct Config {
     #[serde(default)]
     pub cache: Cache,
     pub providers: BTreeMap<String, Provider>,
+    /// In the order written: selectors that prefer earlier models see it.
     #[serde(default)]
-    pub models: BTreeMap<String, Model>,
+    pub models: IndexMap<String, Model>,
     pub plugins: BTreeMap<String, PluginSpec>,
     pub pipelines: BTreeMap<String, Pipeline>,
 }

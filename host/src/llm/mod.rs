@@ -6,7 +6,9 @@ mod client;
 mod types;
 mod wire;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+
+use indexmap::IndexMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -29,7 +31,8 @@ pub struct ModelInfo {
 /// All providers and the model catalog, built once at startup and shared.
 pub struct Llm {
     providers: HashMap<String, Arc<ProviderClient>>,
-    catalog: BTreeMap<String, ModelInfo>,
+    /// In config order.
+    catalog: IndexMap<String, ModelInfo>,
 }
 
 impl Llm {

@@ -1,6 +1,6 @@
 //! Selector: a panel spread across model vendors (the part of the model id
 //! before `/`, e.g. `openai`), one per vendor before any vendor gets a
-//! second, in catalog order.
+//! second, in the order the config lists them.
 //!
 //! ```toml
 //! [plugins.diverse.settings]
