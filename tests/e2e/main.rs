@@ -11,3 +11,4 @@ mod runs;
 mod sandbox;
 mod selectors;
 mod strategies;
+mod upstream;

@@ -32,6 +32,18 @@ pub enum Step {
     Raw { body: String },
     /// Never answers.
     Hang,
+    /// Headers at once, then a body that trickles `chunks` bytes, one
+    /// every `every`: a slow drip.
+    Drip { every: Duration, chunks: usize },
+    /// Headers and half a body, then silence: a response that never ends.
+    Stall,
+    /// Headers and half a body, then the connection is dropped.
+    Reset,
+    /// A well-formed completion whose content is `bytes` long.
+    Big { bytes: usize },
+    /// Answers with the last user message, prefixed: shows which request a
+    /// result came from.
+    Echo { prefix: String, delay: Duration },
 }
 
 impl Step {
@@ -212,14 +224,7 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
     match step {
         Step::Answer { delay, text } => {
             tokio::time::sleep(delay).await;
-            let reply = json!({
-                "id": "mock-1",
-                "object": "chat.completion",
-                "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 12, "completion_tokens": 34, "cost": 0.0005}
-            });
-            json_response(StatusCode::OK, &reply)
+            json_response(StatusCode::OK, &completion(&model, &text))
         }
         Step::Status {
             code,
@@ -246,7 +251,70 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
             std::future::pending::<()>().await;
             unreachable!()
         }
+        Step::Drip { every, chunks } => {
+            let stream = futures::stream::unfold(0, move |sent| async move {
+                if sent == chunks {
+                    return None;
+                }
+                tokio::time::sleep(every).await;
+                Some((
+                    Ok::<_, std::io::Error>(bytes::Bytes::from_static(b" ")),
+                    sent + 1,
+                ))
+            });
+            streaming(Body::from_stream(stream))
+        }
+        Step::Stall | Step::Reset => {
+            let reset = matches!(step, Step::Reset);
+            let half = futures::stream::once(async {
+                Ok::<_, std::io::Error>(bytes::Bytes::from_static(b"{\"choices\": ["))
+            });
+            let end = futures::stream::once(async move {
+                if reset {
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionReset,
+                        "mock reset",
+                    ))
+                } else {
+                    std::future::pending().await
+                }
+            });
+            streaming(Body::from_stream(futures::StreamExt::chain(half, end)))
+        }
+        Step::Big { bytes } => {
+            json_response(StatusCode::OK, &completion(&model, &"x".repeat(bytes)))
+        }
+        Step::Echo { prefix, delay } => {
+            tokio::time::sleep(delay).await;
+            let last = body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default();
+            json_response(
+                StatusCode::OK,
+                &completion(&model, &format!("{prefix}{last}")),
+            )
+        }
     }
+}
+
+fn completion(model: &str, text: &str) -> Value {
+    json!({
+        "id": "mock-1",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 34, "cost": 0.0005}
+    })
+}
+
+fn streaming(body: Body) -> Response {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap()
 }
 
 fn json_response(status: StatusCode, value: &Value) -> Response {

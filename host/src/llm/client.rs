@@ -30,6 +30,8 @@ pub struct ProviderClient {
     /// `None` when the provider needs no key; `Some(Err(var))` when it
     /// needs one and the variable is not set (reported per call).
     api_key: Option<Result<HeaderValue, String>>,
+    /// The key itself, only to scrub it from what providers send back.
+    secret: Option<String>,
     permits: Semaphore,
     config: Provider,
 }
@@ -79,10 +81,16 @@ impl ProviderClient {
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
 
+        let secret = config
+            .api_key_env
+            .as_ref()
+            .and_then(|var| std::env::var(var).ok())
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty());
         let api_key = config.api_key_env.as_ref().map(|var| {
-            let value = std::env::var(var).ok().filter(|v| !v.trim().is_empty());
-            value
-                .and_then(|v| HeaderValue::try_from(format!("Bearer {}", v.trim())).ok())
+            secret
+                .as_ref()
+                .and_then(|v| HeaderValue::try_from(format!("Bearer {v}")).ok())
                 .map(|mut v| {
                     v.set_sensitive(true);
                     v
@@ -115,6 +123,7 @@ impl ProviderClient {
             headers,
             extra_body,
             api_key,
+            secret,
             permits: Semaphore::new(config.max_concurrency),
             config: config.clone(),
         })
@@ -170,10 +179,28 @@ impl ProviderClient {
             tracing::debug!(provider = %self.name, model, "retrying in {wait:?} after {}", e.failure);
         })
         .await;
-        (
-            result.map_err(|e| e.failure),
-            attempts.load(Ordering::Relaxed),
-        )
+        let result = match result {
+            Ok(reply) => Ok(Reply {
+                content: self.redact(reply.content),
+                ..reply
+            }),
+            Err(e) => Err(Failure {
+                message: self.redact(e.failure.message),
+                ..e.failure
+            }),
+        };
+        (result, attempts.load(Ordering::Relaxed))
+    }
+
+    /// Removes the API key from text a provider sent back: some echo the
+    /// request's credentials in their error messages.
+    fn redact(&self, text: String) -> String {
+        match &self.secret {
+            Some(secret) if text.contains(secret.as_str()) => {
+                text.replace(secret.as_str(), "[redacted]")
+            }
+            _ => text,
+        }
     }
 
     async fn attempt(&self, body: &Value, model: &str) -> Result<Reply, AttemptError> {

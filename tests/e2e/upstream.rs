@@ -1,0 +1,209 @@
+//! The upstream fault matrix: every way a provider misbehaves ends as a
+//! typed outcome carrying the provider's own message, retries stay bounded
+//! in count and time, and the run's deadline holds.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// The test config with tight limits, so faults show quickly.
+fn tight(mock: &Mock, run_timeout: &str) -> String {
+    config(mock, "")
+        .replace(
+            "run_timeout = \"20s\"",
+            &format!("run_timeout = \"{run_timeout}\""),
+        )
+        .replace(
+            "request_timeout = \"10s\"",
+            "request_timeout = \"2s\"\nmax_response_bytes = 20000",
+        )
+        .replace("read_timeout = \"10s\"", "read_timeout = \"500ms\"")
+        .replace("max_attempts = 3", "max_attempts = 2")
+}
+
+fn outcome<'a>(result: &'a Value, model: &str) -> &'a Value {
+    calls(result, "fan-out")
+        .into_iter()
+        .find(|c| c["model"] == model)
+        .unwrap()
+}
+
+fn assert_failure(result: &Value, model: &str, kind: &str, attempts: u64, message: &str) {
+    let call = outcome(result, model);
+    assert_eq!(call["status"], "failed", "{model}: {call}");
+    assert_eq!(call["error"]["kind"], kind, "{model}: {call}");
+    assert_eq!(call["attempts"], attempts, "{model}: {call}");
+    let said = call["error"]["message"].as_str().unwrap();
+    assert!(
+        said.contains(message),
+        "{model}: expected `{message}` in `{said}`"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn broken_bodies_end_as_typed_failures() {
+    let mock = Mock::start().await;
+    mock.script(
+        "m1",
+        [Step::Drip {
+            every: Duration::from_millis(200),
+            chunks: 50,
+        }],
+    );
+    mock.script("m2", [Step::Stall]);
+    mock.script("m3", [Step::Reset]);
+    mock.script("m4", [Step::Big { bytes: 50_000 }]);
+    mock.script(
+        "m5",
+        [Step::Raw {
+            body: json!({"choices": []}).to_string(),
+        }],
+    );
+    let server = Server::start(&tight(&mock, "20s")).await;
+    let result = server.ask("ask", "q").await;
+    assert_eq!(result.is_error, Some(true));
+    let result = structured(&result);
+    assert_failure(result, "m1", "timeout", 1, "timed out");
+    assert_failure(result, "m2", "timeout", 1, "timed out");
+    assert_failure(
+        result,
+        "m3",
+        "connection",
+        2,
+        "connection closed before message completed",
+    );
+    assert_failure(
+        result,
+        "m4",
+        "response-too-large",
+        1,
+        "max_response_bytes (20000 bytes)",
+    );
+    assert_failure(result, "m5", "malformed-response", 1, "no choices");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn statuses_are_retried_a_bounded_number_of_times_with_the_providers_words() {
+    let mock = Mock::start().await;
+    mock.script(
+        "m1",
+        [Step::Raw {
+            body: json!({"choices": [{"message": {"content": null}}]}).to_string(),
+        }],
+    );
+    mock.script("m2", [Step::status(502, "Bad gateway from upstream")]);
+    mock.script("m3", [Step::status(504, "Gateway timeout")]);
+    mock.script("m4", [Step::status(500, "Internal error")]);
+    mock.script("m5", [Step::status(429, "Too many requests")]);
+    let server = Server::start(&tight(&mock, "20s")).await;
+    let result = server.ask("ask", "q").await;
+    let result = structured(&result);
+    assert_failure(result, "m1", "malformed-response", 1, "content is null");
+    assert_failure(result, "m2", "http-status", 2, "Bad gateway from upstream");
+    assert_failure(result, "m3", "http-status", 2, "Gateway timeout");
+    assert_failure(result, "m4", "http-status", 2, "Internal error");
+    assert_failure(result, "m5", "rate-limited", 2, "Too many requests");
+    for model in PANEL {
+        let expected = if model == "m1" { 1 } else { 2 };
+        assert_eq!(
+            mock.requests_for(model).len(),
+            expected,
+            "{model}: max_attempts bounds the retries"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retry_after_is_honoured_only_up_to_max_backoff() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer("ok")]);
+    }
+    mock.script(
+        "m1",
+        [Step::rate_limited("3600"), Step::answer("came back")],
+    );
+    mock.script(SYNTH, [Step::answer("merged")]);
+    let server = Server::start(&tight(&mock, "20s")).await;
+    let started = Instant::now();
+    let result = server.ask("ask", "q").await;
+    // An hour's Retry-After would hang the call; max_backoff (200 ms) bounds it.
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(outcome(structured(&result), "m1")["attempts"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_connection_is_a_connection_failure() {
+    let mock = Mock::start().await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let text = tight(&mock, "20s").replace(&mock.base_url, &format!("http://127.0.0.1:{port}/v1"));
+    let server = Server::start(&text).await;
+    let result = server.ask("ask", "q").await;
+    assert_eq!(result.is_error, Some(true));
+    for model in PANEL {
+        assert_failure(
+            structured(&result),
+            model,
+            "connection",
+            2,
+            "cannot connect",
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_run_deadline_holds_and_names_itself() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::Hang]);
+    }
+    let server = Server::start(
+        &tight(&mock, "1s")
+            .replace("request_timeout = \"2s\"", "request_timeout = \"60s\"")
+            .replace("read_timeout = \"500ms\"", "read_timeout = \"60s\""),
+    )
+    .await;
+    let started = Instant::now();
+    let result = server.ask("ask", "q").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the run ended at its deadline"
+    );
+    for model in PANEL {
+        assert_failure(
+            structured(&result),
+            model,
+            "timeout",
+            0,
+            "the run's deadline (1s) passed",
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_api_key_is_named_at_startup_and_in_every_failure() {
+    let mock = Mock::start().await;
+    let text = config(&mock, "").replace(KEY_VAR, "CHORUS_TEST_UNSET_KEY");
+    let server = Server::start(&text).await;
+    let result = server.ask("ask", "q").await;
+    assert_eq!(result.is_error, Some(true));
+    for model in PANEL {
+        assert_failure(
+            structured(&result),
+            model,
+            "missing-api-key",
+            0,
+            "environment variable CHORUS_TEST_UNSET_KEY, which is not set",
+        );
+    }
+    assert!(mock.requests().is_empty(), "nothing was sent without a key");
+    assert!(
+        server
+            .stderr()
+            .contains("needs the environment variable CHORUS_TEST_UNSET_KEY, which is not set")
+    );
+}
