@@ -7,6 +7,7 @@ mod support;
 mod cancel;
 mod cli;
 mod failures;
+mod load;
 mod runs;
 mod sandbox;
 mod selectors;

@@ -170,8 +170,14 @@ pub struct Server {
 
 impl Server {
     pub async fn start(config: &str) -> Self {
+        Self::start_with_env(config, &[]).await
+    }
+
+    /// Starts with extra environment variables (e.g. `CHORUS_LOG=trace`).
+    pub async fn start_with_env(config: &str, env: &[(&str, &str)]) -> Self {
         let file = write_config(config);
-        let command = command(&["serve", "--config", file.path.to_str().unwrap()]);
+        let mut command = command(&["serve", "--config", file.path.to_str().unwrap()]);
+        command.envs(env.iter().copied());
         let (transport, stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::piped())
             .spawn()
