@@ -320,3 +320,50 @@ async fn nothing_but_json_rpc_reaches_stdout() {
         );
     }
 }
+
+/// Garbage on stdin is skipped; the session carries on.
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_json_rpc_lines_do_not_end_the_session() {
+    let mock = Mock::start().await;
+    let file = write_config(&config(&mock, ""));
+    let mut child = command(&["serve", "--config", file.path.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    for line in [
+        "this is not json".to_owned(),
+        "{\"jsonrpc\": \"2.0\", \"id\": 9, \"method\": \"tools/list\"".to_owned(),
+        "[1, 2, 3]".to_owned(),
+        initialize.to_string(),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        "\u{0}\u{1}garbage\u{7f}".to_owned(),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string(),
+    ] {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let mut ids = Vec::new();
+    while ids.len() < 2 {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("chorus keeps answering")
+            .unwrap()
+            .expect("stdout stays open");
+        let message: Value = serde_json::from_str(&line).expect("only JSON-RPC on stdout");
+        if let Some(id) = message["id"].as_u64() {
+            assert!(message.get("result").is_some(), "{line:.200}");
+            ids.push(id);
+        }
+    }
+    assert_eq!(ids, [1, 2]);
+    drop(stdin);
+    let _ = child.wait().await;
+}

@@ -116,3 +116,76 @@ async fn guest_output_goes_to_the_log_bounded_never_to_stdout() {
     );
     assert_eq!(structured(&result)["kind"], Value::from("synthesis"));
 }
+
+fn chaos_synthesizer_pipeline(name: &str, mode: &str) -> String {
+    format!(
+        r#"
+[plugins.chaos-{name}]
+path = "{dir}/chaos_synthesizer.wasm"
+settings = {{ mode = "{mode}" }}
+
+[pipelines.{name}]
+description = "Fault injection: {mode}."
+selector = "panel"
+prompter = "passthrough"
+synthesizer = "chaos-{name}"
+"#,
+        dir = plugin_dir().display(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nonsense_answers_are_refused_or_relabelled_never_passed_on() {
+    let mock = Mock::start().await;
+    let extra = [
+        chaos_synthesizer_pipeline("bad-index", "bad-index"),
+        chaos_synthesizer_pipeline("fake", "fake-synthesis"),
+        chaos_synthesizer_pipeline("bad-details", "bad-details"),
+    ]
+    .concat();
+    let server = serving_server(&mock, &extra).await;
+
+    let bad_index = text(&server.ask("bad-index", "q").await);
+    assert!(
+        bad_index.contains("plugin `chaos-bad-index` returned something unusable: its answer cites completion 99, but the fan-out has 5"),
+        "{bad_index}"
+    );
+    let bad_details = text(&server.ask("bad-details", "q").await);
+    assert!(
+        bad_details.contains("answer.details is not JSON"),
+        "{bad_details}"
+    );
+
+    let fake = server.ask("fake", "q").await;
+    let fake = structured(&fake);
+    assert_eq!(fake["kind"], "single", "one answer is never a synthesis");
+    assert!(
+        fake["notes"]
+            .to_string()
+            .contains("labelled this a synthesis, but it rests on 1 answer(s); relabelled")
+    );
+    assert_still_serving(&server).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_built_for_another_contract_is_refused_at_load_naming_both_versions() {
+    let mock = Mock::start().await;
+    let extra = format!(
+        "\n[plugins.future]\npath = \"{}/future_contract.wasm\"\n",
+        plugin_dir().display()
+    );
+    let file = write_config(&config(&mock, &extra));
+    let output = command(&["check", "--config", file.path.to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("`plugins.future.path`"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "was built for chorus:strategy@0.2.0, but this chorus speaks chorus:strategy@0.1.0"
+        ),
+        "{stderr}"
+    );
+}

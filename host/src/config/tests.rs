@@ -173,3 +173,11 @@ fn a_missing_file_is_named() {
         "{error}"
     );
 }
+
+#[test]
+fn duplicate_names_are_errors_with_a_position() {
+    let text = format!("{MINIMAL}\n[plugins.s]\nbuiltin = \"route\"\n");
+    let error = parse(&text).unwrap_err();
+    assert!(error.position.is_some(), "{error}");
+    assert!(error.message.contains("duplicate"), "{error}");
+}
