@@ -181,3 +181,29 @@ fn duplicate_names_are_errors_with_a_position() {
     assert!(error.position.is_some(), "{error}");
     assert!(error.message.contains("duplicate"), "{error}");
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #[test]
+        fn any_text_is_a_config_or_a_located_error(text in "\\PC{0,400}") {
+            if let Err(error) = parse(&text) {
+                prop_assert!(error.to_string().starts_with("test.toml"));
+            }
+        }
+
+        #[test]
+        fn edits_of_the_default_config_never_panic(at in 0usize..BUILTIN_TOML.len(), cut in 0usize..40, insert in "\\PC{0,12}") {
+            let mut text = BUILTIN_TOML.to_owned();
+            let at = (0..=at).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+            let end = (at + cut..=text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
+            text.replace_range(at..end, &insert);
+            if let Err(error) = parse(&text) {
+                prop_assert!(!error.message.is_empty());
+            }
+        }
+    }
+}

@@ -187,7 +187,7 @@ impl Chorus {
         let mut answer = synthesizer
             .synthesize(host(), request, &plan, &completions)
             .await?;
-        check_answer(synthesizer, &mut answer, &completions)?;
+        check_answer(&synthesizer.name, &mut answer, &completions)?;
 
         let mut notes = plan.notes;
         notes.extend(prompts.notes);
@@ -273,7 +273,7 @@ fn roles(pipeline: &Pipeline) -> [(&'static str, Kind, &str); 3] {
 /// answered, and a "synthesis" of fewer than two answers is relabelled —
 /// degradation is said out loud, never dressed up.
 fn check_answer(
-    plugin: &Plugin,
+    plugin: &str,
     answer: &mut Answer,
     completions: &[Completion],
 ) -> Result<(), PluginError> {
@@ -283,23 +283,26 @@ fn check_answer(
         .find(|&&i| i as usize >= completions.len())
     {
         return Err(PluginError::Invalid {
-            plugin: plugin.name.clone(),
+            plugin: plugin.to_owned(),
             message: format!(
                 "its answer cites completion {bad}, but the fan-out has {}",
                 completions.len()
             ),
         });
     }
+    // A completion cited twice is still one answer.
+    let mut seen = std::collections::HashSet::new();
+    answer.sources.retain(|source| seen.insert(*source));
     if answer.kind == AnswerKind::Synthesis && answer.sources.len() < 2 {
-        answer.kind = if answer.sources.len() == 1 {
-            AnswerKind::Single
-        } else {
-            AnswerKind::Pick
-        };
+        if answer.sources.is_empty() {
+            return Err(PluginError::Invalid {
+                plugin: plugin.to_owned(),
+                message: "its answer is labelled a synthesis but cites no completions".to_owned(),
+            });
+        }
+        answer.kind = AnswerKind::Single;
         answer.notes.push(format!(
-            "The synthesizer `{}` labelled this a synthesis, but it rests on {} answer(s); relabelled.",
-            plugin.name,
-            answer.sources.len()
+            "The synthesizer `{plugin}` labelled this a synthesis, but it rests on 1 answer(s); relabelled."
         ));
     }
     Ok(())
@@ -329,3 +332,6 @@ fn summary(answer: &Answer, fan_out: &[Completion]) -> String {
         AnswerKind::None => format!("No answer: all {n} model calls failed."),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -23,26 +23,26 @@ pub fn option_u32(options: &str, name: &str) -> Option<u32> {
         .and_then(|n| u32::try_from(n).ok())
 }
 
-/// The first JSON value (object or array) in `text`, wherever it sits.
+/// Opening brackets tried before giving up: keeps a reply full of
+/// brackets from costing more than a few linear scans.
+const JSON_STARTS: usize = 64;
+
+/// The first JSON value (object or array) in `text`, wherever it sits:
+/// each opening bracket is tried in turn, parsing just one value from it.
 pub fn extract_json(text: &str) -> Option<Value> {
     let text = text.trim();
     if let Ok(value) = serde_json::from_str::<Value>(text) {
         return Some(value);
     }
-    for (start, open) in text.char_indices().filter(|(_, c)| *c == '{' || *c == '[') {
-        let close = if open == '{' { '}' } else { ']' };
-        for (end, _) in text[start..]
-            .char_indices()
-            .filter(|(_, c)| *c == close)
-            .map(|(i, c)| (start + i, c))
-            .rev()
-        {
-            if let Ok(value) = serde_json::from_str::<Value>(&text[start..=end]) {
-                return Some(value);
-            }
-        }
-    }
-    None
+    text.char_indices()
+        .filter(|(_, c)| *c == '{' || *c == '[')
+        .take(JSON_STARTS)
+        .find_map(|(start, _)| {
+            serde_json::Deserializer::from_str(&text[start..])
+                .into_iter::<Value>()
+                .next()?
+                .ok()
+        })
 }
 
 /// A list of items from a reply: a JSON array of strings (or of objects

@@ -97,3 +97,59 @@ fn the_fallback_chain_keeps_every_error() {
     let (found, errors) = first_success(&models, |_| Ok("  ".into()));
     assert!(found.is_none() && errors.iter().all(|(_, e)| e == "empty reply"));
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::super::*;
+
+    proptest! {
+        #[test]
+        fn reply_parsers_take_any_text(text in "\\PC{0,300}") {
+            let _ = extract_json(&text);
+            let items = extract_list(&text);
+            prop_assert!(items.iter().all(|i| !i.trim().is_empty()));
+            let _ = normalise(&text);
+            let s = similarity(&text, "some reference answer");
+            prop_assert!((0.0..=1.0).contains(&s));
+        }
+
+        #[test]
+        fn bracket_storms_stay_cheap(text in "[\\[\\]{}\"a:,0-9 ]{0,2000}") {
+            let _ = extract_json(&text);
+            let _ = extract_list(&text);
+        }
+
+        #[test]
+        fn json_lists_survive_any_surrounding_prose(
+            items in prop::collection::vec("[a-zA-Z0-9 ?]{1,30}", 1..6),
+            before in "[a-zA-Z .:!]{0,40}",
+            after in "[a-zA-Z .!]{0,40}",
+        ) {
+            let reply = format!("{before}\n{}\n{after}", serde_json::to_string(&items).unwrap());
+            let expected: Vec<String> = items.iter().map(|i| i.trim().to_owned()).filter(|i| !i.is_empty()).collect();
+            if !expected.is_empty() {
+                prop_assert_eq!(extract_list(&reply), expected);
+            }
+        }
+
+        #[test]
+        fn shuffles_are_permutations(seed in "\\PC{0,40}", n in 0usize..200) {
+            let mut order = shuffle(&seed, n);
+            order.sort_unstable();
+            prop_assert_eq!(order, (0..n).collect::<Vec<_>>());
+        }
+
+        #[test]
+        fn fitting_never_grows_past_the_budget(lengths in prop::collection::vec(0usize..50_000, 1..8), window in 9_000u32..40_000) {
+            let texts: Vec<String> = lengths.iter().map(|&n| "y".repeat(n)).collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let (fitted, cut) = fit(&refs, Some(window));
+            let budget = (u64::from(window) - 8_192) as usize * 3;
+            let marker = "\n[… cut to fit the context window]".chars().count();
+            let total: usize = fitted.iter().map(|t| t.chars().count()).sum();
+            prop_assert!(cut.is_none() || total <= budget + marker * texts.len());
+            prop_assert_eq!(cut.is_none(), lengths.iter().sum::<usize>() <= budget);
+        }
+    }
+}

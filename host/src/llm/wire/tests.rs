@@ -115,3 +115,67 @@ fn the_request_body_carries_sampling_and_extra_fields_but_extra_never_overrides(
     assert!(body.get("top_p").is_none());
     assert_eq!(body["usage"], json!({"include": true}));
 }
+
+mod properties {
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::super::*;
+
+    /// JSON shaped like what providers send, wrong in every way they can be.
+    fn provider_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            (-1e9f64..1e9).prop_map(Value::from),
+            "\\PC{0,40}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            let key = prop_oneof![
+                Just("choices".to_owned()),
+                Just("message".to_owned()),
+                Just("content".to_owned()),
+                Just("error".to_owned()),
+                Just("usage".to_owned()),
+                Just("code".to_owned()),
+                Just("prompt_tokens".to_owned()),
+                "[a-z_]{1,12}",
+            ];
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(key, inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_become_a_reply_or_a_typed_failure(body in prop::collection::vec(any::<u8>(), 0..2048)) {
+            let _ = parse_reply(&body, "m");
+            prop_assert!(error_message(&body).chars().count() <= 501);
+        }
+
+        #[test]
+        fn any_provider_shaped_json_becomes_a_reply_or_a_typed_failure(value in provider_json()) {
+            let body = value.to_string();
+            match parse_reply(body.as_bytes(), "m") {
+                Ok(reply) => prop_assert!(!reply.served_by.is_empty()),
+                Err(failure) => prop_assert!(matches!(failure.kind, FailureKind::MalformedResponse | FailureKind::HttpStatus)),
+            }
+            let _ = error_message(body.as_bytes());
+        }
+
+        #[test]
+        fn well_formed_completions_keep_their_content(content in "\\PC{0,200}", prompt in any::<u32>(), completion in any::<u32>()) {
+            let body = serde_json::json!({
+                "choices": [{"message": {"content": content}}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion}
+            });
+            let reply = parse_reply(body.to_string().as_bytes(), "m").unwrap();
+            prop_assert_eq!(reply.content, content);
+            prop_assert_eq!(reply.usage.unwrap().completion_tokens, completion);
+        }
+    }
+}
