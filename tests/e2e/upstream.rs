@@ -207,3 +207,23 @@ async fn a_missing_api_key_is_named_at_startup_and_in_every_failure() {
             .contains("needs the environment variable CHORUS_TEST_UNSET_KEY, which is not set")
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connect_timeout_is_a_retried_timeout() {
+    let mock = Mock::start().await;
+    // A listener that never accepts, with its queue already full: the
+    // kernel drops further handshakes, so connecting hangs.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    let _listener = socket.listen(0).unwrap();
+    let _queued = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let text = tight(&mock, "20s")
+        .replace(&mock.base_url, &format!("http://127.0.0.1:{port}/v1"))
+        .replace("connect_timeout = \"2s\"", "connect_timeout = \"300ms\"");
+    let server = Server::start(&text).await;
+    let result = server.ask("ask", "q").await;
+    for model in PANEL {
+        assert_failure(structured(&result), model, "timeout", 2, "timed out");
+    }
+}
