@@ -3,7 +3,7 @@
 //! vote's majority and ties, the judge's blind pick, the council's
 //! self-excluding ballots, and the debate stopping when it converges.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::*;
 
@@ -22,15 +22,6 @@ synthesizer = "{synthesizer}"
 
 fn plugin(name: &str, builtin: &str, settings: &str) -> String {
     format!("\n[plugins.{name}]\nbuiltin = \"{builtin}\"\nsettings = {{ {settings} }}\n")
-}
-
-fn calls_labelled<'a>(result: &'a Value, prefix: &str) -> Vec<&'a Value> {
-    result["calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["label"].as_str().unwrap().starts_with(prefix))
-        .collect()
 }
 
 fn heavy_config(mock: &Mock) -> String {

@@ -172,16 +172,17 @@ pub fn check_option(
             ));
         }
     };
-    if let Some(n) = number {
-        if spec.minimum.is_some_and(|min| n < min) || spec.maximum.is_some_and(|max| n > max) {
-            let bound = |b: Option<f64>| b.map_or("…".to_owned(), |b| b.to_string());
-            return Err(format!(
-                "`{name}` must be between {} and {}, got {n}",
-                bound(spec.minimum),
-                bound(spec.maximum)
-            ));
-        }
+    if let Some(n) = number
+        && (spec.minimum.is_some_and(|min| n < min) || spec.maximum.is_some_and(|max| n > max))
+    {
+        let bound = |b: Option<f64>| b.map_or("…".to_owned(), |b| b.to_string());
+        return Err(format!(
+            "`{name}` must be between {} and {}, got {n}",
+            bound(spec.minimum),
+            bound(spec.maximum)
+        ));
     }
+
     Ok(())
 }
 

@@ -73,42 +73,6 @@ pub fn split_arguments(arguments: Option<JsonObject>) -> Result<(String, JsonObj
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::pipeline::Totals;
-
-    #[test]
-    fn the_output_schema_names_exactly_the_fields_of_a_result() {
-        let result = RunResult {
-            run_id: "r".into(),
-            pipeline: "p".into(),
-            kind: AnswerKind::Single,
-            summary: "s".into(),
-            answer: "a".into(),
-            notes: vec![],
-            calls: vec![],
-            usage: Totals::default(),
-            elapsed_ms: 1,
-            details: Some(json!({})),
-        };
-        let value = serde_json::to_value(&result).unwrap();
-        let mut fields: Vec<&String> = value.as_object().unwrap().keys().collect();
-        let mut declared: Vec<&String> = OUTPUT_SCHEMA["properties"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .collect();
-        fields.sort();
-        declared.sort();
-        assert_eq!(fields, declared);
-        for required in OUTPUT_SCHEMA["required"].as_array().unwrap() {
-            assert!(value.get(required.as_str().unwrap()).is_some());
-        }
-        assert_eq!(value["kind"], "single");
-    }
-}
-
 fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
@@ -163,4 +127,40 @@ fn account(result: &RunResult) -> String {
     }
     lines.extend(result.notes.iter().cloned());
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::Totals;
+
+    #[test]
+    fn the_output_schema_names_exactly_the_fields_of_a_result() {
+        let result = RunResult {
+            run_id: "r".into(),
+            pipeline: "p".into(),
+            kind: AnswerKind::Single,
+            summary: "s".into(),
+            answer: "a".into(),
+            notes: vec![],
+            calls: vec![],
+            usage: Totals::default(),
+            elapsed_ms: 1,
+            details: Some(json!({})),
+        };
+        let value = serde_json::to_value(&result).unwrap();
+        let mut fields: Vec<&String> = value.as_object().unwrap().keys().collect();
+        let mut declared: Vec<&String> = OUTPUT_SCHEMA["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
+        fields.sort();
+        declared.sort();
+        assert_eq!(fields, declared);
+        for required in OUTPUT_SCHEMA["required"].as_array().unwrap() {
+            assert!(value.get(required.as_str().unwrap()).is_some());
+        }
+        assert_eq!(value["kind"], "single");
+    }
 }

@@ -218,12 +218,15 @@ pub fn describe_failure(kind: &str, status: Option<u16>, message: &str) -> Strin
     }
 }
 
+/// A model and a text about it: its answer, or its error.
+pub type ModelText = (String, String);
+
 /// Tries `models` in order until `call` succeeds. Returns the model and
 /// its text, and every earlier model's error, so nothing is hidden.
 pub fn first_success(
     models: &[String],
     mut call: impl FnMut(&str) -> Result<String, String>,
-) -> (Option<(String, String)>, Vec<(String, String)>) {
+) -> (Option<ModelText>, Vec<ModelText>) {
     let mut errors = Vec::new();
     for model in models {
         match call(model) {
@@ -262,6 +265,8 @@ mod tests;
 /// WIT-typed helpers, expanded inside a plugin crate whose bindings were
 /// generated at its root (`wit_bindgen::generate!` in `lib.rs`): every
 /// world imports the same `host` and `types`, so one text serves all.
+/// `crate::` is deliberate: it names the calling plugin's bindings.
+#[allow(clippy::crate_in_macro_def)]
 #[macro_export]
 macro_rules! guest_helpers {
     () => {

@@ -38,7 +38,7 @@ impl Guest for Vote {
             }
         }
         // Most votes first; among equals, the one answered first (stable sort).
-        groups.sort_by(|a, b| b.members.len().cmp(&a.members.len()));
+        groups.sort_by_key(|g| std::cmp::Reverse(g.members.len()));
         let Some(winner) = groups.first() else {
             return Ok(Answer {
                 kind: AnswerKind::None,
