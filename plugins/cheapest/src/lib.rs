@@ -11,9 +11,10 @@
 //! ```
 
 wit_bindgen::generate!({ world: "selector-plugin", path: "../../wit" });
+kit::guest_helpers!();
 
 use chorus::strategy::host;
-use chorus::strategy::types::{Plan, Request, Sampling, Seat};
+use chorus::strategy::types::{Plan, Request};
 use exports::chorus::strategy::selector::Guest;
 use serde::Deserialize;
 
@@ -87,25 +88,7 @@ impl Guest for Cheapest {
                 unpriced.join(", ")
             ));
         }
-        let synthesizers = if settings.synthesizers.is_empty() {
-            vec![panel[0].clone()]
-        } else {
-            settings.synthesizers
-        };
-        let sampling = Sampling {
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
-            seed: None,
-        };
-        Ok(Plan {
-            panel: panel
-                .into_iter()
-                .map(|model| Seat { model, sampling })
-                .collect(),
-            synthesizers,
-            notes,
-        })
+        Ok(guest::plan(panel, settings.synthesizers, notes))
     }
 }
 

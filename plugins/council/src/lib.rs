@@ -27,35 +27,8 @@ impl Guest for Council {
     ) -> Result<Answer, String> {
         let answered = guest::answered(&completions);
         let mut notes = guest::failure_notes(&completions);
-        let none = |text, sources, notes, kind| Answer {
-            kind,
-            text,
-            sources,
-            notes,
-            details: String::new(),
-        };
-        match answered.as_slice() {
-            [] => {
-                return Ok(none(
-                    format!("No model answered ({} tried).", completions.len()),
-                    vec![],
-                    notes,
-                    AnswerKind::None,
-                ));
-            }
-            [(i, c, text)] => {
-                notes.insert(
-                    0,
-                    format!("Only {} answered, so there was no council.", c.model),
-                );
-                return Ok(none(
-                    (*text).to_owned(),
-                    vec![*i],
-                    notes,
-                    AnswerKind::Single,
-                ));
-            }
-            _ => {}
+        if let Some(answer) = guest::too_few(&completions, "there was no council") {
+            return Ok(answer);
         }
 
         // Each ranker sees everyone else's answer, in its own shuffled order.

@@ -42,44 +42,12 @@ impl Guest for Debate {
         settings: String,
     ) -> Result<Answer, String> {
         let settings: Settings = kit::settings(&settings, "rounds, threshold")?;
-        let max_rounds = kit::option_u32(&request.options, "rounds")
-            .or(settings.rounds)
-            .unwrap_or(3);
-        if !(1..=5).contains(&max_rounds) {
-            return Err(format!("rounds must be between 1 and 5, got {max_rounds}"));
-        }
+        let max_rounds = kit::count(&request.options, "rounds", settings.rounds, 3, 1..=5)?;
         let threshold = settings.threshold.unwrap_or(0.85);
         let answered = guest::answered(&completions);
         let mut notes = guest::failure_notes(&completions);
-        let plain = |kind, text, sources, notes| Answer {
-            kind,
-            text,
-            sources,
-            notes,
-            details: String::new(),
-        };
-        match answered.as_slice() {
-            [] => {
-                return Ok(plain(
-                    AnswerKind::None,
-                    format!("No model answered ({} tried).", completions.len()),
-                    vec![],
-                    notes,
-                ));
-            }
-            [(i, c, text)] => {
-                notes.insert(
-                    0,
-                    format!("Only {} answered, so there was no debate.", c.model),
-                );
-                return Ok(plain(
-                    AnswerKind::Single,
-                    (*text).to_owned(),
-                    vec![*i],
-                    notes,
-                ));
-            }
-            _ => {}
+        if let Some(answer) = guest::too_few(&completions, "there was no debate") {
+            return Ok(answer);
         }
         let models: Vec<String> = answered.iter().map(|(_, c, _)| c.model.clone()).collect();
         let mut latest: Vec<String> = answered.iter().map(|(_, _, t)| (*t).to_owned()).collect();

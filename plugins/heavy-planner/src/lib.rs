@@ -44,14 +44,13 @@ struct HeavyPlanner;
 impl Guest for HeavyPlanner {
     fn prompt(request: Request, plan: Plan, settings: String) -> Result<Prompts, String> {
         let settings: Settings = kit::settings(&settings, "optional `planner` model and `agents`")?;
-        let agents = kit::option_u32(&request.options, "agents")
-            .or(settings.agents)
-            .unwrap_or(4);
-        if !(1..=MAX_AGENTS).contains(&agents) {
-            return Err(format!(
-                "agents must be between 1 and {MAX_AGENTS}, got {agents}"
-            ));
-        }
+        let agents = kit::count(
+            &request.options,
+            "agents",
+            settings.agents,
+            4,
+            1..=MAX_AGENTS,
+        )?;
         let planner = settings
             .planner
             .or_else(|| plan.synthesizers.first().cloned())

@@ -41,30 +41,8 @@ impl Guest for Judge {
             notes,
             details,
         };
-        match answered.as_slice() {
-            [] => {
-                return Ok(answer(
-                    AnswerKind::None,
-                    format!("No model answered ({} tried).", completions.len()),
-                    vec![],
-                    notes,
-                    String::new(),
-                ));
-            }
-            [(i, c, text)] => {
-                notes.insert(
-                    0,
-                    format!("Only {} answered, so there was nothing to judge.", c.model),
-                );
-                return Ok(answer(
-                    AnswerKind::Single,
-                    (*text).to_owned(),
-                    vec![*i],
-                    notes,
-                    String::new(),
-                ));
-            }
-            _ => {}
+        if let Some(answer) = guest::too_few(&completions, "there was nothing to judge") {
+            return Ok(answer);
         }
         // Position p in the prompt shows candidate order[p], named letter(p).
         let order = kit::shuffle(&request.run_id, answered.len());

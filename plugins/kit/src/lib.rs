@@ -27,6 +27,27 @@ pub fn option_u32(options: &str, name: &str) -> Option<u32> {
 /// brackets from costing more than a few linear scans.
 const JSON_STARTS: usize = 64;
 
+/// A count: the call's option `name`, else the plugin's setting, else
+/// `default`; refused outside `range` with a message that says so.
+pub fn count(
+    options: &str,
+    name: &str,
+    setting: Option<u32>,
+    default: u32,
+    range: std::ops::RangeInclusive<u32>,
+) -> Result<u32, String> {
+    let value = option_u32(options, name).or(setting).unwrap_or(default);
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!(
+            "{name} must be between {} and {}, got {value}",
+            range.start(),
+            range.end()
+        ))
+    }
+}
+
 /// The first JSON value (object or array) in `text`, wherever it sits:
 /// each opening bracket is tried in turn, parsing just one value from it.
 pub fn extract_json(text: &str) -> Option<Value> {
@@ -274,7 +295,8 @@ macro_rules! guest_helpers {
         mod guest {
             use crate::chorus::strategy::host;
             use crate::chorus::strategy::types::{
-                ChatRequest, Completion, Failure, Message, Role, Sampling,
+                Answer, AnswerKind, ChatRequest, Completion, Failure, Message, Plan, Role,
+                Sampling, Seat,
             };
 
             pub const NO_SAMPLING: Sampling = Sampling {
@@ -401,6 +423,55 @@ macro_rules! guest_helpers {
                     }
                     None => Err(errors),
                 }
+            }
+
+            /// A plan of model ids with default sampling; the synthesizers
+            /// default to the first panel model.
+            pub fn plan(panel: Vec<String>, synthesizers: Vec<String>, notes: Vec<String>) -> Plan {
+                let synthesizers = if synthesizers.is_empty() {
+                    panel.iter().take(1).cloned().collect()
+                } else {
+                    synthesizers
+                };
+                let panel = panel
+                    .into_iter()
+                    .map(|model| Seat {
+                        model,
+                        sampling: NO_SAMPLING,
+                    })
+                    .collect();
+                Plan {
+                    panel,
+                    synthesizers,
+                    notes,
+                }
+            }
+
+            /// The answer when fewer than two completions answered: `none`
+            /// with every failure, or the lone survivor verbatim as `single`
+            /// (never a synthesis). `why` ends "Only M answered, so …".
+            pub fn too_few(completions: &[Completion], why: &str) -> Option<Answer> {
+                let answered = answered(completions);
+                let mut notes = failure_notes(completions);
+                let (kind, text, sources) = match answered.as_slice() {
+                    [] => (
+                        AnswerKind::None,
+                        format!("No model answered ({} tried).", completions.len()),
+                        vec![],
+                    ),
+                    [(index, completion, text)] => {
+                        notes.insert(0, format!("Only {} answered, so {why}.", completion.model));
+                        (AnswerKind::Single, (*text).to_owned(), vec![*index])
+                    }
+                    _ => return None,
+                };
+                Some(Answer {
+                    kind,
+                    text,
+                    sources,
+                    notes,
+                    details: String::new(),
+                })
             }
 
             /// The context window the catalog gives `model`, if any.

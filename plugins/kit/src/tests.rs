@@ -153,3 +153,18 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn counts_come_from_the_call_then_the_settings_then_the_default() {
+    assert_eq!(
+        count(r#"{"agents": 8}"#, "agents", Some(3), 4, 1..=16),
+        Ok(8)
+    );
+    assert_eq!(count("{}", "agents", Some(3), 4, 1..=16), Ok(3));
+    assert_eq!(count("{}", "agents", None, 4, 1..=16), Ok(4));
+    assert_eq!(
+        count(r#"{"agents": 99}"#, "agents", None, 4, 1..=16),
+        Err("agents must be between 1 and 16, got 99".into())
+    );
+    assert_eq!(count("not json", "agents", None, 4, 1..=16), Ok(4));
+}

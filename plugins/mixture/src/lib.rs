@@ -36,12 +36,7 @@ impl Guest for Mixture {
         settings: String,
     ) -> Result<Answer, String> {
         let settings: Settings = kit::settings(&settings, "layers")?;
-        let layers = kit::option_u32(&request.options, "layers")
-            .or(settings.layers)
-            .unwrap_or(2);
-        if !(1..=4).contains(&layers) {
-            return Err(format!("layers must be between 1 and 4, got {layers}"));
-        }
+        let layers = kit::count(&request.options, "layers", settings.layers, 2, 1..=4)?;
         let answered = guest::answered(&completions);
         let mut notes = guest::failure_notes(&completions);
         let sources: Vec<u32> = answered.iter().map(|(i, _, _)| *i).collect();

@@ -29,14 +29,13 @@ struct Passthrough;
 impl Guest for Passthrough {
     fn prompt(request: Request, plan: Plan, settings: String) -> Result<Prompts, String> {
         let settings: Settings = kit::settings(&settings, "optional `system` and `samples`")?;
-        let samples = kit::option_u32(&request.options, "samples_per_model")
-            .or(settings.samples)
-            .unwrap_or(1);
-        if !(1..=MAX_SAMPLES).contains(&samples) {
-            return Err(format!(
-                "samples must be between 1 and {MAX_SAMPLES}, got {samples}"
-            ));
-        }
+        let samples = kit::count(
+            &request.options,
+            "samples_per_model",
+            settings.samples,
+            1,
+            1..=MAX_SAMPLES,
+        )?;
         let mut messages = Vec::with_capacity(2);
         if let Some(system) = settings.system.filter(|s| !s.trim().is_empty()) {
             messages.push(Message {

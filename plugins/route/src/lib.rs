@@ -13,9 +13,10 @@
 //! ```
 
 wit_bindgen::generate!({ world: "selector-plugin", path: "../../wit" });
+kit::guest_helpers!();
 
 use chorus::strategy::host;
-use chorus::strategy::types::{Plan, Request, Sampling, Seat};
+use chorus::strategy::types::{Plan, Request};
 use exports::chorus::strategy::selector::Guest;
 use serde::Deserialize;
 
@@ -95,25 +96,7 @@ impl Guest for Router {
         if panel.is_empty() {
             return Err(format!("the chosen route has no models ({note})"));
         }
-        let synthesizers = if settings.synthesizers.is_empty() {
-            vec![panel[0].clone()]
-        } else {
-            settings.synthesizers
-        };
-        let sampling = Sampling {
-            temperature: None,
-            top_p: None,
-            max_tokens: None,
-            seed: None,
-        };
-        Ok(Plan {
-            panel: panel
-                .into_iter()
-                .map(|model| Seat { model, sampling })
-                .collect(),
-            synthesizers,
-            notes: vec![note],
-        })
+        Ok(guest::plan(panel, settings.synthesizers, vec![note]))
     }
 }
 

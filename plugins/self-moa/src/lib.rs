@@ -28,12 +28,7 @@ struct SelfMoa;
 impl Guest for SelfMoa {
     fn select(request: Request, settings: String) -> Result<Plan, String> {
         let settings: Settings = kit::settings(&settings, "model, samples, temperature")?;
-        let samples = kit::option_u32(&request.options, "samples")
-            .or(settings.samples)
-            .unwrap_or(4);
-        if !(1..=16).contains(&samples) {
-            return Err(format!("samples must be between 1 and 16, got {samples}"));
-        }
+        let samples = kit::count(&request.options, "samples", settings.samples, 4, 1..=16)?;
         let panel = (0..samples)
             .map(|i| Seat {
                 model: settings.model.clone(),

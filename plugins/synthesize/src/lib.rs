@@ -79,86 +79,67 @@ impl Guest for Synthesize {
             details: details.clone(),
         };
 
-        match answered.as_slice() {
-            [] => Ok(answer(
-                AnswerKind::None,
-                format!("No model answered ({} tried).", completions.len()),
-                vec![],
-                notes,
-            )),
-            [(index, completion, text)] => {
+        if let Some(mut answer) =
+            guest::too_few(&completions, "this is its answer verbatim, not a synthesis")
+        {
+            answer.details = details;
+            return Ok(answer);
+        }
+        let sources: Vec<u32> = answered.iter().map(|(i, _, _)| *i).collect();
+        let inputs: Vec<(String, String)> = answered
+            .iter()
+            .enumerate()
+            .map(|(n, (_, c, text))| {
+                let heading = if settings.show_labels {
+                    c.label.clone()
+                } else {
+                    format!("Answer {}", n + 1)
+                };
+                (heading, (*text).to_owned())
+            })
+            .collect();
+        let default = if settings.show_labels {
+            LABELLED_INSTRUCTIONS
+        } else {
+            DEFAULT_INSTRUCTIONS
+        };
+        let instructions = settings.instructions.as_deref().unwrap_or(default);
+        let sampling = Sampling {
+            temperature: settings.temperature,
+            max_tokens: settings.max_tokens,
+            ..guest::NO_SAMPLING
+        };
+        match guest::merge(
+            &request.prompt,
+            &inputs,
+            &plan.synthesizers,
+            instructions,
+            sampling,
+        ) {
+            Ok(merged) => {
                 notes.insert(
                     0,
                     format!(
-                        "Only {} answered, so this is its answer verbatim, not a synthesis.",
-                        completion.model
+                        "Synthesis of {} answers by {}.",
+                        answered.len(),
+                        merged.model
                     ),
                 );
+                notes.extend(merged.notes);
+                Ok(answer(AnswerKind::Synthesis, merged.text, sources, notes))
+            }
+            Err(errors) => {
+                notes.insert(0, unmerged_note(answered.len(), &errors));
+                let pairs: Vec<(&str, &str)> = answered
+                    .iter()
+                    .map(|(_, c, t)| (c.model.as_str(), *t))
+                    .collect();
                 Ok(answer(
-                    AnswerKind::Single,
-                    (*text).to_owned(),
-                    vec![*index],
+                    AnswerKind::Unmerged,
+                    kit::side_by_side(&pairs),
+                    sources,
                     notes,
                 ))
-            }
-            _ => {
-                let sources: Vec<u32> = answered.iter().map(|(i, _, _)| *i).collect();
-                let inputs: Vec<(String, String)> = answered
-                    .iter()
-                    .enumerate()
-                    .map(|(n, (_, c, text))| {
-                        let heading = if settings.show_labels {
-                            c.label.clone()
-                        } else {
-                            format!("Answer {}", n + 1)
-                        };
-                        (heading, (*text).to_owned())
-                    })
-                    .collect();
-                let default = if settings.show_labels {
-                    LABELLED_INSTRUCTIONS
-                } else {
-                    DEFAULT_INSTRUCTIONS
-                };
-                let instructions = settings.instructions.as_deref().unwrap_or(default);
-                let sampling = Sampling {
-                    temperature: settings.temperature,
-                    max_tokens: settings.max_tokens,
-                    ..guest::NO_SAMPLING
-                };
-                match guest::merge(
-                    &request.prompt,
-                    &inputs,
-                    &plan.synthesizers,
-                    instructions,
-                    sampling,
-                ) {
-                    Ok(merged) => {
-                        notes.insert(
-                            0,
-                            format!(
-                                "Synthesis of {} answers by {}.",
-                                answered.len(),
-                                merged.model
-                            ),
-                        );
-                        notes.extend(merged.notes);
-                        Ok(answer(AnswerKind::Synthesis, merged.text, sources, notes))
-                    }
-                    Err(errors) => {
-                        notes.insert(0, unmerged_note(answered.len(), &errors));
-                        let pairs: Vec<(&str, &str)> = answered
-                            .iter()
-                            .map(|(_, c, t)| (c.model.as_str(), *t))
-                            .collect();
-                        Ok(answer(
-                            AnswerKind::Unmerged,
-                            kit::side_by_side(&pairs),
-                            sources,
-                            notes,
-                        ))
-                    }
-                }
             }
         }
     }
