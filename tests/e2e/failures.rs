@@ -203,3 +203,73 @@ async fn bad_calls_get_clear_errors_and_the_server_carries_on() {
     let fine = server.ask("ask", "q").await;
     assert_eq!(fine.is_error, Some(false));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn when_every_synthesizer_fails_the_answers_come_back_with_the_real_errors() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer(&format!("{model}'s answer"))]);
+    }
+    mock.script(SYNTH, [Step::status(401, "User not found.")]);
+    mock.script(SYNTH2, [Step::rate_limited("0")]);
+    let server = Server::start(&config(&mock, "")).await;
+    let result = server.ask("ask", "q").await;
+    assert_eq!(
+        result.is_error,
+        Some(false),
+        "the panel's answers are a result"
+    );
+    let structured = structured(&result);
+    assert_eq!(structured["kind"], "unmerged");
+    for model in PANEL {
+        assert!(
+            structured["answer"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("## {model}\n\n{model}'s answer"))
+        );
+    }
+    let headline = structured["notes"][0].as_str().unwrap();
+    assert!(
+        headline.contains("synth: HTTP error (HTTP 401): User not found."),
+        "{headline}"
+    );
+    assert!(
+        headline.contains("synth2: rate limited (HTTP 429)"),
+        "{headline}"
+    );
+    assert!(!headline.to_lowercase().contains("unable to synthesize"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_too_long_for_the_synthesizer_are_cut_and_the_result_says_so() {
+    let mock = Mock::start().await;
+    let long = "word ".repeat(2_000);
+    for model in PANEL {
+        mock.script(model, [Step::answer(&long)]);
+    }
+    mock.script(SYNTH, [Step::answer("merged")]);
+    // 9000 tokens, 8192 kept for instructions and reply: ~2400 characters of answers.
+    let text = config(&mock, "").replace(
+        "[models.synth]\ncontext_window = 100000",
+        "[models.synth]\ncontext_window = 9000",
+    );
+    let server = Server::start(&text).await;
+    let result = server.ask("ask", "q").await;
+    let structured = structured(&result);
+    assert_eq!(structured["kind"], "synthesis");
+    let notes = structured["notes"].to_string();
+    assert!(
+        notes.contains(
+            "To fit synth's context window, the answers were cut to 2420 of 50000 characters."
+        ),
+        "{notes}"
+    );
+    let sent = mock.requests_for(SYNTH)[0].text();
+    assert!(
+        sent.len() < 5_000,
+        "the synthesizer got {} characters",
+        sent.len()
+    );
+    assert_eq!(sent.matches("[… cut to fit the context window]").count(), 5);
+}

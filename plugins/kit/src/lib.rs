@@ -226,13 +226,23 @@ pub fn fit(texts: &[&str], context_window: Option<u32>) -> (Vec<String>, Option<
 /// A failure as people read it: `kind` is the WIT enum's Debug name.
 pub fn describe_failure(kind: &str, status: Option<u16>, message: &str) -> String {
     let kind = kind.rsplit("::").next().unwrap_or(kind);
-    let mut words = String::new();
-    for (i, c) in kind.chars().enumerate() {
-        if c.is_uppercase() && i > 0 {
-            words.push(' ');
+    let words = match kind {
+        "HttpStatus" => "HTTP error".to_owned(),
+        "Connection" => "connection failed".to_owned(),
+        "MissingApiKey" => "missing API key".to_owned(),
+        // Split CamelCase: RateLimited -> rate limited; also kinds added
+        // to the contract after this plugin was built.
+        other => {
+            let mut words = String::new();
+            for (i, c) in other.chars().enumerate() {
+                if c.is_uppercase() && i > 0 {
+                    words.push(' ');
+                }
+                words.extend(c.to_lowercase());
+            }
+            words
         }
-        words.extend(c.to_lowercase());
-    }
+    };
     match status {
         Some(status) => format!("{words} (HTTP {status}): {message}"),
         None => format!("{words}: {message}"),

@@ -80,6 +80,14 @@ fn failures_read_like_sentences() {
         "rate limited (HTTP 429): slow down"
     );
     assert_eq!(describe_failure("Timeout", None, "30s"), "timeout: 30s");
+    assert_eq!(
+        describe_failure("HttpStatus", Some(401), "no"),
+        "HTTP error (HTTP 401): no"
+    );
+    assert_eq!(
+        describe_failure("SomethingNew", None, "x"),
+        "something new: x"
+    );
 }
 
 #[test]
