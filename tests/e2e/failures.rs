@@ -273,3 +273,70 @@ async fn answers_too_long_for_the_synthesizer_are_cut_and_the_result_says_so() {
     );
     assert_eq!(sent.matches("[… cut to fit the context window]").count(), 5);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_call_budget_holds_and_refused_calls_are_counted_not_recorded() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer("draft"), Step::answer("refined")]);
+    }
+    mock.script(SYNTH, [Step::answer("never asked")]);
+    let extra = r#"
+[plugins.mixture]
+builtin = "mixture"
+settings = { layers = 2 }
+
+[plugins.heavy-planner]
+builtin = "heavy-planner"
+
+[pipelines.moa]
+description = "moa"
+selector = "panel"
+prompter = "passthrough"
+synthesizer = "mixture"
+
+[pipelines.heavy]
+description = "heavy"
+selector = "panel"
+prompter = "heavy-planner"
+synthesizer = "synthesize"
+options.agents = { type = "integer", description = "Agents.", minimum = 1, maximum = 16 }
+"#;
+    let limited = config(&mock, extra).replace(
+        "run_timeout = \"20s\"",
+        "run_timeout = \"20s\"\nmax_calls_per_run = 8",
+    );
+    let server = Server::start(&limited).await;
+
+    // Five in the fan-out, three of five in layer 2, then nothing left.
+    let result = server.ask("moa", "q").await;
+    let result = structured(&result);
+    assert_eq!(
+        result["calls"].as_array().unwrap().len(),
+        8,
+        "only calls that were made are recorded"
+    );
+    assert_eq!(mock.requests().len(), 8);
+    assert_eq!(result["kind"], "unmerged");
+    let notes = result["notes"].to_string();
+    assert!(
+        notes.contains("4 chat completions were refused: the run's budget of 8"),
+        "{notes}"
+    );
+
+    mock.script(
+        SYNTH,
+        [Step::answer(
+            "[\"a\", \"b\", \"c\", \"d\", \"e\", \"f\", \"g\", \"h\", \"i\"]",
+        )],
+    );
+    let heavy = server
+        .call("heavy", serde_json::json!({"prompt": "q", "agents": 9}))
+        .await;
+    assert_eq!(heavy.is_error, Some(true));
+    assert!(
+        text(&heavy).contains("plugin `heavy-planner` returned something unusable: it produced 9 requests, more than limits.max_calls_per_run (8)"),
+        "{}",
+        text(&heavy)
+    );
+}

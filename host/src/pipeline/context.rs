@@ -20,6 +20,9 @@ pub struct RunContext {
     deadline: Instant,
     run_timeout: Duration,
     calls_left: AtomicU32,
+    /// Calls refused for the budget: counted, not recorded, so a plugin
+    /// that keeps asking cannot grow the record.
+    refused: AtomicU32,
     call_budget: u32,
     records: Mutex<Vec<CallRecord>>,
 }
@@ -32,6 +35,7 @@ impl RunContext {
             deadline: Instant::now() + run_timeout,
             run_timeout,
             calls_left: AtomicU32::new(call_budget),
+            refused: AtomicU32::new(0),
             call_budget,
             records: Mutex::new(Vec::new()),
         }
@@ -54,7 +58,12 @@ impl RunContext {
         self.records
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .extend(completions.iter().map(|c| CallRecord::new(stage, c)));
+            .extend(
+                completions
+                    .iter()
+                    .filter(|c| !is_refused(c))
+                    .map(|c| CallRecord::new(stage, c)),
+            );
         completions
     }
 
@@ -82,10 +91,16 @@ impl RunContext {
                     self.call_budget
                 ),
             );
-            self.failed(request, failure, Duration::ZERO)
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            return self.failed(request, failure, Duration::ZERO);
         };
         self.emit(Event::Call(CallSummary::new(stage, &completion)));
         completion
+    }
+
+    /// How many calls the budget refused.
+    pub fn refused(&self) -> u32 {
+        self.refused.load(Ordering::Relaxed)
     }
 
     fn take_call(&self) -> bool {
@@ -113,6 +128,10 @@ impl RunContext {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
+}
+
+fn is_refused(completion: &Completion) -> bool {
+    matches!(&completion.outcome, Err(f) if f.kind == FailureKind::OverBudget)
 }
 
 impl HostServices for RunContext {

@@ -138,18 +138,26 @@ impl Chorus {
             limits.max_calls_per_run,
         ));
         let steps = self.steps(pipeline, &request, &context);
-        let (answer, fan_out) = tokio::time::timeout_at(context.deadline() + WRAP_UP, steps)
+        let (mut answer, fan_out) = tokio::time::timeout_at(context.deadline() + WRAP_UP, steps)
             .await
             .map_err(|_| RunError::Timeout(run_timeout))??;
 
         let calls = context.records();
+        let mut notes = std::mem::take(&mut answer.notes);
+        if context.refused() > 0 {
+            notes.push(format!(
+                "{} chat completions were refused: the run's budget of {} (limits.max_calls_per_run) was spent.",
+                context.refused(),
+                limits.max_calls_per_run
+            ));
+        }
         let result = Arc::new(RunResult {
             run_id: request.run_id.clone(),
             pipeline: request.pipeline.clone(),
             kind: answer.kind,
             summary: summary(&answer, &fan_out),
             answer: answer.text,
-            notes: answer.notes,
+            notes,
             usage: Totals::of(&calls),
             calls,
             elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
@@ -235,6 +243,13 @@ impl Chorus {
         };
         if prompts.requests.is_empty() {
             return Err(invalid("it produced no requests".into()));
+        }
+        let budget = self.loaded.config.limits.max_calls_per_run as usize;
+        if prompts.requests.len() > budget {
+            return Err(invalid(format!(
+                "it produced {} requests, more than limits.max_calls_per_run ({budget})",
+                prompts.requests.len()
+            )));
         }
         for request in &prompts.requests {
             self.check_model(&request.model).map_err(invalid)?;
