@@ -1,0 +1,108 @@
+//! Reading model replies: JSON anywhere in prose, lists in any common
+//! form, answers reduced to what a vote compares.
+
+use serde_json::Value;
+
+/// Opening brackets tried before giving up: keeps a reply full of
+/// brackets from costing more than a few linear scans.
+const JSON_STARTS: usize = 64;
+
+/// The first JSON value (object or array) in `text`, wherever it sits:
+/// each opening bracket is tried in turn, parsing just one value from it.
+pub fn extract_json(text: &str) -> Option<Value> {
+    let text = text.trim();
+    if let Ok(value) = serde_json::from_str::<Value>(text) {
+        return Some(value);
+    }
+    text.char_indices()
+        .filter(|(_, c)| *c == '{' || *c == '[')
+        .take(JSON_STARTS)
+        .find_map(|(start, _)| {
+            serde_json::Deserializer::from_str(&text[start..])
+                .into_iter::<Value>()
+                .next()?
+                .ok()
+        })
+}
+
+/// A list of items from a reply: a JSON array of strings (or of objects
+/// with a `question` field), else a numbered or bulleted list.
+pub fn extract_list(text: &str) -> Vec<String> {
+    let from_json = match extract_json(text) {
+        Some(Value::Array(items)) => items,
+        Some(Value::Object(map)) => map
+            .into_iter()
+            .find_map(|(_, v)| v.as_array().cloned())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let items: Vec<String> = from_json
+        .iter()
+        .filter_map(|item| match item {
+            Value::String(s) => Some(s.clone()),
+            Value::Object(o) => ["question", "sub_question", "text"]
+                .iter()
+                .find_map(|k| o.get(*k).and_then(Value::as_str).map(str::to_owned)),
+            _ => None,
+        })
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if !items.is_empty() {
+        return items;
+    }
+    text.lines().filter_map(list_item).collect()
+}
+
+/// `1. x`, `2) x`, `- x`, `* x` -> `x`.
+fn list_item(line: &str) -> Option<String> {
+    let line = line.trim();
+    let rest = if let Some(rest) = line.strip_prefix("- ").or_else(|| line.strip_prefix("* ")) {
+        rest
+    } else {
+        let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits == 0 {
+            return None;
+        }
+        line[digits..]
+            .strip_prefix('.')
+            .or_else(|| line[digits..].strip_prefix(')'))?
+    };
+    let item = rest.trim().trim_matches('*').trim();
+    (!item.is_empty()).then(|| item.to_owned())
+}
+
+/// An answer reduced to what a vote should compare: the text after a
+/// final "answer:" marker if there is one, lowercased, punctuation and
+/// extra whitespace removed.
+pub fn normalise(answer: &str) -> String {
+    let lower = answer.to_lowercase();
+    let tail = ["final answer:", "answer:"]
+        .iter()
+        .find_map(|marker| lower.rfind(marker).map(|at| &lower[at + marker.len()..]))
+        .unwrap_or(&lower);
+    let words: Vec<String> = tail
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_owned())
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.join(" ")
+}
+
+/// Word-set similarity in [0, 1] (Jaccard), for convergence checks.
+pub fn similarity(a: &str, b: &str) -> f64 {
+    use std::collections::BTreeSet;
+    let words = |s: &str| {
+        normalise(s)
+            .split(' ')
+            .map(str::to_owned)
+            .collect::<BTreeSet<_>>()
+    };
+    let (a, b) = (words(a), words(b));
+    let union = a.union(&b).count();
+    if union == 0 {
+        1.0
+    } else {
+        a.intersection(&b).count() as f64 / union as f64
+    }
+}
