@@ -7,7 +7,7 @@
 wit_bindgen::generate!({ world: "synthesizer-plugin", path: "../../wit" });
 kit::guest_helpers!();
 
-use chorus::strategy::types::{Answer, AnswerKind, Completion, Plan, Request, Role};
+use chorus::strategy::types::{Answer, Completion, Plan, Request, Role};
 use exports::chorus::strategy::synthesizer::Guest;
 use serde_json::{Value, json};
 
@@ -130,49 +130,28 @@ impl Guest for Council {
                 )
             })
             .collect();
-        match guest::merge(
+        let merge = guest::merge(
             &request.prompt,
             &inputs,
             &plan.synthesizers,
             CHAIRMAN,
             guest::NO_SAMPLING,
-        ) {
-            Ok(merged) => {
-                notes.insert(
-                    0,
-                    format!(
-                        "Council of {}: {} ballots; top-ranked {}; chaired by {}.",
-                        answered.len(),
-                        ballots.len(),
-                        answered[order[0]].1.model,
-                        merged.model
-                    ),
-                );
-                notes.extend(merged.notes);
-                Ok(Answer {
-                    kind: AnswerKind::Synthesis,
-                    text: merged.text,
-                    sources,
-                    notes,
-                    details,
-                })
-            }
-            Err(errors) => {
-                notes.insert(0, "Every chairman failed, so the answers are shown side by side, best-ranked first.".to_owned());
-                notes.extend(kit::fallback_notes("Chairman", &errors, None));
-                let pairs: Vec<(&str, &str)> = order
-                    .iter()
-                    .map(|&c| (answered[c].1.model.as_str(), answered[c].2))
-                    .collect();
-                Ok(Answer {
-                    kind: AnswerKind::Unmerged,
-                    text: kit::side_by_side(&pairs),
-                    sources,
-                    notes,
-                    details,
-                })
-            }
-        }
+        );
+        let headline = |chair: &str| {
+            Some(format!(
+                "Council of {}: {} ballots; top-ranked {}; chaired by {chair}.",
+                answered.len(),
+                ballots.len(),
+                answered[order[0]].1.model
+            ))
+        };
+        let pairs: Vec<(&str, &str)> = order
+            .iter()
+            .map(|&c| (answered[c].1.model.as_str(), answered[c].2))
+            .collect();
+        Ok(guest::settle(
+            merge, "chairman", headline, &pairs, sources, notes, details,
+        ))
     }
 }
 

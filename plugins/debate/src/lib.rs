@@ -12,7 +12,7 @@
 wit_bindgen::generate!({ world: "synthesizer-plugin", path: "../../wit" });
 kit::guest_helpers!();
 
-use chorus::strategy::types::{Answer, AnswerKind, Completion, Plan, Request, Role};
+use chorus::strategy::types::{Answer, Completion, Plan, Request, Role};
 use exports::chorus::strategy::synthesizer::Guest;
 use serde::Deserialize;
 use serde_json::json;
@@ -114,39 +114,27 @@ impl Guest for Debate {
             .enumerate()
             .map(|(i, t)| (format!("Final answer {}", i + 1), t.clone()))
             .collect();
-        match guest::merge(
+        let merge = guest::merge(
             &request.prompt,
             &inputs,
             &plan.synthesizers,
             MERGE,
             guest::NO_SAMPLING,
-        ) {
-            Ok(merged) => {
-                notes.extend(merged.notes);
-                Ok(Answer {
-                    kind: AnswerKind::Synthesis,
-                    text: merged.text,
-                    sources,
-                    notes,
-                    details,
-                })
-            }
-            Err(errors) => {
-                notes.extend(kit::fallback_notes("Synthesizer", &errors, None));
-                let pairs: Vec<(&str, &str)> = models
-                    .iter()
-                    .map(String::as_str)
-                    .zip(latest.iter().map(String::as_str))
-                    .collect();
-                Ok(Answer {
-                    kind: AnswerKind::Unmerged,
-                    text: kit::side_by_side(&pairs),
-                    sources,
-                    notes,
-                    details,
-                })
-            }
-        }
+        );
+        let pairs: Vec<(&str, &str)> = models
+            .iter()
+            .map(String::as_str)
+            .zip(latest.iter().map(String::as_str))
+            .collect();
+        Ok(guest::settle(
+            merge,
+            "synthesizer",
+            |_| None,
+            &pairs,
+            sources,
+            notes,
+            details,
+        ))
     }
 }
 

@@ -192,6 +192,41 @@ macro_rules! guest_helpers {
                 })
             }
 
+            /// How a strategy that ends in a merge answers: the merger's
+            /// text as a `synthesis`, or — when every merger failed — the
+            /// answers side by side (`unmerged`) with each merger's own
+            /// error. `headline(model)` may open the notes of a synthesis.
+            pub fn settle(
+                merge: Result<Merged, Vec<(String, String)>>,
+                role: &str,
+                headline: impl FnOnce(&str) -> Option<String>,
+                answers: &[(&str, &str)],
+                sources: Vec<u32>,
+                mut notes: Vec<String>,
+                details: String,
+            ) -> Answer {
+                match merge {
+                    Ok(merged) => {
+                        if let Some(headline) = headline(&merged.model) {
+                            notes.insert(0, headline);
+                        }
+                        notes.extend(merged.notes);
+                        Answer { kind: AnswerKind::Synthesis, text: merged.text, sources, notes, details }
+                    }
+                    Err(errors) => {
+                        let n = answers.len();
+                        let headline = if errors.is_empty() {
+                            format!("No {role} in the plan, so the {n} answers are shown side by side.")
+                        } else {
+                            let causes: Vec<String> = errors.iter().map(|(m, e)| format!("{m}: {e}")).collect();
+                            format!("Every {role} failed, so the {n} answers are shown side by side. {}", causes.join("; "))
+                        };
+                        notes.insert(0, headline);
+                        Answer { kind: AnswerKind::Unmerged, text: $crate::side_by_side(answers), sources, notes, details }
+                    }
+                }
+            }
+
             /// The context window the catalog gives `model`, if any.
             pub fn context_window(model: &str) -> Option<u32> {
                 host::models()

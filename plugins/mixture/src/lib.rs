@@ -117,51 +117,32 @@ impl Guest for Mixture {
             .enumerate()
             .map(|(n, (_, t))| (format!("Response {}", n + 1), t.clone()))
             .collect();
-        match guest::merge(
+        let merge = guest::merge(
             &request.prompt,
             &inputs,
             &plan.synthesizers,
             AGGREGATE,
             guest::NO_SAMPLING,
-        ) {
-            Ok(merged) => {
-                notes.insert(
-                    0,
-                    format!(
-                        "Mixture of agents: {} layers, aggregated by {}.",
-                        layer_log.len(),
-                        merged.model
-                    ),
-                );
-                notes.extend(merged.notes);
-                Ok(Answer {
-                    kind: AnswerKind::Synthesis,
-                    text: merged.text,
-                    sources,
-                    notes,
-                    details,
-                })
-            }
-            Err(errors) => {
-                notes.insert(
-                    0,
-                    "Every aggregator failed, so the last layer's answers are shown side by side."
-                        .to_owned(),
-                );
-                notes.extend(kit::fallback_notes("Aggregator", &errors, None));
-                let pairs: Vec<(&str, &str)> = current
-                    .iter()
-                    .map(|(m, t)| (m.as_str(), t.as_str()))
-                    .collect();
-                Ok(Answer {
-                    kind: AnswerKind::Unmerged,
-                    text: kit::side_by_side(&pairs),
-                    sources,
-                    notes,
-                    details,
-                })
-            }
-        }
+        );
+        let layer_count = layer_log.len();
+        let headline = |model: &str| {
+            Some(format!(
+                "Mixture of agents: {layer_count} layers, aggregated by {model}."
+            ))
+        };
+        let pairs: Vec<(&str, &str)> = current
+            .iter()
+            .map(|(m, t)| (m.as_str(), t.as_str()))
+            .collect();
+        Ok(guest::settle(
+            merge,
+            "aggregator",
+            headline,
+            &pairs,
+            sources,
+            notes,
+            details,
+        ))
     }
 }
 

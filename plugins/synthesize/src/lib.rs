@@ -19,7 +19,7 @@
 wit_bindgen::generate!({ world: "synthesizer-plugin", path: "../../wit" });
 kit::guest_helpers!();
 
-use chorus::strategy::types::{Answer, AnswerKind, Completion, Plan, Request, Sampling};
+use chorus::strategy::types::{Answer, Completion, Plan, Request, Sampling};
 use exports::chorus::strategy::synthesizer::Guest;
 use serde::Deserialize;
 use serde_json::json;
@@ -59,7 +59,7 @@ impl Guest for Synthesize {
             "instructions, show_labels, max_tokens, temperature",
         )?;
         let answered = guest::answered(&completions);
-        let mut notes = guest::failure_notes(&completions);
+        let notes = guest::failure_notes(&completions);
         let details = if settings.show_labels {
             let inputs: Vec<_> = completions
                 .iter()
@@ -70,13 +70,6 @@ impl Guest for Synthesize {
             json!({ "inputs": inputs }).to_string()
         } else {
             String::new()
-        };
-        let answer = |kind, text, sources, notes| Answer {
-            kind,
-            text,
-            sources,
-            notes,
-            details: details.clone(),
         };
 
         if let Some(mut answer) =
@@ -109,53 +102,29 @@ impl Guest for Synthesize {
             max_tokens: settings.max_tokens,
             ..guest::NO_SAMPLING
         };
-        match guest::merge(
+        let merge = guest::merge(
             &request.prompt,
             &inputs,
             &plan.synthesizers,
             instructions,
             sampling,
-        ) {
-            Ok(merged) => {
-                notes.insert(
-                    0,
-                    format!(
-                        "Synthesis of {} answers by {}.",
-                        answered.len(),
-                        merged.model
-                    ),
-                );
-                notes.extend(merged.notes);
-                Ok(answer(AnswerKind::Synthesis, merged.text, sources, notes))
-            }
-            Err(errors) => {
-                notes.insert(0, unmerged_note(answered.len(), &errors));
-                let pairs: Vec<(&str, &str)> = answered
-                    .iter()
-                    .map(|(_, c, t)| (c.model.as_str(), *t))
-                    .collect();
-                Ok(answer(
-                    AnswerKind::Unmerged,
-                    kit::side_by_side(&pairs),
-                    sources,
-                    notes,
-                ))
-            }
-        }
-    }
-}
-
-fn unmerged_note(count: usize, errors: &[(String, String)]) -> String {
-    if errors.is_empty() {
-        return format!(
-            "No synthesizer model in the plan, so the {count} answers are shown side by side."
         );
+        let count = answered.len();
+        let headline = |model: &str| Some(format!("Synthesis of {count} answers by {model}."));
+        let pairs: Vec<(&str, &str)> = answered
+            .iter()
+            .map(|(_, c, t)| (c.model.as_str(), *t))
+            .collect();
+        Ok(guest::settle(
+            merge,
+            "synthesizer",
+            headline,
+            &pairs,
+            sources,
+            notes,
+            details,
+        ))
     }
-    let causes: Vec<String> = errors.iter().map(|(m, e)| format!("{m}: {e}")).collect();
-    format!(
-        "Every synthesizer failed, so the {count} answers are shown side by side. {}",
-        causes.join("; ")
-    )
 }
 
 export!(Synthesize);
