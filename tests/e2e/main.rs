@@ -8,6 +8,7 @@ mod cancel;
 mod cli;
 mod failures;
 mod load;
+mod polyglot;
 mod runs;
 mod sandbox;
 mod selectors;
