@@ -12,8 +12,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use chorus::app::Chorus;
 use chorus::config::Loaded;
-use chorus::pipeline::{Chorus, events};
+use chorus::pipeline::events;
 use mock::{Mock, Step};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 

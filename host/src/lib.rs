@@ -2,12 +2,16 @@
 //! answers, with the strategy decisions made by WebAssembly plugins.
 //!
 //! Dependencies point one way:
-//! `mcp`/`cli` -> `pipeline` -> {`plugins`, `llm`, `runs`} -> `config`.
+//! `cli`/`mcp` -> `app` -> {`pipeline`, `runs`};
+//! `pipeline` -> {`plugins`, `llm`} -> `config`; everything may use `record`,
+//! the leaf that describes a run.
 
+pub mod app;
 pub mod cli;
 pub mod config;
 pub mod llm;
 pub mod mcp;
 pub mod pipeline;
 pub mod plugins;
+pub mod record;
 pub mod runs;

@@ -6,8 +6,9 @@ use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::pipeline::{Chorus, Event, RunResult};
-use crate::plugins::AnswerKind;
+use crate::app::Chorus;
+use crate::pipeline::Event;
+use crate::record::{AnswerKind, RunRecord};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -51,9 +52,9 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
     let Some(pipeline) = args
         .pipeline
         .as_deref()
-        .or_else(|| chorus.loaded.default_pipeline())
+        .or_else(|| chorus.loaded().default_pipeline())
     else {
-        let names: Vec<_> = chorus.pipelines().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<_> = chorus.runner.pipelines().map(|(n, _)| n.as_str()).collect();
         eprintln!(
             "chorus: choose a pipeline with --pipeline (available: {})",
             names.join(", ")
@@ -102,7 +103,7 @@ fn render(event: Event) {
     eprintln!("{line}");
 }
 
-fn print(result: &RunResult, json: bool, quiet: bool) -> ExitCode {
+fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     let written = if json {
         serde_json::to_string_pretty(result)

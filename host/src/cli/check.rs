@@ -5,12 +5,11 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::config::Loaded;
-use crate::pipeline::Chorus;
+use crate::pipeline::Runner;
 use crate::plugins::Source;
 
 pub fn run(config: Option<&Path>) -> ExitCode {
-    let chorus = match Loaded::discover(config).and_then(Chorus::load) {
+    let chorus = match crate::config::Loaded::discover(config).and_then(Runner::load) {
         Ok(chorus) => chorus,
         Err(e) => {
             eprintln!("chorus: {e}");
@@ -27,7 +26,7 @@ pub fn run(config: Option<&Path>) -> ExitCode {
     }
 }
 
-fn report(chorus: &Chorus, out: &mut impl Write) -> std::io::Result<()> {
+fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<()> {
     let config = &chorus.loaded.config;
     writeln!(out, "config: {} (ok)", chorus.loaded.origin)?;
     writeln!(

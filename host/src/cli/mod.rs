@@ -11,8 +11,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
-use crate::config::Loaded;
-use crate::pipeline::Chorus;
+use crate::app::Chorus;
 
 #[derive(Parser)]
 #[command(
@@ -69,13 +68,11 @@ pub fn main() -> ExitCode {
 
 /// Loads the configuration and every plugin, reporting problems on stderr.
 fn load(config: Option<&std::path::Path>) -> Result<Arc<Chorus>, ExitCode> {
-    let chorus = Loaded::discover(config)
-        .and_then(Chorus::load)
-        .map_err(|e| {
-            eprintln!("chorus: {e}");
-            ExitCode::from(2)
-        })?;
-    for (provider, var) in chorus.llm.missing_keys() {
+    let chorus = Chorus::discover(config).map_err(|e| {
+        eprintln!("chorus: {e}");
+        ExitCode::from(2)
+    })?;
+    for (provider, var) in chorus.runner.llm.missing_keys() {
         tracing::warn!(
             "provider `{provider}` needs the environment variable {var}, which is not set; its calls will fail"
         );
@@ -88,7 +85,7 @@ async fn serve(config: Option<&std::path::Path>) -> ExitCode {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
-    tracing::info!(config = %chorus.loaded.origin, "chorus {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
+    tracing::info!(config = %chorus.loaded().origin, "chorus {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
     match crate::mcp::serve(chorus).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

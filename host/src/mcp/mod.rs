@@ -17,7 +17,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 
-use crate::pipeline::Chorus;
+use crate::app::Chorus;
 
 const RUN_URI_PREFIX: &str = "chorus://runs/";
 
@@ -30,6 +30,7 @@ pub struct Server {
 impl Server {
     pub fn new(chorus: Arc<Chorus>) -> Self {
         let tools = chorus
+            .runner
             .pipelines()
             .map(|(name, pipeline)| tools::tool(name, pipeline))
             .collect();

@@ -8,8 +8,8 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotation
 use serde_json::{Value, json};
 
 use crate::config::Pipeline;
-use crate::pipeline::{RunError, RunResult, options};
-use crate::plugins::AnswerKind;
+use crate::pipeline::{RunError, options};
+use crate::record::{AnswerKind, RunRecord};
 
 /// The result's shape, kept compact: every tool repeats it in `tools/list`,
 /// and clients pay for it in tokens. (The full record is documented in the
@@ -87,7 +87,7 @@ fn type_name(value: &Value) -> &'static str {
 /// A finished run as a tool result: the answer as text, a one-paragraph
 /// account of how it was made, and the full record as structured content.
 /// A run in which no model answered is an error result — with every cause.
-pub fn success(result: &RunResult) -> CallToolResult {
+pub fn success(result: &RunRecord) -> CallToolResult {
     let structured = serde_json::to_value(result).unwrap_or(Value::Null);
     let content = vec![
         ContentBlock::text(result.answer.clone()),
@@ -111,7 +111,7 @@ pub fn failure_text(message: &str) -> CallToolResult {
 }
 
 /// How the answer was made, in a few lines a model (or person) can act on.
-fn account(result: &RunResult) -> String {
+fn account(result: &RunRecord) -> String {
     let mut lines = vec![format!("[chorus run {}] {}", result.run_id, result.summary)];
     let failed: Vec<String> = result
         .calls
@@ -132,11 +132,11 @@ fn account(result: &RunResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::Totals;
+    use crate::record::Totals;
 
     #[test]
     fn the_output_schema_names_exactly_the_fields_of_a_result() {
-        let result = RunResult {
+        let result = RunRecord {
             run_id: "r".into(),
             pipeline: "p".into(),
             kind: AnswerKind::Single,

@@ -10,9 +10,9 @@ use futures::future::{BoxFuture, join_all};
 use tokio::time::Instant;
 
 use super::events::{CallSummary, Event, Progress};
-use super::result::CallRecord;
 use crate::llm::{ChatRequest, Completion, Failure, FailureKind, Llm, ModelInfo};
 use crate::plugins::HostServices;
+use crate::record::{CallError, CallRecord};
 
 pub struct RunContext {
     llm: Arc<Llm>,
@@ -62,7 +62,7 @@ impl RunContext {
                 completions
                     .iter()
                     .filter(|c| !is_refused(c))
-                    .map(|c| CallRecord::new(stage, c)),
+                    .map(|c| call_record(stage, c)),
             );
         completions
     }
@@ -127,6 +127,34 @@ impl RunContext {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+}
+
+/// A completion as the run's record keeps it.
+pub fn call_record(stage: &str, completion: &Completion) -> CallRecord {
+    let (usage, error) = match &completion.outcome {
+        Ok(reply) => (reply.usage, None),
+        Err(failure) => (None, Some(call_error(failure))),
+    };
+    CallRecord {
+        stage: stage.to_owned(),
+        label: completion.label.clone(),
+        model: completion.model.clone(),
+        status: if error.is_none() { "ok" } else { "failed" }.to_owned(),
+        latency_ms: completion.latency_ms,
+        attempts: completion.attempts,
+        prompt_tokens: usage.map(|u| u.prompt_tokens),
+        completion_tokens: usage.map(|u| u.completion_tokens),
+        cost_usd: usage.and_then(|u| u.cost),
+        error,
+    }
+}
+
+fn call_error(failure: &Failure) -> CallError {
+    CallError {
+        kind: failure.kind.as_str().to_owned(),
+        status: failure.status,
+        message: failure.message.clone(),
     }
 }
 

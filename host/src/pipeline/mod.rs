@@ -1,11 +1,11 @@
-//! Runs a pipeline: selector -> prompter -> fan-out -> synthesizer, then the
-//! record. Owns the run's deadline, call budget and progress events, and
-//! checks every plugin output before using it. Knows nothing about MCP.
+//! Runs a pipeline: selector -> prompter -> fan-out -> synthesizer, and
+//! produces the run's record. Owns the run's deadline, call budget and
+//! progress events, and checks every plugin output before using it. Knows
+//! nothing about MCP, the terminal, or where records are kept.
 
 mod context;
 pub mod events;
 pub mod options;
-mod result;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,14 +13,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub use events::{Event, Progress, Stage};
-pub use result::{CallError, CallRecord, RunResult, Totals};
 
 use crate::config::{ConfigError, Loaded, Pipeline};
 use crate::llm::{Completion, Llm};
 use crate::plugins::{
     Answer, AnswerKind, Kind, Plan, Plugin, PluginError, Prompts, Registry, Request,
 };
-use crate::runs::Runs;
+use crate::record::{RunRecord, Totals};
 use context::RunContext;
 
 /// Time a run gets past its deadline to turn what it has into an answer.
@@ -44,16 +43,15 @@ pub enum RunError {
     Timeout(Duration),
 }
 
-/// Everything a running chorus holds: config, plugins, providers, runs.
-/// Shared by every run; nothing in it is mutated by one.
-pub struct Chorus {
+/// What running a pipeline needs: the checked config, the loaded plugins and
+/// the providers. Shared by every run; nothing in it is mutated by one.
+pub struct Runner {
     pub loaded: Loaded,
     pub registry: Registry,
     pub llm: Arc<Llm>,
-    pub runs: Runs,
 }
 
-impl Chorus {
+impl Runner {
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
         let llm = Arc::new(Llm::new(&loaded)?);
         let registry = Registry::load(&loaded)?;
@@ -70,15 +68,10 @@ impl Chorus {
                 }
             }
         }
-        let runs = Runs::new(
-            loaded.config.limits.max_runs_kept,
-            loaded.config.limits.run_ttl,
-        );
         Ok(Self {
             loaded,
             registry,
             llm,
-            runs,
         })
     }
 
@@ -94,7 +87,7 @@ impl Chorus {
         prompt: String,
         options: serde_json::Map<String, Value>,
         progress: Progress,
-    ) -> Result<Arc<RunResult>, RunError> {
+    ) -> Result<RunRecord, RunError> {
         let pipeline = self
             .loaded
             .config
@@ -151,7 +144,7 @@ impl Chorus {
                 limits.max_calls_per_run
             ));
         }
-        let result = Arc::new(RunResult {
+        Ok(RunRecord {
             run_id: request.run_id.clone(),
             pipeline: request.pipeline.clone(),
             kind: answer.kind,
@@ -162,9 +155,7 @@ impl Chorus {
             calls,
             elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             details: answer.details,
-        });
-        self.runs.insert(result.clone());
-        Ok(result)
+        })
     }
 
     async fn steps(

@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use crate::llm::{ChatRequest, Sampling};
+pub use crate::record::AnswerKind;
 
 /// The kinds of plugin, one WIT world each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,23 +65,6 @@ pub struct Plan {
 pub struct Prompts {
     pub requests: Vec<ChatRequest>,
     pub notes: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AnswerKind {
-    /// Several answers merged by a model.
-    Synthesis,
-    /// The only answer that survived; not a synthesis.
-    Single,
-    /// The majority among several answers.
-    Vote,
-    /// One answer returned verbatim, chosen by a judge or a ranking.
-    Pick,
-    /// The answers side by side: merging them failed.
-    Unmerged,
-    /// No answer: every model failed.
-    None,
 }
 
 #[derive(Debug, Clone)]

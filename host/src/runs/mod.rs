@@ -5,12 +5,12 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::pipeline::RunResult;
+use crate::record::RunRecord;
 
 pub struct Runs {
     max: usize,
     ttl: Duration,
-    kept: Mutex<VecDeque<(Instant, Arc<RunResult>)>>,
+    kept: Mutex<VecDeque<(Instant, Arc<RunRecord>)>>,
 }
 
 impl Runs {
@@ -22,7 +22,7 @@ impl Runs {
         }
     }
 
-    pub fn insert(&self, run: Arc<RunResult>) {
+    pub fn insert(&self, run: Arc<RunRecord>) {
         let mut kept = self.lock();
         kept.push_back((Instant::now(), run));
         while kept.len() > self.max {
@@ -31,7 +31,7 @@ impl Runs {
         self.expire(&mut kept);
     }
 
-    pub fn get(&self, run_id: &str) -> Option<Arc<RunResult>> {
+    pub fn get(&self, run_id: &str) -> Option<Arc<RunRecord>> {
         let mut kept = self.lock();
         self.expire(&mut kept);
         kept.iter()
@@ -40,19 +40,19 @@ impl Runs {
     }
 
     /// The kept runs, newest first.
-    pub fn list(&self) -> Vec<Arc<RunResult>> {
+    pub fn list(&self) -> Vec<Arc<RunRecord>> {
         let mut kept = self.lock();
         self.expire(&mut kept);
         kept.iter().rev().map(|(_, r)| r.clone()).collect()
     }
 
-    fn expire(&self, kept: &mut VecDeque<(Instant, Arc<RunResult>)>) {
+    fn expire(&self, kept: &mut VecDeque<(Instant, Arc<RunRecord>)>) {
         while kept.front().is_some_and(|(at, _)| at.elapsed() > self.ttl) {
             kept.pop_front();
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(Instant, Arc<RunResult>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(Instant, Arc<RunRecord>)>> {
         self.kept.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

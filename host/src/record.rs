@@ -1,14 +1,31 @@
-//! The record of a finished run: what the MCP tool returns as structured
-//! content, what `chorus ask --json` prints, what the runs store keeps.
+//! The record of a run: what the MCP tool returns as structured content,
+//! what `chorus ask --json` prints, what the run store keeps. A leaf: plain
+//! data that the pipeline produces and every surface reads, depending on
+//! nothing else in chorus.
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::llm::{Completion, Failure};
-use crate::plugins::AnswerKind;
+/// What kind of answer a run produced. Never dress one kind up as another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerKind {
+    /// Several answers merged by a model.
+    Synthesis,
+    /// The only answer that survived; not a synthesis.
+    Single,
+    /// The majority among several answers.
+    Vote,
+    /// One answer returned verbatim, chosen by a judge or a ranking.
+    Pick,
+    /// The answers side by side: merging them failed.
+    Unmerged,
+    /// No answer: every model failed.
+    None,
+}
 
 #[derive(Debug, Clone, Serialize)]
-pub struct RunResult {
+pub struct RunRecord {
     pub run_id: String,
     pub pipeline: String,
     /// What kind of answer this is: synthesis, single, vote, pick, unmerged or none.
@@ -65,37 +82,6 @@ pub struct Totals {
     pub completion_tokens: u64,
     /// Sum of the costs that are known.
     pub cost_usd: f64,
-}
-
-impl CallRecord {
-    pub fn new(stage: &str, completion: &Completion) -> Self {
-        let (usage, error) = match &completion.outcome {
-            Ok(reply) => (reply.usage, None),
-            Err(failure) => (None, Some(CallError::from(failure))),
-        };
-        Self {
-            stage: stage.to_owned(),
-            label: completion.label.clone(),
-            model: completion.model.clone(),
-            status: if error.is_none() { "ok" } else { "failed" }.to_owned(),
-            latency_ms: completion.latency_ms,
-            attempts: completion.attempts,
-            prompt_tokens: usage.map(|u| u.prompt_tokens),
-            completion_tokens: usage.map(|u| u.completion_tokens),
-            cost_usd: usage.and_then(|u| u.cost),
-            error,
-        }
-    }
-}
-
-impl From<&Failure> for CallError {
-    fn from(f: &Failure) -> Self {
-        Self {
-            kind: f.kind.as_str().to_owned(),
-            status: f.status,
-            message: f.message.clone(),
-        }
-    }
 }
 
 impl Totals {
