@@ -47,6 +47,8 @@ pub struct RunRecord {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CallRecord {
+    /// The call's number in the run, from 0, in the order calls were sent.
+    pub id: u32,
     /// `fan-out`, or the plugin that made the call.
     pub stage: String,
     pub label: String,
@@ -74,6 +76,15 @@ pub struct CallError {
     pub status: Option<u16>,
     /// The provider's own message.
     pub message: String,
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.status {
+            Some(status) => write!(f, "{} (HTTP {status}): {}", self.kind, self.message),
+            None => write!(f, "{}: {}", self.kind, self.message),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

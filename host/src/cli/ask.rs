@@ -86,19 +86,23 @@ fn render(event: Event) {
     let line = match event {
         Event::Stage(stage) => format!("… {}", stage.as_str()),
         Event::FanOut { calls } => format!("  {calls} requests in flight"),
-        Event::Call(call) => {
+        Event::CallFinished(call) => {
             let who = if call.stage == "fan-out" {
-                call.model
+                call.model.clone()
             } else {
                 format!("{} [{}]", call.model, call.stage)
             };
             let secs = f64::from(call.latency_ms) / 1000.0;
-            match call.outcome {
-                Ok(tokens) => format!("  ✓ {who:<40} {secs:>6.2}s  {tokens} tokens"),
-                Err(failure) => format!("  ✗ {who:<40} {secs:>6.2}s  {failure}"),
+            match &call.error {
+                None => format!(
+                    "  ✓ {who:<40} {secs:>6.2}s  {} tokens",
+                    call.completion_tokens.unwrap_or(0)
+                ),
+                Some(error) => format!("  ✗ {who:<40} {secs:>6.2}s  {error}"),
             }
         }
         Event::Note { plugin, message } => format!("  · {plugin}: {message}"),
+        Event::Started(_) | Event::Planned(_) | Event::CallStarted { .. } => return,
     };
     eprintln!("{line}");
 }

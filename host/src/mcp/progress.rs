@@ -69,23 +69,22 @@ fn describe(event: &Event, total: &mut Option<f64>) -> Option<String> {
             *total = Some(*calls as f64 + 4.0);
             return None;
         }
-        Event::Call(call) => {
+        Event::CallFinished(call) => {
             let who = if call.stage == "fan-out" {
                 call.model.clone()
             } else {
                 format!("{} ({})", call.model, call.stage)
             };
-            match &call.outcome {
-                Ok(tokens) => format!(
-                    "{who} answered in {:.1}s ({tokens} tokens)",
-                    f64::from(call.latency_ms) / 1000.0
+            let secs = f64::from(call.latency_ms) / 1000.0;
+            match &call.error {
+                None => format!(
+                    "{who} answered in {secs:.1}s ({} tokens)",
+                    call.completion_tokens.unwrap_or(0)
                 ),
-                Err(failure) => format!(
-                    "{who} failed after {:.1}s: {failure}",
-                    f64::from(call.latency_ms) / 1000.0
-                ),
+                Some(error) => format!("{who} failed after {secs:.1}s: {error}"),
             }
         }
+        Event::Started(_) | Event::Planned(_) | Event::CallStarted { .. } => return None,
         Event::Note { plugin, message } => format!("{plugin}: {message}"),
     })
 }

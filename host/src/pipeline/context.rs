@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::{BoxFuture, join_all};
 use tokio::time::Instant;
 
-use super::events::{CallSummary, Event, Progress};
+use super::events::{Event, Progress};
 use crate::llm::{ChatRequest, Completion, Failure, FailureKind, Llm, ModelInfo};
 use crate::plugins::HostServices;
 use crate::record::{CallError, CallRecord};
@@ -24,7 +24,8 @@ pub struct RunContext {
     /// that keeps asking cannot grow the record.
     refused: AtomicU32,
     call_budget: u32,
-    records: Mutex<Vec<CallRecord>>,
+    next_id: AtomicU32,
+    records: Mutex<Vec<Arc<CallRecord>>>,
 }
 
 impl RunContext {
@@ -37,6 +38,7 @@ impl RunContext {
             calls_left: AtomicU32::new(call_budget),
             refused: AtomicU32::new(0),
             call_budget,
+            next_id: AtomicU32::new(0),
             records: Mutex::new(Vec::new()),
         }
     }
@@ -50,25 +52,35 @@ impl RunContext {
     }
 
     /// Runs `requests` all at once (each provider's concurrency cap still
-    /// applies) and returns their outcomes in order.
+    /// applies) and returns their outcomes in request order.
     pub async fn fan_out(&self, stage: &str, requests: Vec<ChatRequest>) -> Vec<Completion> {
-        let completions = join_all(requests.iter().map(|r| self.one(stage, r))).await;
-        // Recorded in request order, so a record's position matches the
-        // index plugins use for the completion.
-        self.records
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(
-                completions
-                    .iter()
-                    .filter(|c| !is_refused(c))
-                    .map(|c| call_record(stage, c)),
-            );
-        completions
+        let stage: Arc<str> = Arc::from(stage);
+        // The budget and the ids are settled before anything is sent, in
+        // request order, so ids follow the order plugins see.
+        let admitted: Vec<(Option<u32>, Arc<ChatRequest>)> = requests
+            .into_iter()
+            .map(|request| (self.admit(), Arc::new(request)))
+            .collect();
+        for (id, request) in &admitted {
+            if let Some(id) = *id {
+                self.emit(Event::CallStarted {
+                    id,
+                    stage: stage.clone(),
+                    request: request.clone(),
+                });
+            }
+        }
+        join_all(admitted.iter().map(|(id, request)| async {
+            match *id {
+                Some(id) => self.call(id, &stage, request).await,
+                None => self.refuse(request),
+            }
+        }))
+        .await
     }
 
-    async fn one(&self, stage: &str, request: &ChatRequest) -> Completion {
-        let completion = if self.take_call() {
+    async fn call(&self, id: u32, stage: &str, request: &ChatRequest) -> Completion {
+        let completion =
             match tokio::time::timeout_at(self.deadline, self.llm.complete(request)).await {
                 Ok(completion) => completion,
                 Err(_) => self.failed(
@@ -82,20 +94,28 @@ impl RunContext {
                     ),
                     self.run_timeout,
                 ),
-            }
-        } else {
-            let failure = Failure::new(
-                FailureKind::OverBudget,
-                format!(
-                    "the run already made its {} chat completions (limits.max_calls_per_run)",
-                    self.call_budget
-                ),
-            );
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            return self.failed(request, failure, Duration::ZERO);
-        };
-        self.emit(Event::Call(CallSummary::new(stage, &completion)));
+            };
+        let record = Arc::new(call_record(id, stage, &completion));
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(record.clone());
+        self.emit(Event::CallFinished(record));
         completion
+    }
+
+    /// A call over the budget: counted, not recorded, so a plugin that keeps
+    /// asking cannot grow the record.
+    fn refuse(&self, request: &ChatRequest) -> Completion {
+        let failure = Failure::new(
+            FailureKind::OverBudget,
+            format!(
+                "the run already made its {} chat completions (limits.max_calls_per_run)",
+                self.call_budget
+            ),
+        );
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        self.failed(request, failure, Duration::ZERO)
     }
 
     /// How many calls the budget refused.
@@ -103,12 +123,14 @@ impl RunContext {
         self.refused.load(Ordering::Relaxed)
     }
 
-    fn take_call(&self) -> bool {
+    /// Takes one call from the budget and numbers it; `None` when spent.
+    fn admit(&self) -> Option<u32> {
         self.calls_left
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
                 left.checked_sub(1)
             })
-            .is_ok()
+            .ok()?;
+        Some(self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
     fn failed(&self, request: &ChatRequest, failure: Failure, elapsed: Duration) -> Completion {
@@ -121,22 +143,28 @@ impl RunContext {
         }
     }
 
-    /// Every call so far: batch by batch, each in request order.
+    /// Every call so far, by id.
     pub fn records(&self) -> Vec<CallRecord> {
-        self.records
+        let mut records: Vec<CallRecord> = self
+            .records
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .iter()
+            .map(|r| CallRecord::clone(r))
+            .collect();
+        records.sort_unstable_by_key(|r| r.id);
+        records
     }
 }
 
 /// A completion as the run's record keeps it.
-pub fn call_record(stage: &str, completion: &Completion) -> CallRecord {
+pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord {
     let (usage, error) = match &completion.outcome {
         Ok(reply) => (reply.usage, None),
         Err(failure) => (None, Some(call_error(failure))),
     };
     CallRecord {
+        id,
         stage: stage.to_owned(),
         label: completion.label.clone(),
         model: completion.model.clone(),
@@ -156,10 +184,6 @@ fn call_error(failure: &Failure) -> CallError {
         status: failure.status,
         message: failure.message.clone(),
     }
-}
-
-fn is_refused(completion: &Completion) -> bool {
-    matches!(&completion.outcome, Err(f) if f.kind == FailureKind::OverBudget)
 }
 
 impl HostServices for RunContext {

@@ -1,18 +1,37 @@
-//! Progress events of a run, for whoever is watching (MCP progress
-//! notifications, the terminal). The pipeline emits; it never waits on them.
+//! What a run tells whoever watches it: the MCP progress notifications, the
+//! terminal, the run store. The pipeline emits; it never waits on a watcher.
+//!
+//! The events are complete enough to rebuild the run as it goes: the request,
+//! the plan, every chat request sent and every outcome — so a store can write
+//! a run while it happens, and a crash loses at most the calls in flight.
 
 use std::sync::Arc;
 
-use crate::llm::{Completion, Failure};
+use crate::llm::ChatRequest;
+use crate::plugins::{Plan, Request};
+use crate::record::CallRecord;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum Event {
+    /// The run began: what was asked, with the options resolved.
+    Started(Arc<Request>),
     /// A stage began.
     Stage(Stage),
+    /// The selector's plan, checked.
+    Planned(Arc<Plan>),
     /// The fan-out is about to send this many requests.
     FanOut { calls: usize },
-    /// A chat completion finished (fan-out or a plugin's own call).
-    Call(CallSummary),
+    /// A chat completion was sent (the fan-out's or a plugin's own). `id`
+    /// numbers the run's calls from 0 in the order they were sent; it is
+    /// the call's position in the record.
+    CallStarted {
+        id: u32,
+        /// `fan-out`, or the plugin that made the call.
+        stage: Arc<str>,
+        request: Arc<ChatRequest>,
+    },
+    /// A chat completion finished, well or not.
+    CallFinished(Arc<CallRecord>),
     /// A plugin said what it is doing.
     Note { plugin: String, message: String },
 }
@@ -36,36 +55,19 @@ impl Stage {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallSummary {
-    /// `fan-out`, or the plugin that made the call.
-    pub stage: String,
-    pub label: String,
-    pub model: String,
-    pub latency_ms: u32,
-    pub outcome: Result<u32, Failure>,
-}
-
-impl CallSummary {
-    pub fn new(stage: &str, completion: &Completion) -> Self {
-        Self {
-            stage: stage.to_owned(),
-            label: completion.label.clone(),
-            model: completion.model.clone(),
-            latency_ms: completion.latency_ms,
-            outcome: completion
-                .outcome
-                .as_ref()
-                .map(|r| r.usage.map_or(0, |u| u.completion_tokens))
-                .map_err(Clone::clone),
-        }
-    }
-}
-
 /// Receives a run's events. Must not block.
 pub type Progress = Arc<dyn Fn(Event) + Send + Sync>;
 
 /// A `Progress` that drops everything.
 pub fn ignore() -> Progress {
     Arc::new(|_| {})
+}
+
+/// A `Progress` that hands every event to each of `watchers` in turn.
+pub fn fan(watchers: Vec<Progress>) -> Progress {
+    Arc::new(move |event: Event| {
+        for watcher in &watchers {
+            watcher(event.clone());
+        }
+    })
 }

@@ -118,12 +118,13 @@ impl Runner {
             options::resolve(&pipeline.options, options).map_err(RunError::InvalidOptions)?;
         let started = Instant::now();
         let run_timeout = pipeline.run_timeout.unwrap_or(limits.run_timeout);
-        let request = Request {
+        let request = Arc::new(Request {
             run_id: uuid::Uuid::now_v7().to_string(),
             pipeline: pipeline_name.to_owned(),
             prompt,
             options,
-        };
+        });
+        progress(Event::Started(request.clone()));
         let context = Arc::new(RunContext::new(
             self.llm.clone(),
             progress,
@@ -171,6 +172,8 @@ impl Runner {
         context.emit(Event::Stage(Stage::Select));
         let plan = selector.select(host(), request).await?;
         self.check_plan(selector, &plan)?;
+        let plan = Arc::new(plan);
+        context.emit(Event::Planned(plan.clone()));
 
         context.emit(Event::Stage(Stage::Prompt));
         let prompts = prompter.prompt(host(), request, &plan).await?;
@@ -188,7 +191,7 @@ impl Runner {
             .await?;
         check_answer(&synthesizer.name, &mut answer, &completions)?;
 
-        let mut notes = plan.notes;
+        let mut notes = plan.notes.clone();
         notes.extend(prompts.notes);
         notes.append(&mut answer.notes);
         answer.notes = notes;
