@@ -104,6 +104,7 @@ impl Llm {
             }
         };
         Completion {
+            id: None,
             label: request.label.clone(),
             model: request.model.clone(),
             latency_ms: u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX),

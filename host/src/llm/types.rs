@@ -128,6 +128,9 @@ impl fmt::Display for Failure {
 /// The outcome of one chat request, retries included.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion {
+    /// The call's number in its run (see `pipeline::Event::CallStarted`);
+    /// set by the run, `None` for a call that was never sent.
+    pub id: Option<u32>,
     pub label: String,
     pub model: String,
     pub latency_ms: u32,

@@ -80,7 +80,7 @@ impl RunContext {
     }
 
     async fn call(&self, id: u32, stage: &str, request: &ChatRequest) -> Completion {
-        let completion =
+        let mut completion =
             match tokio::time::timeout_at(self.deadline, self.llm.complete(request)).await {
                 Ok(completion) => completion,
                 Err(_) => self.failed(
@@ -95,6 +95,7 @@ impl RunContext {
                     self.run_timeout,
                 ),
             };
+        completion.id = Some(id);
         let record = Arc::new(call_record(id, stage, &completion));
         self.records
             .lock()
@@ -135,6 +136,7 @@ impl RunContext {
 
     fn failed(&self, request: &ChatRequest, failure: Failure, elapsed: Duration) -> Completion {
         Completion {
+            id: None,
             label: request.label.clone(),
             model: request.model.clone(),
             latency_ms: u32::try_from(elapsed.as_millis()).unwrap_or(u32::MAX),

@@ -7,6 +7,7 @@ use crate::llm::{Failure, FailureKind, Reply};
 
 fn completion(ok: bool) -> Completion {
     Completion {
+        id: Some(0),
         label: "panel".into(),
         model: "m".into(),
         latency_ms: 1,
