@@ -23,7 +23,8 @@ struct Cli {
     /// The configuration file. Default: $CHORUS_CONFIG, else the built-in plugins.toml.
     #[arg(long, short, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// More log output on stderr (-v info, -vv debug, -vvv trace). $CHORUS_LOG overrides.
+    /// More of chorus's log on stderr (-v info, -vv debug, -vvv trace). $CHORUS_LOG
+    /// overrides: a level (`debug`), or a filter (`chorus=debug,rmcp=debug`).
     #[arg(long, short, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
     #[command(subcommand)]
@@ -54,7 +55,7 @@ pub fn main() -> ExitCode {
         }
     };
     let config = cli.config.as_deref();
-    runtime.block_on(async {
+    let code = runtime.block_on(async {
         match cli.command.unwrap_or(Command::Serve) {
             Command::Serve => serve(config).await,
             Command::Ask(args) => match load(config) {
@@ -63,7 +64,11 @@ pub fn main() -> ExitCode {
             },
             Command::Check => check::run(config),
         }
-    })
+    });
+    // Do not wait for blocking threads: one may still be parked reading a
+    // stdin that the client never closed (after it closed our stdout).
+    runtime.shutdown_background();
+    code
 }
 
 /// Loads the configuration and every plugin, reporting problems on stderr.
@@ -95,23 +100,40 @@ async fn serve(config: Option<&std::path::Path>) -> ExitCode {
     }
 }
 
+/// Logs on stderr: chorus's own events at the level asked for, other crates
+/// (wasmtime's compiler, hyper, rmcp) only when they report an error — their
+/// debug output would drown chorus's. `CHORUS_LOG` overrides: a bare level
+/// (`debug`) applies to chorus; a full filter (`chorus=debug,rmcp=trace`)
+/// is used as written.
 fn init_logging(verbose: u8) {
-    let default = match verbose {
+    let level = match verbose {
         0 => "warn",
         1 => "info",
         2 => "debug",
         _ => "trace",
     };
-    let filter = EnvFilter::try_from_env("CHORUS_LOG").unwrap_or_else(|_| {
-        EnvFilter::new(format!(
-            "{default},chorus={}",
-            if verbose == 0 { "warn" } else { default }
-        ))
-    });
+    let ours = |level: &str| format!("{OTHER_CRATES},chorus={level}");
+    let filter = match std::env::var("CHORUS_LOG") {
+        Ok(spec) if is_level(&spec) => EnvFilter::new(ours(spec.trim())),
+        Ok(spec) => EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+            eprintln!("chorus: CHORUS_LOG=`{spec}` is not a log filter ({e}); using `{level}`");
+            EnvFilter::new(ours(level))
+        }),
+        Err(_) => EnvFilter::new(ours(level)),
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_target(false)
         .try_init();
+}
+
+/// The level for every crate but chorus.
+const OTHER_CRATES: &str = "error";
+
+fn is_level(spec: &str) -> bool {
+    ["off", "error", "warn", "info", "debug", "trace"]
+        .iter()
+        .any(|level| spec.trim().eq_ignore_ascii_case(level))
 }

@@ -10,7 +10,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use schema::*;
-pub use validate::check_option;
+pub use validate::{check_option, integral};
 
 /// The default configuration compiled into the binary: the repository's
 /// plugins.toml, so `chorus serve` works from any working directory.

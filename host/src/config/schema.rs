@@ -45,6 +45,11 @@ pub struct Limits {
     /// How long a finished run stays readable.
     #[serde(with = "humantime_serde")]
     pub run_ttl: Duration,
+    /// How long an MCP task lives: a run still working after this is
+    /// stopped and failed, and a finished task stays readable (`tasks/get`)
+    /// for this long again. Keep it above the longest `run_timeout`.
+    #[serde(with = "humantime_serde")]
+    pub task_ttl: Duration,
 }
 
 impl Default for Limits {
@@ -55,6 +60,7 @@ impl Default for Limits {
             max_calls_per_run: 64,
             max_runs_kept: 100,
             run_ttl: Duration::from_secs(3600),
+            task_ttl: Duration::from_secs(3600),
         }
     }
 }

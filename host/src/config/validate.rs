@@ -11,9 +11,8 @@ pub fn check_option(
     value: &serde_json::Value,
 ) -> Result<(), String> {
     let number = match (spec.kind, value) {
-        (OptionType::Integer, serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => {
-            n.as_f64()
-        }
+        // JSON Schema's integer includes integral floats such as `2.0`.
+        (OptionType::Integer, serde_json::Value::Number(n)) if integral(n).is_some() => n.as_f64(),
         (OptionType::Number, serde_json::Value::Number(n)) => n.as_f64(),
         (OptionType::String, serde_json::Value::String(_))
         | (OptionType::Boolean, serde_json::Value::Bool(_)) => None,
@@ -37,6 +36,15 @@ pub fn check_option(
     }
 
     Ok(())
+}
+
+/// The integer `n` stands for, written as `2` or `2.0`.
+pub fn integral(n: &serde_json::Number) -> Option<i64> {
+    n.as_i64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0)
+            .map(|f| f as i64)
+    })
 }
 
 fn article(kind: OptionType) -> &'static str {
@@ -76,6 +84,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         ("limits.run_timeout", limits.run_timeout.is_zero()),
         ("limits.max_calls_per_run", limits.max_calls_per_run == 0),
         ("limits.max_runs_kept", limits.max_runs_kept == 0),
+        ("limits.task_ttl", limits.task_ttl.is_zero()),
     ] {
         if zero {
             return Err((key.into(), "must be greater than zero".into()));

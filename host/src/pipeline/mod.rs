@@ -6,6 +6,7 @@
 mod context;
 pub mod events;
 pub mod options;
+pub mod watch;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::config::{OptionSpec, check_option};
+use crate::config::{OptionSpec, OptionType, check_option, integral};
 
 /// Resolves `given` (the call's arguments other than `prompt`).
 pub fn resolve(
@@ -25,8 +25,12 @@ pub fn resolve(
                 )
             });
         };
+        if value.is_null() {
+            // `null` leaves the option unset: its default applies.
+            continue;
+        }
         check_option(&name, spec, &value)?;
-        options.insert(name, value);
+        options.insert(name, normalized(spec, value));
     }
     for (name, spec) in specs {
         if let (false, Some(default)) = (options.contains_key(name), &spec.default) {
@@ -37,6 +41,14 @@ pub fn resolve(
         }
     }
     Ok(Value::Object(options))
+}
+
+/// An integer option written `2.0` reaches plugins as `2`.
+fn normalized(spec: &OptionSpec, value: Value) -> Value {
+    match (&value, spec.kind) {
+        (Value::Number(n), OptionType::Integer) => integral(n).map_or(value, Value::from),
+        _ => value,
+    }
 }
 
 /// The JSON schema properties of a pipeline's options, for its tool.
@@ -77,7 +89,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::config::OptionType;
 
     fn agents() -> BTreeMap<String, OptionSpec> {
         let spec = OptionSpec {
@@ -128,6 +139,22 @@ mod tests {
         assert_eq!(
             resolve(&BTreeMap::new(), given(json!({"x": 1}))).unwrap_err(),
             "unknown argument `x`: this tool takes only `prompt`"
+        );
+    }
+
+    #[test]
+    fn integral_floats_count_as_integers_and_null_means_unset() {
+        assert_eq!(
+            resolve(&agents(), given(json!({"agents": 2.0}))).unwrap(),
+            json!({"agents": 2})
+        );
+        assert_eq!(
+            resolve(&agents(), given(json!({"agents": null}))).unwrap(),
+            json!({"agents": 4})
+        );
+        assert_eq!(
+            resolve(&agents(), given(json!({"agents": 1e300}))).unwrap_err(),
+            "`agents` must be an integer, got 1e+300"
         );
     }
 
