@@ -6,11 +6,15 @@ mod support;
 
 mod cancel;
 mod cli;
+mod clients;
 mod failures;
 mod load;
 mod polyglot;
+mod protocol;
 mod runs;
 mod sandbox;
+mod schema;
 mod selectors;
 mod strategies;
+mod tasks;
 mod upstream;
