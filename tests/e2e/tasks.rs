@@ -1,6 +1,8 @@
-//! Task mode (`io.modelcontextprotocol/tasks`): a client that declares the
-//! extension gets a task at once, polls it with a readable status, gets the
-//! result when done, can cancel it, and tasks do not outlive their TTL.
+//! Task mode (`io.modelcontextprotocol/tasks`, MCP 2026-07-28): a client that
+//! declares the extension gets a task at once, polls it with a readable
+//! status, gets the result when done, can cancel it, and tasks do not
+//! outlive their TTL. Requests here use 2026-07-28's framing: no
+//! `initialize`, the version and capabilities in each request's `_meta`.
 
 use std::time::Duration;
 
@@ -12,16 +14,32 @@ fn tasks_capability() -> Value {
     json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
 }
 
+/// A 2026-07-28 request: `params` plus the `_meta` that version requires.
+fn modern(id: i64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": tasks_capability(),
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
 fn call(id: i64) -> Value {
+    modern(
+        id,
+        "tools/call",
+        json!({"name": "ask", "arguments": {"prompt": "q"}}),
+    )
+}
+
+fn legacy_call(id: i64) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": "ask", "arguments": {"prompt": "q"}}})
 }
 
 async fn get(raw: &mut Raw, id: i64, task: &str) -> Value {
-    raw.send(
-        json!({"jsonrpc": "2.0", "id": id, "method": "tasks/get", "params": {"taskId": task}}),
-    )
-    .await;
+    raw.send(modern(id, "tasks/get", json!({"taskId": task})))
+        .await;
     let (response, _) = raw.response(&json!(id)).await;
     response["result"].clone()
 }
@@ -58,10 +76,12 @@ async fn a_call_returns_a_task_at_once_with_a_live_status_then_its_result() {
     mock.script("m3", [Step::answer_after(2_500, "late")]);
     mock.script(SYNTH, [Step::answer("merged")]);
     let mut raw = Raw::start(&config(&mock, "")).await;
-    let init = raw.initialize(tasks_capability()).await;
+    raw.send(modern(0, "server/discover", json!({}))).await;
+    let (discovered, _) = raw.response(&json!(0)).await;
     assert!(
-        init["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
-        "the server declares the extension: {init}"
+        discovered["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
+            .is_object(),
+        "the server declares the extension: {discovered}"
     );
 
     raw.send(call(1)).await;
@@ -99,7 +119,6 @@ async fn task_status_notifications_follow_the_run_to_its_end() {
     }
     mock.script(SYNTH, [Step::answer("merged")]);
     let mut raw = Raw::start(&config(&mock, "")).await;
-    raw.initialize(tasks_capability()).await;
     raw.send(call(1)).await;
     let (created, _) = raw.response(&json!(1)).await;
     let task = created["result"]["taskId"].as_str().unwrap().to_owned();
@@ -133,7 +152,6 @@ async fn cancelling_a_task_stops_its_run_and_upstream_calls() {
         mock.script(model, [Step::Hang]);
     }
     let mut raw = Raw::start(&config(&mock, "")).await;
-    raw.initialize(tasks_capability()).await;
     raw.send(call(1)).await;
     let (created, _) = raw.response(&json!(1)).await;
     let task = created["result"]["taskId"].as_str().unwrap().to_owned();
@@ -141,10 +159,8 @@ async fn cancelling_a_task_stops_its_run_and_upstream_calls() {
         mock.wait_until(Duration::from_secs(20), |m| m.in_flight() == 5)
             .await
     );
-    raw.send(
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/cancel", "params": {"taskId": task}}),
-    )
-    .await;
+    raw.send(modern(2, "tasks/cancel", json!({"taskId": task})))
+        .await;
     let (ack, _) = raw.response(&json!(2)).await;
     assert!(ack.get("result").is_some(), "{ack}");
     assert!(
@@ -171,7 +187,6 @@ async fn a_task_does_not_outlive_its_configured_ttl() {
         "run_timeout = \"20s\"\ntask_ttl = \"1s\"",
     );
     let mut raw = Raw::start(&config).await;
-    raw.initialize(tasks_capability()).await;
     raw.send(call(1)).await;
     let (created, _) = raw.response(&json!(1)).await;
     assert_eq!(created["result"]["ttlMs"], 1000);
@@ -188,22 +203,29 @@ async fn a_task_does_not_outlive_its_configured_ttl() {
     );
 }
 
+/// Before 2026-07-28 a call is answered in place, even from a client that
+/// declares the extension (the Inspector CLI does, and cannot read a task);
+/// without the declaration the task methods are refused.
 #[tokio::test(flavor = "multi_thread")]
-async fn without_the_extension_calls_are_answered_in_place_and_task_methods_refused() {
+async fn older_sessions_get_answers_in_place_and_task_methods_need_the_extension() {
     let mock = Mock::start().await;
     for model in PANEL.iter().chain(&[SYNTH]) {
         mock.script(model, [Step::answer("ok")]);
     }
     let mut raw = Raw::start(&config(&mock, "")).await;
-    raw.initialize(json!({})).await;
-    raw.send(call(1)).await;
+    raw.initialize(tasks_capability()).await;
+    raw.send(legacy_call(1)).await;
     let (answer, _) = raw.response(&json!(1)).await;
     assert_eq!(
         answer["result"]["structuredContent"]["answer"], "ok",
         "{answer}"
     );
-    raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": "x"}}))
+
+    let mut plain = Raw::start(&config(&mock, "")).await;
+    plain.initialize(json!({})).await;
+    plain
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": "x"}}))
         .await;
-    let (refused, _) = raw.response(&json!(2)).await;
+    let (refused, _) = plain.response(&json!(2)).await;
     assert_eq!(refused["error"]["code"], -32021, "{refused}");
 }

@@ -9,7 +9,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, GetTaskParams,
     GetTaskResult, Implementation, InitializeRequestParams, InitializeResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -158,9 +159,16 @@ impl ServerHandler for Server {
             prompt,
             options,
         };
-        let wants_task = context
-            .client_capabilities()
-            .is_some_and(|capabilities| capabilities.supports_tasks());
+        // Tasks are part of MCP 2026-07-28: a client on an older version may
+        // declare the extension (the Inspector CLI does) without being able
+        // to read a task in place of a result, so it gets the result.
+        let modern = context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        let wants_task = modern
+            && context
+                .client_capabilities()
+                .is_some_and(|capabilities| capabilities.supports_tasks());
         if wants_task {
             let task = self.tasks.start(
                 self.chorus.clone(),

@@ -1,7 +1,7 @@
-//! Task mode (MCP extension `io.modelcontextprotocol/tasks`, SEP-2663): for
-//! a client that declares the extension, a pipeline's `tools/call` returns a
-//! task at once and the run goes on in the background, so no client timeout
-//! can cut it short. Built on rmcp's `TaskManager`, which keeps the tasks,
+//! Task mode (MCP extension `io.modelcontextprotocol/tasks`, SEP-2663, part
+//! of MCP 2026-07-28): for a client on 2026-07-28 that declares the
+//! extension, a pipeline's `tools/call` returns a task at once and the run
+//! goes on in the background, so no client timeout can cut it short. Built on rmcp's `TaskManager`, which keeps the tasks,
 //! answers `tasks/get` and expires them after `limits.task_ttl`; this module
 //! adds what chorus knows:
 //!
