@@ -268,10 +268,9 @@ async fn the_inspector_cli_lists_calls_and_reads() {
 
 /// A run longer than the clients' 60 s default request timeout completes in
 /// each official client: through a task where the client supports tasks
-/// (Python, 2026-07-28 mode), otherwise on progress heartbeats: the
-/// Inspector CLI resets its timeout on progress by default, the Python SDK
-/// sets no read timeout by default, the TypeScript SDK needs its documented
-/// `resetTimeoutOnProgress`.
+/// (the Python SDK's 2026-07-28 mode, the Inspector CLI's modern era),
+/// otherwise on progress heartbeats: the Python SDK sets no read timeout by
+/// default; the TypeScript SDK needs its documented `resetTimeoutOnProgress`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_long_run_completes_in_every_official_client() {
     let mock = Mock::start().await;
@@ -287,6 +286,10 @@ async fn a_long_run_completes_in_every_official_client() {
             "slow",
             "--tool-arg",
             "prompt=hello",
+            // In its default (legacy) era the CLI asks for no progress and
+            // gives up at 60 s; in the modern era it runs the call as a task.
+            "--protocol-era",
+            "modern",
         ],
     );
     let inspector_args: Vec<&str> = inspector_args.iter().map(String::as_str).collect();
