@@ -35,6 +35,8 @@ use wire::Parsed;
 
 /// Longest line accepted from the client.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
+/// How long closing waits for queued messages to be written.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One client connection's life. Ends when the client goes away; every run
 /// started in it stops then.
@@ -76,6 +78,10 @@ pub enum SendError {
 /// in-memory pipes in tests).
 pub struct LineTransport<R> {
     lines: BufReader<R>,
+    /// The line being read, and its size so far (past [`MAX_LINE`] the
+    /// bytes are dropped, the size still counted).
+    partial: Vec<u8>,
+    partial_size: usize,
     ids: Arc<Mutex<Ids>>,
     outbox: mpsc::UnboundedSender<Outgoing>,
     writer: Option<tokio::task::JoinHandle<()>>,
@@ -97,6 +103,8 @@ impl<R: AsyncRead + Unpin + Send + 'static> LineTransport<R> {
         let writer = tokio::spawn(write_all(writer, queue, session.clone()));
         Self {
             lines: BufReader::new(reader),
+            partial: Vec::new(),
+            partial_size: 0,
             ids: Arc::default(),
             outbox,
             writer: Some(writer),
@@ -160,35 +168,40 @@ impl<R: AsyncRead + Unpin + Send + 'static> LineTransport<R> {
     }
 
     /// The next line, or `None` at end of input; an over-long line is
-    /// consumed whole and reported by its size.
+    /// consumed whole and reported by its size. Cancel-safe (rmcp drops
+    /// `receive` whenever something else is ready first): a line read in
+    /// part stays in `self.partial` for the next call.
     async fn next_line(&mut self) -> std::io::Result<Option<Result<Vec<u8>, usize>>> {
-        let mut line = Vec::new();
-        let mut size = 0;
         loop {
             let buffer = self.lines.fill_buf().await?;
             if buffer.is_empty() {
-                return Ok((size > 0).then_some(if size > MAX_LINE {
-                    Err(size)
-                } else {
-                    Ok(line)
-                }));
+                if self.partial_size == 0 {
+                    return Ok(None);
+                }
+                return Ok(Some(self.take_partial()));
             }
             let (chunk, complete) = match buffer.iter().position(|&b| b == b'\n') {
                 Some(end) => (&buffer[..end], true),
                 None => (buffer, false),
             };
-            size += chunk.len();
-            if size <= MAX_LINE {
-                line.extend_from_slice(chunk);
+            self.partial_size += chunk.len();
+            if self.partial_size <= MAX_LINE {
+                self.partial.extend_from_slice(chunk);
             } else {
-                line = Vec::new();
+                self.partial = Vec::new();
             }
             let consumed = chunk.len() + usize::from(complete);
             self.lines.consume(consumed);
             if complete {
-                return Ok(Some(if size > MAX_LINE { Err(size) } else { Ok(line) }));
+                return Ok(Some(self.take_partial()));
             }
         }
+    }
+
+    fn take_partial(&mut self) -> Result<Vec<u8>, usize> {
+        let size = std::mem::take(&mut self.partial_size);
+        let line = std::mem::take(&mut self.partial);
+        if size > MAX_LINE { Err(size) } else { Ok(line) }
     }
 }
 
@@ -278,8 +291,10 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
         // Closing the queue lets the writer finish what is queued and stop.
         let (closed, _) = mpsc::unbounded_channel();
         self.outbox = closed;
+        // A client that keeps stdout open but stops reading must not keep
+        // the process alive: give the last writes a moment, no more.
         if let Some(writer) = self.writer.take() {
-            let _ = writer.await;
+            let _ = tokio::time::timeout(CLOSE_GRACE, writer).await;
         }
         Ok(())
     }

@@ -131,3 +131,32 @@ async fn a_failed_write_ends_the_session_and_the_send() {
     assert!(pipes.session.is_over());
     assert!(pipes.transport.receive().await.is_none());
 }
+
+/// rmcp drops `receive` whenever another event is ready first; a line read
+/// in part must survive that.
+#[tokio::test]
+async fn a_line_read_in_part_survives_a_dropped_receive() {
+    let mut pipes = pipes();
+    let line = request(json!("long")).to_string();
+    let (head, tail) = line.split_at(line.len() / 2);
+    pipes.client_in.write_all(head.as_bytes()).await.unwrap();
+    let waiting = std::time::Duration::from_millis(50);
+    assert!(
+        tokio::time::timeout(waiting, pipes.transport.receive())
+            .await
+            .is_err()
+    );
+    pipes
+        .client_in
+        .write_all(format!("{tail}\n").as_bytes())
+        .await
+        .unwrap();
+    let received =
+        tokio::time::timeout(std::time::Duration::from_secs(5), pipes.transport.receive())
+            .await
+            .expect("the line completes");
+    let Some(JsonRpcMessage::Request(request)) = received else {
+        panic!("the whole line arrives");
+    };
+    assert_eq!(request.request.method(), "ping");
+}
