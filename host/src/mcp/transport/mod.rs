@@ -20,13 +20,14 @@ pub mod wire;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ErrorCode, JsonRpcMessage, ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode, JsonRpcMessage, RequestId,
+    ServerJsonRpcMessage,
 };
 use rmcp::service::RoleServer;
 use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use hangup::watch_stdout;
@@ -83,6 +84,10 @@ pub struct LineTransport<R> {
     partial: Vec<u8>,
     partial_size: usize,
     ids: Arc<Mutex<Ids>>,
+    /// Our id of an `initialize` not yet answered: nothing else is handed
+    /// to rmcp until it is, so a client that pipelines its first requests
+    /// gets the handshake's answer first.
+    handshake: Arc<watch::Sender<Option<RequestId>>>,
     outbox: mpsc::UnboundedSender<Outgoing>,
     writer: Option<tokio::task::JoinHandle<()>>,
     session: Session,
@@ -106,6 +111,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> LineTransport<R> {
             partial: Vec::new(),
             partial_size: 0,
             ids: Arc::default(),
+            handshake: Arc::new(watch::channel(None).0),
             outbox,
             writer: Some(writer),
             session,
@@ -133,6 +139,9 @@ impl<R: AsyncRead + Unpin + Send + 'static> LineTransport<R> {
         match message {
             JsonRpcMessage::Request(mut request) => match ids.admit(&request.id) {
                 Some(ours) => {
+                    if matches!(request.request, ClientRequest::InitializeRequest(_)) {
+                        self.handshake.send_replace(Some(ours.clone()));
+                    }
                     request.id = ours;
                     Some(JsonRpcMessage::Request(request))
                 }
@@ -240,6 +249,12 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        let mut handshake = self.handshake.subscribe();
+        tokio::select! {
+            biased;
+            () = self.session.ended() => return None,
+            _ = handshake.wait_for(Option::is_none) => {}
+        }
         loop {
             let session = self.session.clone();
             let line = tokio::select! {
@@ -310,6 +325,8 @@ impl<R> LineTransport<R> {
             _ => None,
         };
         if let Some(id) = id {
+            self.handshake
+                .send_if_modified(|pending| pending.take_if(|pending| pending == id).is_some());
             let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
             match ids.answer(id) {
                 Some(theirs) => *id = theirs,
