@@ -202,6 +202,6 @@ impl HostServices for RunContext {
     }
 
     fn models(&self) -> Vec<ModelInfo> {
-        self.llm.catalog().cloned().collect()
+        self.llm.catalog()
     }
 }

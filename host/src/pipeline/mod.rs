@@ -261,7 +261,8 @@ impl Runner {
         if self.llm.model(model).is_some() {
             return Ok(());
         }
-        let known: Vec<_> = self.llm.catalog().map(|m| m.id.as_str()).collect();
+        let models = self.llm.models();
+        let known: Vec<&str> = models.keys().map(String::as_str).collect();
         Err(format!(
             "it chose model `{model}`, which is not in [models] (known: {})",
             known.join(", ")
