@@ -115,8 +115,23 @@ pub struct Catalogs {
 
 #[derive(Clone)]
 struct Slot {
-    result: Result<Arc<Catalog>, String>,
+    result: Result<Arc<Catalog>, Unavailable>,
     at: Instant,
+}
+
+/// Why a provider's list is not there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unavailable {
+    pub message: String,
+    /// The host could not be connected to at all (DNS, refused): calls
+    /// to it will fail the same way.
+    pub unreachable: bool,
+}
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 impl Catalogs {
@@ -132,7 +147,7 @@ impl Catalogs {
     }
 
     /// What is loaded for `provider` now, without fetching.
-    pub fn loaded(&self, provider: &str) -> Option<Result<Arc<Catalog>, String>> {
+    pub fn loaded(&self, provider: &str) -> Option<Result<Arc<Catalog>, Unavailable>> {
         self.slots
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -147,7 +162,7 @@ impl Catalogs {
         client: &ProviderClient,
         ttl: Duration,
         refresh: bool,
-    ) -> Result<Arc<Catalog>, String> {
+    ) -> Result<Arc<Catalog>, Unavailable> {
         let name = client.name.as_str();
         let _one_at_a_time = match self.fetching.get(name) {
             Some(lock) => Some(lock.lock().await),
@@ -188,19 +203,25 @@ impl Catalogs {
                     }
                     Ok(Arc::new(catalog))
                 }
-                Err(why) => Err(format!("its model list is not usable: {why}")),
+                Err(why) => Err(Unavailable {
+                    message: format!("its model list is not usable: {why}"),
+                    unreachable: false,
+                }),
             },
-            Err(failure) => {
-                let unreachable =
+            Err((failure, connect)) => {
+                let offline =
                     matches!(failure.kind, FailureKind::Connection | FailureKind::Timeout);
                 match on_disk {
-                    Some(catalog) if unreachable => Ok(Arc::new(Catalog {
+                    Some(catalog) if offline => Ok(Arc::new(Catalog {
                         origin: Origin::Stale {
                             error: failure.to_string(),
                         },
                         ..catalog
                     })),
-                    _ => Err(failure.to_string()),
+                    _ => Err(Unavailable {
+                        message: failure.to_string(),
+                        unreachable: connect,
+                    }),
                 }
             }
         };
@@ -221,8 +242,8 @@ impl Catalogs {
     fn remember(
         &self,
         provider: &str,
-        result: Result<Arc<Catalog>, String>,
-    ) -> Result<Arc<Catalog>, String> {
+        result: Result<Arc<Catalog>, Unavailable>,
+    ) -> Result<Arc<Catalog>, Unavailable> {
         self.slots.lock().unwrap_or_else(|e| e.into_inner()).insert(
             provider.to_owned(),
             Slot {

@@ -423,9 +423,10 @@ impl ProviderClient {
         AttemptError::transient(Failure::new(FailureKind::Connection, message))
     }
 
-    /// `GET {base_url}/models`: the raw body, or why not. Bounded in size
-    /// and time; the key is sent when there is one (some servers need it).
-    pub async fn fetch_models(&self) -> Result<Vec<u8>, Failure> {
+    /// `GET {base_url}/models`: the raw body, or why not (and whether the
+    /// host could not even be connected to). Bounded in size and time; the
+    /// key is sent when there is one (some servers need it).
+    pub async fn fetch_models(&self) -> Result<Vec<u8>, (Failure, bool)> {
         let limits = Limits {
             request: self.limits.request.min(CATALOG_TIMEOUT),
             first_token: self.limits.request.min(CATALOG_TIMEOUT),
@@ -443,26 +444,26 @@ impl ProviderClient {
         };
         let response = watch
             .bound(request.send())
-            .await?
-            .map_err(|e| scrub(self.transport_error(&e).failure))?;
+            .await
+            .map_err(|f| (f, false))?
+            .map_err(|e| (scrub(self.transport_error(&e).failure), e.is_connect()))?;
         let status = response.status();
         if status.is_redirection() {
-            return Err(self.redirect_failure(&response));
+            return Err((self.redirect_failure(&response), false));
         }
         let ok = status.is_success();
         let limit = if ok { CATALOG_LIMIT } else { ERROR_BODY_LIMIT };
         let body = self
             .read_all(response, limit, &mut watch, !ok)
             .await
-            .map_err(|e| scrub(e.failure))?;
+            .map_err(|e| (scrub(e.failure), false))?;
         if !ok {
             let text = self
                 .scrubber
                 .scrub_owned(String::from_utf8_lossy(&body).into_owned());
-            return Err(
-                Failure::new(FailureKind::HttpStatus, wire::error_message(&text))
-                    .with_status(status.as_u16()),
-            );
+            let failure = Failure::new(FailureKind::HttpStatus, wire::error_message(&text))
+                .with_status(status.as_u16());
+            return Err((failure, false));
         }
         Ok(body)
     }

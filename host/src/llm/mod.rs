@@ -23,7 +23,7 @@ use indexmap::IndexMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-pub use catalog::{Catalog, Listed, Origin, closest, show_age, show_price};
+pub use catalog::{Catalog, Listed, Origin, Unavailable, closest, show_age, show_price};
 pub use client::OnTokens;
 pub use http::KeyProblem;
 pub use secret::{MIN_RUN, REDACTED, Scrubber, Secret};
@@ -74,7 +74,7 @@ impl ModelInfo {
 /// A catalog's state for one provider, for `chorus check`/`chorus models`.
 pub struct CatalogStatus {
     pub provider: String,
-    pub result: Result<Arc<Catalog>, String>,
+    pub result: Result<Arc<Catalog>, Unavailable>,
 }
 
 /// All providers and the models, built once at startup and shared.
@@ -165,6 +165,13 @@ impl Llm {
         }
     }
 
+    /// Where a provider is, as `host:port` (for first-contact messages).
+    pub fn host_of(&self, provider: &str) -> Option<String> {
+        self.providers
+            .get(provider)
+            .map(|p| http::host_port(&p.base_url))
+    }
+
     /// The names of the providers, sorted.
     pub fn providers(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.providers.keys().map(String::as_str).collect();
@@ -220,7 +227,7 @@ impl Llm {
     }
 
     /// What is loaded for `provider`, without fetching.
-    pub fn loaded_catalog(&self, provider: &str) -> Option<Result<Arc<Catalog>, String>> {
+    pub fn loaded_catalog(&self, provider: &str) -> Option<Result<Arc<Catalog>, Unavailable>> {
         self.catalogs.loaded(provider)
     }
 

@@ -85,6 +85,7 @@ fn describe(event: &Event, total: &mut Option<f64>) -> Option<String> {
             }
         }
         Event::Started(_) | Event::Planned(_) | Event::CallStarted { .. } => return None,
+        Event::CallTokens { .. } => return None,
         Event::Note { plugin, message } => format!("{plugin}: {message}"),
     })
 }
