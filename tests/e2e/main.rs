@@ -5,12 +5,20 @@
 mod support;
 
 mod cancel;
+mod catalog;
 mod cli;
 mod failures;
+mod first_contact;
 mod load;
+mod money;
 mod polyglot;
+mod providers;
 mod runs;
 mod sandbox;
+mod secrets;
 mod selectors;
+mod stragglers;
 mod strategies;
+mod streaming;
+mod timeouts;
 mod upstream;

@@ -17,7 +17,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
-pub use mock::{Mock, Step};
+pub use mock::{Mock, Sse, Step};
 
 /// The environment variable the test config names for the API key, and a
 /// canary value for it that must never show up anywhere.

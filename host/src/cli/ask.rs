@@ -115,6 +115,9 @@ async fn first_contact(chorus: &Chorus) -> Option<ExitCode> {
         }
         return Some(ExitCode::from(2));
     }
+    for problem in &problems {
+        tracing::warn!("{problem}; its calls will fail");
+    }
     let statuses = llm.load_catalogs(false).await;
     let unreachable: Vec<_> = statuses
         .iter()
@@ -274,6 +277,33 @@ fn finished(state: &mut State, call: &CallRecord) -> String {
     format!("  {mark} {who:<40} {secs:>6.2}s  {text}")
 }
 
+/// Notes saying "MODEL failed: WHY" with the same WHY become one note
+/// naming every model; other notes are kept as they are, in order.
+fn grouped(notes: &[String]) -> Vec<String> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for note in notes {
+        let failure = note
+            .split_once(" failed: ")
+            .filter(|(model, _)| !model.is_empty() && !model.contains(' '));
+        match failure {
+            Some((model, why)) => match out.iter_mut().find(|(w, m)| !m.is_empty() && w == why) {
+                Some((_, models)) => models.push(model.to_owned()),
+                None => out.push((why.to_owned(), vec![model.to_owned()])),
+            },
+            None => out.push((note.clone(), Vec::new())),
+        }
+    }
+    out.into_iter()
+        .map(|(text, models)| {
+            if models.is_empty() {
+                text
+            } else {
+                format!("{} failed: {text}", models.join(", "))
+            }
+        })
+        .collect()
+}
+
 fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     let written = if json {
@@ -310,7 +340,7 @@ fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
             result.summary,
             result.elapsed_ms as f64 / 1000.0
         );
-        for note in &result.notes {
+        for note in grouped(&result.notes) {
             eprintln!("  note: {note}");
         }
     }

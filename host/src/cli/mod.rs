@@ -79,9 +79,6 @@ fn load(config: Option<&std::path::Path>) -> Result<Arc<Chorus>, ExitCode> {
         eprintln!("chorus: {e}");
         ExitCode::from(2)
     })?;
-    for problem in chorus.runner.llm.key_problems() {
-        tracing::warn!("{problem}; its calls will fail");
-    }
     Ok(Arc::new(chorus))
 }
 
@@ -90,6 +87,11 @@ async fn serve(config: Option<&std::path::Path>) -> ExitCode {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
+    // The server starts anyway: an MCP client then shows each call's
+    // readable failure instead of "server disconnected".
+    for problem in chorus.runner.llm.key_problems() {
+        tracing::warn!("{problem}; its calls will fail");
+    }
     tracing::info!(config = %chorus.loaded().origin, "chorus {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
     match crate::mcp::serve(chorus).await {
         Ok(()) => ExitCode::SUCCESS,

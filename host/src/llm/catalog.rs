@@ -403,20 +403,26 @@ fn per_million(per_token: Number) -> Option<f64> {
     per_token.0.map(|p| (p * 1e15).round() / 1e9)
 }
 
-/// Up to `n` listed ids closest to `id` (edit distance, also comparing the
-/// part after the vendor prefix, so `gpt-5` finds `openai/gpt-5`).
+/// Up to `n` listed ids closest to `id`: a renamed or versioned id that
+/// starts with it (`claude-sonnet-4` → `claude-sonnet-4.5`) first, then by
+/// edit distance, also comparing the part after the vendor prefix, so
+/// `gpt-5` finds `openai/gpt-5`.
 pub fn closest<'a>(id: &str, listed: impl Iterator<Item = &'a str>, n: usize) -> Vec<&'a str> {
     let tail = |s: &str| s.rsplit('/').next().unwrap_or(s).to_lowercase();
     let wanted = id.to_lowercase();
     let mut scored: Vec<(usize, &str)> = listed
         .map(|candidate| {
-            let whole = strsim::levenshtein(&wanted, &candidate.to_lowercase());
+            let lower = candidate.to_lowercase();
+            let whole = strsim::levenshtein(&wanted, &lower);
             let short = strsim::levenshtein(&tail(id), &tail(candidate)) + 1;
-            (whole.min(short), candidate)
+            let versioned = lower.starts_with(&wanted) || tail(candidate).starts_with(&tail(id));
+            // Doubled, so a versioned id (1) ranks above any other at 1.
+            let score = if versioned { 1 } else { 2 * whole.min(short) };
+            (score, candidate)
         })
         .collect();
     scored.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)));
-    let limit = (id.chars().count() / 2).max(3);
+    let limit = 2 * (id.chars().count() / 2).max(3);
     scored
         .into_iter()
         .filter(|(d, _)| *d <= limit)
@@ -481,6 +487,10 @@ mod tests {
         assert_eq!(
             closest("anthropic/claude-sonnet-4", listed.iter().copied(), 2),
             ["anthropic/claude-sonnet-4.5", "anthropic/claude-opus-4.1"]
+        );
+        assert_eq!(
+            closest("gpt-5", listed.iter().copied(), 2),
+            ["openai/gpt-5", "openai/gpt-5-mini"]
         );
         assert_eq!(
             closest("gpt-5", listed.iter().copied(), 1),

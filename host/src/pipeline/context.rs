@@ -97,7 +97,7 @@ impl RunContext {
             (
                 self.deadline - reserve,
                 format!(
-                    "cut: calls before the merge must end {} before the run's deadline of {} \
+                    "calls before the merge must end {} before the run's deadline of {} \
                      (merge_reserve = {}, {}.merge_reserve), so the answers that arrived can still be merged",
                     show_duration(reserve),
                     show_duration(limits.run_timeout),
@@ -200,11 +200,9 @@ impl RunContext {
         }
         if !cut.is_empty() {
             self.note(format!(
-                "{} {} ({}) {}; the answer rests on what arrived.",
-                plural(cut.len(), "call", "calls"),
-                if cut.len() == 1 { "was" } else { "were" },
+                "{} cut ({}): {reason}; the answer rests on what arrived.",
+                plural(cut.len(), "call was", "calls were"),
                 cut.join(", "),
-                reason.strip_prefix("cut: ").unwrap_or(&reason)
             ));
         }
         outcomes.into_iter().flatten().collect()

@@ -68,7 +68,7 @@ where
                     let by_grace = grace_ends.is_some_and(|g| cut_at.is_none_or(|c| g <= c));
                     cut_reason = Some(if by_grace {
                         format!(
-                            "cut: {answers} of {n} calls had answered (quorum = {}, {}.quorum) and this one \
+                            "{answers} of {n} calls had answered (quorum = {}, {}.quorum) and this one \
                              did not finish within straggler_grace = {} ({}.straggler_grace)",
                             policy.quorum,
                             policy.quorum_key,
