@@ -28,6 +28,9 @@ use context::RunContext;
 /// Time a run gets past its deadline to turn what it has into an answer.
 const WRAP_UP: Duration = Duration::from_secs(5);
 
+/// The longest a run waits for the providers' model lists.
+const CATALOG_WAIT: Duration = Duration::from_secs(2);
+
 /// Why a run produced no result at all. (Models failing is not one of
 /// these: that is a result whose kind is `none`.)
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +81,18 @@ impl Runner {
         })
     }
 
+    /// The catalogs complete prices and context windows. They load once
+    /// (then from memory or disk) in a task of their own: a run waits for
+    /// them at most `CATALOG_WAIT`, and a slow or unreachable provider list
+    /// never holds a run longer than that.
+    async fn wait_for_catalogs(&self) {
+        let llm = self.llm.clone();
+        let load = tokio::spawn(async move {
+            llm.load_catalogs(false).await;
+        });
+        let _ = tokio::time::timeout(CATALOG_WAIT, load).await;
+    }
+
     pub fn pipelines(&self) -> impl Iterator<Item = (&String, &Pipeline)> {
         self.loaded.config.pipelines.iter()
     }
@@ -122,9 +137,7 @@ impl Runner {
         let ceiling = ceiling(limits.max_cost_usd, &options).map_err(RunError::InvalidOptions)?;
         let started = Instant::now();
         let run_timeout = pipeline.run_timeout.unwrap_or(limits.run_timeout);
-        // The catalogs complete prices and context windows; fetched once,
-        // then from memory (bounded in time; a failure is not the run's).
-        self.llm.load_catalogs(false).await;
+        self.wait_for_catalogs().await;
         let request = Arc::new(Request {
             run_id: uuid::Uuid::now_v7().to_string(),
             pipeline: pipeline_name.to_owned(),
