@@ -11,7 +11,43 @@ use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-/// Accepts anything; keeps what `T` can make of it.
+/// The visitor methods for the JSON types a reader has no use for: each
+/// gives `$value`; lists and objects are drained without being built.
+macro_rules! otherwise {
+    ($de:lifetime, $value:expr; $($kind:ident),* $(,)?) => {
+        $( otherwise!(@ $kind, $de, $value); )*
+    };
+    (@ str, $de:lifetime, $v:expr) => {
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ u64, $de:lifetime, $v:expr) => {
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ i64, $de:lifetime, $v:expr) => {
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ f64, $de:lifetime, $v:expr) => {
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ bool, $de:lifetime, $v:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ unit, $de:lifetime, $v:expr) => {
+        fn visit_unit<E>(self) -> Result<Self::Value, E> { Ok($v) }
+        fn visit_none<E>(self) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ seq, $de:lifetime, $v:expr) => {
+        fn visit_seq<A: SeqAccess<$de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            drain_seq(seq).map(|()| $v)
+        }
+    };
+    (@ map, $de:lifetime, $v:expr) => {
+        fn visit_map<A: MapAccess<$de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            drain_map(map).map(|()| $v)
+        }
+    };
+}
+
 fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
     while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
     Ok(())
@@ -63,24 +99,10 @@ impl<'de> Deserialize<'de> for Number {
                     Err(_) => Ok(Number(None)),
                 }
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Number, E> {
-                Ok(Number(None))
-            }
-            fn visit_unit<E>(self) -> Result<Number, E> {
-                Ok(Number(None))
-            }
-            fn visit_none<E>(self) -> Result<Number, E> {
-                Ok(Number(None))
-            }
             fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Number, D::Error> {
                 Number::deserialize(d)
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Number, A::Error> {
-                drain_seq(seq).map(|()| Number(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Number, A::Error> {
-                drain_map(map).map(|()| Number(None))
-            }
+            otherwise!('de, Number(None); bool, unit, seq, map);
         }
         deserializer.deserialize_any(V)
     }
@@ -117,33 +139,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
             fn visit_string<E>(self, v: String) -> Result<Text<'de>, E> {
                 Ok(Text(Some(Cow::Owned(v))))
             }
-            fn visit_u64<E>(self, _: u64) -> Result<Text<'de>, E> {
-                Ok(Text(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Text<'de>, E> {
-                Ok(Text(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Text<'de>, E> {
-                Ok(Text(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Text<'de>, E> {
-                Ok(Text(None))
-            }
-            fn visit_unit<E>(self) -> Result<Text<'de>, E> {
-                Ok(Text(None))
-            }
-            fn visit_none<E>(self) -> Result<Text<'de>, E> {
-                Ok(Text(None))
-            }
             fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Text<'de>, D::Error> {
                 Text::deserialize(d)
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Text<'de>, A::Error> {
-                drain_seq(seq).map(|()| Text(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Text<'de>, A::Error> {
-                drain_map(map).map(|()| Text(None))
-            }
+            otherwise!('de, Text(None); u64, i64, f64, bool, unit, seq, map);
         }
         deserializer.deserialize_any(V)
     }
@@ -175,30 +174,13 @@ impl<'de> Deserialize<'de> for Content {
             fn visit_string<E>(self, v: String) -> Result<Content, E> {
                 Ok(Content::Text(v))
             }
-            fn visit_unit<E>(self) -> Result<Content, E> {
-                Ok(Content::Null)
-            }
-            fn visit_none<E>(self) -> Result<Content, E> {
-                Ok(Content::Null)
-            }
+            otherwise!('de, Content::Null; unit);
             fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Content, D::Error> {
                 Content::deserialize(d)
             }
-            fn visit_u64<E>(self, _: u64) -> Result<Content, E> {
-                Ok(Content::Other("a number"))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Content, E> {
-                Ok(Content::Other("a number"))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Content, E> {
-                Ok(Content::Other("a number"))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Content, E> {
-                Ok(Content::Other("a boolean"))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Content, A::Error> {
-                drain_map(map).map(|()| Content::Other("an object"))
-            }
+            otherwise!('de, Content::Other("a number"); u64, i64, f64);
+            otherwise!('de, Content::Other("a boolean"); bool);
+            otherwise!('de, Content::Other("an object"); map);
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
                 let mut text = String::new();
                 while let Some(part) = seq.next_element::<Part>()? {
@@ -249,24 +231,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Part<'a> {
                 }
                 Ok(Part(if kind_is_text { text } else { None }))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Part<'de>, A::Error> {
-                drain_seq(seq).map(|()| Part(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Part<'de>, E> {
-                Ok(Part(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Part<'de>, E> {
-                Ok(Part(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Part<'de>, E> {
-                Ok(Part(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Part<'de>, E> {
-                Ok(Part(None))
-            }
-            fn visit_unit<E>(self) -> Result<Part<'de>, E> {
-                Ok(Part(None))
-            }
+            otherwise!('de, Part(None); seq, u64, i64, f64, bool, unit);
         }
         deserializer.deserialize_any(V)
     }
@@ -310,27 +275,7 @@ impl<'de> Deserialize<'de> for WireUsage {
                 }
                 Ok(usage)
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<WireUsage, A::Error> {
-                drain_seq(seq).map(|()| WireUsage::default())
-            }
-            fn visit_str<E>(self, _: &str) -> Result<WireUsage, E> {
-                Ok(WireUsage::default())
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<WireUsage, E> {
-                Ok(WireUsage::default())
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<WireUsage, E> {
-                Ok(WireUsage::default())
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<WireUsage, E> {
-                Ok(WireUsage::default())
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<WireUsage, E> {
-                Ok(WireUsage::default())
-            }
-            fn visit_unit<E>(self) -> Result<WireUsage, E> {
-                Ok(WireUsage::default())
-            }
+            otherwise!('de, WireUsage::default(); seq, str, u64, i64, f64, bool, unit);
         }
         deserializer.deserialize_any(V)
     }
@@ -358,27 +303,7 @@ impl<'de> Deserialize<'de> for Details {
                 }
                 Ok(Details(reasoning))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Details, A::Error> {
-                drain_seq(seq).map(|()| Details(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Details, E> {
-                Ok(Details(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Details, E> {
-                Ok(Details(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Details, E> {
-                Ok(Details(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Details, E> {
-                Ok(Details(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Details, E> {
-                Ok(Details(None))
-            }
-            fn visit_unit<E>(self) -> Result<Details, E> {
-                Ok(Details(None))
-            }
+            otherwise!('de, Details(None); seq, str, u64, i64, f64, bool, unit);
         }
         deserializer.deserialize_any(V)
     }
@@ -449,24 +374,13 @@ impl<'de> Deserialize<'de> for WireError {
                 }
                 Ok(error)
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<WireError, A::Error> {
-                drain_seq(seq).map(|()| WireError::default())
-            }
             fn visit_u64<E>(self, v: u64) -> Result<WireError, E> {
                 Ok(WireError {
                     status: u16::try_from(v).ok().filter(|c| (100..600).contains(c)),
                     ..WireError::default()
                 })
             }
-            fn visit_i64<E>(self, _: i64) -> Result<WireError, E> {
-                Ok(WireError::default())
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<WireError, E> {
-                Ok(WireError::default())
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<WireError, E> {
-                Ok(WireError::default())
-            }
+            otherwise!('de, WireError::default(); seq, i64, f64, bool, unit);
         }
         deserializer.deserialize_any(V)
     }
@@ -491,9 +405,7 @@ impl<'de> Deserialize<'de> for CodeValue {
             fn visit_u64<E>(self, v: u64) -> Result<CodeValue, E> {
                 Ok(CodeValue::Number(v))
             }
-            fn visit_i64<E>(self, _: i64) -> Result<CodeValue, E> {
-                Ok(CodeValue::None)
-            }
+            otherwise!('de, CodeValue::None; i64);
             fn visit_f64<E>(self, v: f64) -> Result<CodeValue, E> {
                 Ok(if v.fract() == 0.0 && (0.0..1e6).contains(&v) {
                     CodeValue::Number(v as u64)
@@ -507,18 +419,7 @@ impl<'de> Deserialize<'de> for CodeValue {
                     Err(_) => CodeValue::Text(super::truncate(v, 100)),
                 })
             }
-            fn visit_bool<E>(self, _: bool) -> Result<CodeValue, E> {
-                Ok(CodeValue::None)
-            }
-            fn visit_unit<E>(self) -> Result<CodeValue, E> {
-                Ok(CodeValue::None)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<CodeValue, A::Error> {
-                drain_seq(seq).map(|()| CodeValue::None)
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<CodeValue, A::Error> {
-                drain_map(map).map(|()| CodeValue::None)
-            }
+            otherwise!('de, CodeValue::None; bool, unit, seq, map);
         }
         deserializer.deserialize_any(V)
     }
@@ -546,27 +447,7 @@ impl<'de> Deserialize<'de> for Metadata {
                 }
                 Ok(Metadata(raw))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Metadata, A::Error> {
-                drain_seq(seq).map(|()| Metadata(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Metadata, E> {
-                Ok(Metadata(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Metadata, E> {
-                Ok(Metadata(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Metadata, E> {
-                Ok(Metadata(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Metadata, E> {
-                Ok(Metadata(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Metadata, E> {
-                Ok(Metadata(None))
-            }
-            fn visit_unit<E>(self) -> Result<Metadata, E> {
-                Ok(Metadata(None))
-            }
+            otherwise!('de, Metadata(None); seq, str, u64, i64, f64, bool, unit);
         }
         deserializer.deserialize_any(V)
     }
@@ -595,30 +476,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for First<T> {
                 drain_seq(seq)?;
                 Ok(First(first))
             }
-            fn visit_unit<E>(self) -> Result<First<T>, E> {
-                Ok(First(None))
-            }
-            fn visit_none<E>(self) -> Result<First<T>, E> {
-                Ok(First(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<First<T>, A::Error> {
-                drain_map(map).map(|()| First(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<First<T>, E> {
-                Ok(First(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<First<T>, E> {
-                Ok(First(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<First<T>, E> {
-                Ok(First(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<First<T>, E> {
-                Ok(First(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<First<T>, E> {
-                Ok(First(None))
-            }
+            otherwise!('de, First(None); unit, map, str, u64, i64, f64, bool);
         }
         deserializer.deserialize_any(V(std::marker::PhantomData))
     }
@@ -653,24 +511,7 @@ impl<'de> Deserialize<'de> for Seen {
                 }
                 Ok(Seen(any))
             }
-            fn visit_u64<E>(self, _: u64) -> Result<Seen, E> {
-                Ok(Seen(false))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Seen, E> {
-                Ok(Seen(false))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Seen, E> {
-                Ok(Seen(false))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Seen, E> {
-                Ok(Seen(false))
-            }
-            fn visit_unit<E>(self) -> Result<Seen, E> {
-                Ok(Seen(false))
-            }
-            fn visit_none<E>(self) -> Result<Seen, E> {
-                Ok(Seen(false))
-            }
+            otherwise!('de, Seen(false); u64, i64, f64, bool, unit);
         }
         deserializer.deserialize_any(V)
     }
@@ -697,27 +538,7 @@ impl<'de> Deserialize<'de> for Strings {
                 }
                 Ok(Strings(out))
             }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Strings, A::Error> {
-                drain_map(map).map(|()| Strings::default())
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Strings, E> {
-                Ok(Strings::default())
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Strings, E> {
-                Ok(Strings::default())
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Strings, E> {
-                Ok(Strings::default())
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Strings, E> {
-                Ok(Strings::default())
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Strings, E> {
-                Ok(Strings::default())
-            }
-            fn visit_unit<E>(self) -> Result<Strings, E> {
-                Ok(Strings::default())
-            }
+            otherwise!('de, Strings::default(); map, str, u64, i64, f64, bool, unit);
         }
         deserializer.deserialize_any(V)
     }
