@@ -295,7 +295,9 @@ fn read_cache(file: &Path, provider: &str, base_url: &url::Url) -> Option<Catalo
     Some(Catalog {
         provider: provider.to_owned(),
         models: cached.models,
-        fetched_at: UNIX_EPOCH + Duration::from_secs(cached.fetched_at),
+        // A file is outside data: a time past what the clock can hold
+        // makes the copy unusable, not a panic.
+        fetched_at: UNIX_EPOCH.checked_add(Duration::from_secs(cached.fetched_at))?,
         origin: Origin::Cached,
     })
 }
@@ -473,6 +475,31 @@ mod tests {
         assert_eq!(models[2].context_window, Some(8192));
         assert!(parse(b"<html>").is_err());
         assert_eq!(parse(br#"[{"id": "a"}]"#).unwrap()[0].id, "a");
+    }
+
+    #[test]
+    fn a_cache_file_is_outside_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.json");
+        let url = url::Url::parse("http://example.test/v1").unwrap();
+        for text in [
+            format!(r#"{{"base_url": "{url}", "fetched_at": 18446744073709551615, "models": []}}"#),
+            "not json".to_owned(),
+            r#"{"base_url": "http://other.test/v1", "fetched_at": 1, "models": []}"#.to_owned(),
+        ] {
+            std::fs::write(&file, text).unwrap();
+            assert!(read_cache(&file, "p", &url).is_none());
+        }
+        let catalog = Catalog {
+            provider: "p".into(),
+            models: parse(br#"[{"id": "a"}]"#).unwrap(),
+            fetched_at: SystemTime::now(),
+            origin: Origin::Fetched,
+        };
+        write_cache(&file, &url, &catalog);
+        let read = read_cache(&file, "p", &url).unwrap();
+        assert_eq!(read.models, catalog.models);
+        assert_eq!(read.origin, Origin::Cached);
     }
 
     #[test]
