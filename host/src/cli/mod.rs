@@ -3,6 +3,7 @@
 
 mod ask;
 mod check;
+mod models;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,8 +38,10 @@ enum Command {
     Serve,
     /// Run a pipeline once: progress on stderr, the answer on stdout.
     Ask(ask::Args),
-    /// Validate the configuration, load every plugin, and describe them.
+    /// Validate the configuration, load every plugin, check model ids against the providers' lists.
     Check,
+    /// List the models the providers offer (cached on disk), matching QUERY.
+    Models(models::Args),
 }
 
 pub fn main() -> ExitCode {
@@ -62,7 +65,11 @@ pub fn main() -> ExitCode {
                 Ok(chorus) => ask::run(chorus, args).await,
                 Err(code) => code,
             },
-            Command::Check => check::run(config),
+            Command::Check => check::run(config).await,
+            Command::Models(args) => match load(config) {
+                Ok(chorus) => models::run(&chorus, args).await,
+                Err(code) => code,
+            },
         }
     });
     // Do not wait for blocking threads: one may still be parked reading a
@@ -77,11 +84,6 @@ fn load(config: Option<&std::path::Path>) -> Result<Arc<Chorus>, ExitCode> {
         eprintln!("chorus: {e}");
         ExitCode::from(2)
     })?;
-    for (provider, var) in chorus.runner.llm.missing_keys() {
-        tracing::warn!(
-            "provider `{provider}` needs the environment variable {var}, which is not set; its calls will fail"
-        );
-    }
     Ok(Arc::new(chorus))
 }
 
@@ -90,6 +92,11 @@ async fn serve(config: Option<&std::path::Path>) -> ExitCode {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
+    // The server starts anyway: an MCP client then shows each call's
+    // readable failure instead of "server disconnected".
+    for problem in chorus.runner.llm.key_problems() {
+        tracing::warn!("{problem}; its calls will fail");
+    }
     tracing::info!(config = %chorus.loaded().origin, "chorus {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
     match crate::mcp::serve(chorus).await {
         Ok(()) => ExitCode::SUCCESS,
