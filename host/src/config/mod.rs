@@ -10,7 +10,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub use schema::*;
-pub use validate::check_option;
+pub use validate::{BUILTIN_OPTIONS, RESERVED_TOOLS, check_option};
 
 /// The default configuration compiled into the binary: the repository's
 /// plugins.toml, so `chorus serve` works from any working directory.

@@ -49,6 +49,12 @@ fn article(kind: OptionType) -> &'static str {
 
 type Invalid = (String, String);
 
+/// Tools chorus provides next to the pipelines' own.
+pub const RESERVED_TOOLS: &[&str] = &["resynthesize"];
+
+/// Options every pipeline takes, handled by chorus rather than the plugins.
+pub const BUILTIN_OPTIONS: &[&str] = &["follow_up_of"];
+
 pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
     let names = |keys: &mut dyn Iterator<Item = &String>| {
         let list: Vec<&str> = keys.map(String::as_str).collect();
@@ -79,6 +85,31 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
     ] {
         if zero {
             return Err((key.into(), "must be greater than zero".into()));
+        }
+    }
+
+    let store = &config.store;
+    for (key, zero) in [
+        ("store.max_runs", store.max_runs == 0),
+        ("store.max_bytes", store.max_bytes == 0),
+        ("store.max_age", store.max_age.is_some_and(|a| a.is_zero())),
+        (
+            "store.path",
+            store
+                .path
+                .as_ref()
+                .is_some_and(|p| p.as_os_str().is_empty()),
+        ),
+    ] {
+        if zero {
+            return Err((
+                key.into(),
+                if key == "store.path" {
+                    "must name a file (or leave it out for the default)".into()
+                } else {
+                    "must be greater than zero".into()
+                },
+            ));
         }
     }
 
@@ -218,6 +249,12 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
                     .into(),
             ));
         }
+        if RESERVED_TOOLS.contains(&name.as_str()) {
+            return Err((
+                format!("pipelines.{name}"),
+                format!("`{name}` is the name of a tool chorus provides itself: choose another"),
+            ));
+        }
         for (role, plugin) in [
             ("selector", &pipeline.selector),
             ("prompter", &pipeline.prompter),
@@ -244,6 +281,14 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
                 return Err((
                     key,
                     "an option name is letters, digits and `_`, and not `prompt`".into(),
+                ));
+            }
+            if BUILTIN_OPTIONS.contains(&option.as_str()) {
+                return Err((
+                    key,
+                    format!(
+                        "`{option}` is an option every pipeline takes already: choose another name"
+                    ),
                 ));
             }
             if let (Some(min), Some(max)) = (spec.minimum, spec.maximum)

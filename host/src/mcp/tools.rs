@@ -27,7 +27,9 @@ static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
             "calls": {"type": "array", "items": {"type": "object"}},
             "usage": {"type": "object"},
             "elapsed_ms": {"type": "integer"},
-            "details": {"type": "object"}
+            "details": {"type": "object"},
+            "follow_up_of": {"type": "string"},
+            "resynthesis_of": {"type": "string"}
         },
         "required": ["run_id", "pipeline", "kind", "summary", "answer", "notes", "calls", "usage", "elapsed_ms"]
     });
@@ -147,6 +149,8 @@ mod tests {
             usage: Totals::default(),
             elapsed_ms: 1,
             details: Some(json!({})),
+            follow_up_of: Some("r0".into()),
+            resynthesis_of: Some("r1".into()),
         };
         let value = serde_json::to_value(&result).unwrap();
         let mut fields: Vec<&String> = value.as_object().unwrap().keys().collect();

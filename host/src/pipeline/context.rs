@@ -1,6 +1,8 @@
 //! One run's share of the host: the fan-out that every chat completion goes
 //! through (the panel's and the plugins' own), with the run's deadline, its
-//! call budget, progress events, and the record of every call.
+//! call budget, progress events, and the record of every call. A follow-up's
+//! conversation goes ahead of every request here, and a re-synthesis starts
+//! with the answers it reuses already on record.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,7 +12,8 @@ use futures::future::{BoxFuture, join_all};
 use tokio::time::Instant;
 
 use super::events::{Event, Progress};
-use crate::llm::{ChatRequest, Completion, Failure, FailureKind, Llm, ModelInfo};
+use super::follow_up;
+use crate::llm::{ChatRequest, Completion, Failure, FailureKind, Llm, Message, ModelInfo};
 use crate::plugins::HostServices;
 use crate::record::{CallError, CallRecord};
 
@@ -26,6 +29,8 @@ pub struct RunContext {
     call_budget: u32,
     next_id: AtomicU32,
     records: Mutex<Vec<Arc<CallRecord>>>,
+    /// A follow-up's earlier conversation, sent ahead of every request.
+    history: Vec<Message>,
 }
 
 impl RunContext {
@@ -40,7 +45,28 @@ impl RunContext {
             call_budget,
             next_id: AtomicU32::new(0),
             records: Mutex::new(Vec::new()),
+            history: Vec::new(),
         }
+    }
+
+    /// Every request of the run will carry `history` (a follow-up's
+    /// conversation) ahead of its own messages.
+    pub fn with_history(mut self, history: Vec<Message>) -> Self {
+        self.history = history;
+        self
+    }
+
+    /// Starts the record with calls made by an earlier run (a
+    /// re-synthesis); they keep their ids, and new calls number after them.
+    /// They were not made by this run, so they take nothing from its budget.
+    pub fn with_reused(self, calls: Vec<CallRecord>) -> Self {
+        let next = calls.iter().map(|c| c.id + 1).max().unwrap_or(0);
+        self.next_id.store(next, Ordering::Relaxed);
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(calls.into_iter().map(Arc::new));
+        self
     }
 
     pub fn deadline(&self) -> Instant {
@@ -59,7 +85,10 @@ impl RunContext {
         // request order, so ids follow the order plugins see.
         let admitted: Vec<(Option<u32>, Arc<ChatRequest>)> = requests
             .into_iter()
-            .map(|request| (self.admit(), Arc::new(request)))
+            .map(|mut request| {
+                follow_up::insert(&mut request.messages, &self.history);
+                (self.admit(), Arc::new(request))
+            })
             .collect();
         for (id, request) in &admitted {
             if let Some(id) = *id {
@@ -161,9 +190,9 @@ impl RunContext {
 
 /// A completion as the run's record keeps it.
 pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord {
-    let (usage, error) = match &completion.outcome {
-        Ok(reply) => (reply.usage, None),
-        Err(failure) => (None, Some(call_error(failure))),
+    let (usage, error, reply) = match &completion.outcome {
+        Ok(reply) => (reply.usage, None, Some(reply.content.clone())),
+        Err(failure) => (None, Some(call_error(failure)), None),
     };
     CallRecord {
         id,
@@ -177,6 +206,8 @@ pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord 
         completion_tokens: usage.map(|u| u.completion_tokens),
         cost_usd: usage.and_then(|u| u.cost),
         error,
+        reply,
+        reused_from: None,
     }
 }
 
