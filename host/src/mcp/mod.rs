@@ -118,10 +118,19 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let resources = self
+        // The newest runs; paging through older ones comes with the MCP
+        // side of the run store.
+        let query = crate::store::Query {
+            limit: 100,
+            ..Default::default()
+        };
+        let page = self
             .chorus
+            .list_runs(query)
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let resources = page
             .runs
-            .list()
             .iter()
             .map(|run| {
                 Resource::new(
@@ -129,7 +138,11 @@ impl ServerHandler for Server {
                     format!("run {}", run.run_id),
                 )
                 .with_mime_type("application/json")
-                .with_description(format!("{}: {}", run.pipeline, run.summary))
+                .with_description(format!(
+                    "{}: {}",
+                    run.pipeline,
+                    run.summary.as_deref().unwrap_or(run.status.as_str())
+                ))
             })
             .collect();
         Ok(ListResourcesResult::with_all_items(resources))
@@ -143,7 +156,7 @@ impl ServerHandler for Server {
         Ok(ListResourceTemplatesResult::with_all_items(vec![
             ResourceTemplate::new(format!("{RUN_URI_PREFIX}{{run_id}}"), "run")
                 .with_mime_type("application/json")
-                .with_description("The full record of a recent run: answer, kind, every model call and its outcome."),
+                .with_description("The full record of a run: prompt, answer, kind, every model call with its answer or failure."),
         ]))
     }
 
@@ -152,20 +165,23 @@ impl ServerHandler for Server {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let run = request
-            .uri
-            .strip_prefix(RUN_URI_PREFIX)
-            .and_then(|id| self.chorus.runs.get(id))
-            .ok_or_else(|| {
-                McpError::resource_not_found(
+        let id = request.uri.strip_prefix(RUN_URI_PREFIX).unwrap_or_default();
+        let run = match self.chorus.find_run(id, false).await {
+            // A resource names a run by its full id.
+            Ok(crate::store::Lookup::Found(run)) if run.run_id == id => run,
+            Ok(_) => {
+                return Err(McpError::resource_not_found(
                     format!(
-                        "no run at `{}` (runs are kept for a limited time; see resources/list)",
-                        request.uri
+                        "no run at `{}`: the id is unknown to {} (see resources/list)",
+                        request.uri,
+                        self.chorus.store.describe()
                     ),
                     None,
-                )
-            })?;
-        let text = serde_json::to_string_pretty(&*run)
+                ));
+            }
+            Err(e) => return Err(McpError::internal_error(e.to_string(), None)),
+        };
+        let text = serde_json::to_string_pretty(&run)
             .map_err(|e| McpError::internal_error(e.to_string(), None))?;
         Ok(ReadResourceResult::new(vec![
             ResourceContents::text(text, request.uri.clone()).with_mime_type("application/json"),
