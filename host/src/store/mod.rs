@@ -11,6 +11,7 @@
 
 mod location;
 mod memory;
+mod owner;
 mod read;
 mod recorder;
 mod retention;
@@ -26,6 +27,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
+pub use location::path as path_for;
 pub use recorder::{Links, Recorder};
 pub use retention::{Pruned, Retention};
 pub use writer::now_ms;
@@ -62,6 +64,11 @@ pub enum StoreError {
     Disabled,
     #[error("the run store could not be read: {0}")]
     Unavailable(String),
+    #[error(
+        "there is no run store at {} yet: `chorus serve` and `chorus ask` record their runs there",
+        .0.display()
+    )]
+    NotFound(PathBuf),
 }
 
 /// A run looked up by id or prefix.
@@ -182,6 +189,31 @@ impl Store {
         })
     }
 
+    /// The store `loaded` describes, to read and prune only: no writer
+    /// thread, no retention pass, nothing created if it is missing.
+    pub fn open_for_reading(loaded: &Loaded) -> Result<Self, StoreError> {
+        if !loaded.config.store.enabled {
+            return Err(StoreError::Disabled);
+        }
+        let path = location::path(loaded)?;
+        if !path.exists() {
+            return Err(StoreError::NotFound(path));
+        }
+        // Brings an older schema up to date; then only reads.
+        drop(schema::open(&path)?);
+        let reader = schema::open_reader(&path)?;
+        let (finished, done) = std::sync::mpsc::channel();
+        let _ = finished.send(());
+        Ok(Self {
+            backend: Backend::Disk(Arc::new(Disk {
+                path,
+                sender: None,
+                reader: Mutex::new(reader),
+                done: Mutex::new(done),
+            })),
+        })
+    }
+
     /// The SQLite store at `path`, created if missing.
     pub fn open_at(path: &Path, retention: Retention) -> Result<Self, StoreError> {
         Self::open_with_queue(path, retention, writer::CAPACITY)
@@ -242,7 +274,8 @@ impl Store {
         let sink = match &self.backend {
             Backend::Disk(disk) => match &disk.sender {
                 Some(sender) => Sink::Disk(sender.clone()),
-                None => unreachable!("the sender lives as long as the store"),
+                // Opened for reading: every write is refused, and counted.
+                None => Sink::Disk(mpsc::channel(1).0),
             },
             Backend::Memory(memory, _) => Sink::Memory(memory.clone()),
         };

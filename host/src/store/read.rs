@@ -13,11 +13,15 @@ use crate::record::{
 /// Characters of the prompt a listing shows.
 pub const PROMPT_LINE: usize = 72;
 
-/// A run's status as its row and the clock say: a running run whose
-/// deadline has passed was interrupted (its process is gone).
-pub fn status(stored: &str, deadline_at: i64, now: i64) -> RunStatus {
+/// A run's status as its row, the clock and the system say: a running run
+/// whose deadline has passed, or whose process is gone, was interrupted.
+pub fn status(stored: &str, deadline_at: i64, owner: Option<&str>, now: i64) -> RunStatus {
     match RunStatus::parse(stored) {
-        Some(RunStatus::Running) if deadline_at <= now => RunStatus::Interrupted,
+        Some(RunStatus::Running)
+            if deadline_at <= now || owner.is_some_and(super::owner::is_gone) =>
+        {
+            RunStatus::Interrupted
+        }
         Some(status) => status,
         None => RunStatus::Failed,
     }
@@ -25,7 +29,7 @@ pub fn status(stored: &str, deadline_at: i64, now: i64) -> RunStatus {
 
 const RUN_COLUMNS: &str = "seq, id, pipeline, status, deadline_at, started_at, finished_at, prompt,
     options, plan, follow_up_of, resynthesis_of, kind, summary, answer, notes, details, error,
-    elapsed_ms, prompt_tokens, completion_tokens, cost_usd";
+    elapsed_ms, prompt_tokens, completion_tokens, cost_usd, owner";
 
 /// The run `id` (exact), with its calls; their requests too if asked.
 pub fn run(
@@ -69,7 +73,12 @@ fn run_row(row: &Row<'_>, now: i64) -> rusqlite::Result<StoredRun> {
     Ok(StoredRun {
         run_id: row.get(1)?,
         pipeline: row.get(2)?,
-        status: status(&row.get::<_, String>(3)?, row.get(4)?, now),
+        status: status(
+            &row.get::<_, String>(3)?,
+            row.get(4)?,
+            row.get::<_, Option<String>>(22)?.as_deref(),
+            now,
+        ),
         started_at: row.get(5)?,
         finished_at: row.get(6)?,
         prompt: row.get(7)?,
@@ -212,7 +221,7 @@ pub fn list(conn: &Connection, query: &Query, now: i64) -> rusqlite::Result<Page
     };
     let sql = format!(
         "SELECT seq, id, pipeline, status, deadline_at, kind, started_at, elapsed_ms, cost_usd,
-                substr(prompt, 1, 400), summary, follow_up_of, resynthesis_of
+                substr(prompt, 1, 400), summary, follow_up_of, resynthesis_of, owner
          FROM runs {filter} ORDER BY seq DESC LIMIT {}",
         limit + 1
     );
@@ -224,7 +233,12 @@ pub fn list(conn: &Connection, query: &Query, now: i64) -> rusqlite::Result<Page
                 RunSummary {
                     run_id: row.get(1)?,
                     pipeline: row.get(2)?,
-                    status: status(&row.get::<_, String>(3)?, row.get(4)?, now),
+                    status: status(
+                        &row.get::<_, String>(3)?,
+                        row.get(4)?,
+                        row.get::<_, Option<String>>(13)?.as_deref(),
+                        now,
+                    ),
                     kind: row
                         .get::<_, Option<String>>(5)?
                         .as_deref()

@@ -25,6 +25,7 @@ CREATE TABLE runs (
     status            TEXT NOT NULL,          -- running, done, failed, cancelled
     started_at        INTEGER NOT NULL,       -- unix ms
     deadline_at       INTEGER NOT NULL,       -- past this, a running run was interrupted
+    owner             TEXT,                   -- host/pid-namespace/pid of the process making it
     finished_at       INTEGER,
     prompt            TEXT NOT NULL,
     options           TEXT NOT NULL,          -- JSON object

@@ -321,8 +321,8 @@ fn insert_run(tx: &Transaction<'_>, begin: &Begin) -> rusqlite::Result<()> {
     let request = &begin.request;
     tx.prepare_cached(
         "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
-                           follow_up_of, resynthesis_of)
-         VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8)
+                           follow_up_of, resynthesis_of, owner)
+         VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9)
          ON CONFLICT (id) DO NOTHING",
     )?
     .execute(params![
@@ -334,6 +334,7 @@ fn insert_run(tx: &Transaction<'_>, begin: &Begin) -> rusqlite::Result<()> {
         request.options.to_string(),
         begin.follow_up_of,
         begin.resynthesis_of,
+        super::owner::this_process(),
     ])?;
     Ok(())
 }
