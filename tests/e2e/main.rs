@@ -7,6 +7,7 @@ mod support;
 mod cancel;
 mod cli;
 mod failures;
+mod history;
 mod load;
 mod polyglot;
 mod runs;

@@ -127,7 +127,9 @@ pub fn write_config(text: &str) -> ConfigFile {
 }
 
 /// `chorus` with the test environment: the canary key, a shared compile
-/// cache, and nothing inherited that could change its behaviour.
+/// cache, a data directory (for the run store) under the target directory —
+/// never the real home — and nothing inherited that could change its
+/// behaviour. `Server` gives each server a data directory of its own.
 pub fn command(args: &[&str]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(chorus_bin());
     command
@@ -136,6 +138,10 @@ pub fn command(args: &[&str]) -> tokio::process::Command {
         .env(
             "XDG_CACHE_HOME",
             Path::new(env!("CARGO_TARGET_TMPDIR")).join("cache"),
+        )
+        .env(
+            "XDG_DATA_HOME",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("data"),
         )
         .env("CHORUS_LOG", "debug")
         .env_remove("CHORUS_CONFIG")
@@ -177,6 +183,7 @@ impl Server {
     pub async fn start_with_env(config: &str, env: &[(&str, &str)]) -> Self {
         let file = write_config(config);
         let mut command = command(&["serve", "--config", file.path.to_str().unwrap()]);
+        command.env("XDG_DATA_HOME", file.dir.path().join("data"));
         command.envs(env.iter().copied());
         let (transport, stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::piped())
@@ -233,6 +240,11 @@ impl Server {
 
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
+    }
+
+    /// The server's `XDG_DATA_HOME`, where its run store is by default.
+    pub fn data_dir(&self) -> PathBuf {
+        self._config.dir.path().join("data")
     }
 }
 

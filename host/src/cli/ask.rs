@@ -23,6 +23,10 @@ pub struct Args {
     /// No progress on stderr.
     #[arg(long, short)]
     quiet: bool,
+    /// Follow up an earlier run (its id, a unique prefix, or `last`): the
+    /// models see its question and answer first.
+    #[arg(long, value_name = "RUN")]
+    follow_up: Option<String>,
     /// A pipeline option, e.g. `-o agents=8` (repeatable; see `chorus check`).
     #[arg(long = "option", short = 'o', value_name = "NAME=VALUE", value_parser = parse_option)]
     options: Vec<(String, serde_json::Value)>,
@@ -66,8 +70,13 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
     } else {
         Arc::new(render)
     };
+    let mut options: serde_json::Map<String, serde_json::Value> =
+        args.options.into_iter().collect();
+    if let Some(run) = args.follow_up {
+        options.insert(crate::pipeline::options::FOLLOW_UP_OF.into(), run.into());
+    }
     let outcome = tokio::select! {
-        outcome = chorus.run(pipeline, prompt, args.options.into_iter().collect(), progress) => outcome,
+        outcome = chorus.run(pipeline, prompt, options, progress) => outcome,
         _ = tokio::signal::ctrl_c() => {
             eprintln!("chorus: cancelled");
             return ExitCode::from(130);
@@ -82,7 +91,7 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
     }
 }
 
-fn render(event: Event) {
+pub(super) fn render(event: Event) {
     let line = match event {
         Event::Stage(stage) => format!("… {}", stage.as_str()),
         Event::FanOut { calls } => format!("  {calls} requests in flight"),
@@ -107,7 +116,7 @@ fn render(event: Event) {
     eprintln!("{line}");
 }
 
-fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
+pub(super) fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     let written = if json {
         serde_json::to_string_pretty(result)

@@ -3,6 +3,7 @@
 
 mod ask;
 mod check;
+mod runs;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +39,8 @@ enum Command {
     Ask(ask::Args),
     /// Validate the configuration, load every plugin, and describe them.
     Check,
+    /// The run history: list, show, export, prune, re-synthesize.
+    Runs(runs::Args),
 }
 
 pub fn main() -> ExitCode {
@@ -62,6 +65,7 @@ pub fn main() -> ExitCode {
                 Err(code) => code,
             },
             Command::Check => check::run(config),
+            Command::Runs(args) => runs::run(config, args).await,
         }
     })
 }

@@ -29,11 +29,20 @@ pub struct Server {
 
 impl Server {
     pub fn new(chorus: Arc<Chorus>) -> Self {
-        let tools = chorus
+        let mut tools: Vec<Tool> = chorus
             .runner
             .pipelines()
             .map(|(name, pipeline)| tools::tool(name, pipeline))
             .collect();
+        let synthesizers: Vec<&str> = chorus
+            .runner
+            .registry
+            .iter()
+            .filter(|p| p.kind == crate::plugins::Kind::Synthesizer)
+            .map(|p| p.name.as_str())
+            .collect();
+        let pipelines: Vec<&str> = chorus.runner.pipelines().map(|(n, _)| n.as_str()).collect();
+        tools.push(tools::resynthesize_tool(&synthesizers, &pipelines));
         Self {
             chorus,
             tools: Arc::new(tools),
@@ -89,12 +98,22 @@ impl ServerHandler for Server {
                 None,
             ));
         }
-        let (prompt, options) = match tools::split_arguments(request.arguments) {
-            Ok(split) => split,
-            Err(message) => return Ok(tools::failure_text(&message).into()),
+        let progress =
+            || progress::forwarder(context.peer.clone(), context.meta.get_progress_token());
+        let run: futures::future::BoxFuture<'_, _> = if name == tools::RESYNTHESIZE {
+            let (run_id, merger) = match tools::resynthesis_arguments(request.arguments) {
+                Ok(arguments) => arguments,
+                Err(message) => return Ok(tools::failure_text(&message).into()),
+            };
+            let progress = progress();
+            Box::pin(async move { self.chorus.resynthesize(&run_id, merger, progress).await })
+        } else {
+            let (prompt, options) = match tools::split_arguments(request.arguments) {
+                Ok(split) => split,
+                Err(message) => return Ok(tools::failure_text(&message).into()),
+            };
+            Box::pin(self.chorus.run(&name, prompt, options, progress()))
         };
-        let progress = progress::forwarder(context.peer.clone(), context.meta.get_progress_token());
-        let run = self.chorus.run(&name, prompt, options, progress);
         let outcome = tokio::select! {
             outcome = run => outcome,
             () = context.ct.cancelled() => {

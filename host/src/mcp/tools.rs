@@ -8,7 +8,7 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotation
 use serde_json::{Value, json};
 
 use crate::config::Pipeline;
-use crate::pipeline::{RunError, options};
+use crate::pipeline::{Merger, RunError, options};
 use crate::record::{AnswerKind, RunRecord};
 
 /// The result's shape, kept compact: every tool repeats it in `tools/list`,
@@ -58,6 +58,66 @@ pub fn tool(name: &str, pipeline: &Pipeline) -> Tool {
     )
     .with_raw_output_schema(OUTPUT_SCHEMA.clone())
     .with_annotations(ToolAnnotations::new().read_only(true).open_world(true))
+}
+
+/// The tool that merges a kept run's answers again.
+pub const RESYNTHESIZE: &str = "resynthesize";
+
+/// `resynthesize`: its choices are the synthesizer plugins and pipelines.
+pub fn resynthesize_tool(synthesizers: &[&str], pipelines: &[&str]) -> Tool {
+    let input = json!({
+        "type": "object",
+        "properties": {
+            "run_id": {
+                "type": "string",
+                "description": "The run whose answers to merge again."
+            },
+            "synthesizer": {
+                "type": "string",
+                "enum": synthesizers,
+                "description": "Merge with this synthesizer plugin instead of the run's own."
+            },
+            "pipeline": {
+                "type": "string",
+                "enum": pipelines,
+                "description": "Merge the way this pipeline does (its synthesizer and options)."
+            }
+        },
+        "required": ["run_id"],
+        "additionalProperties": false
+    });
+    Tool::new(
+        RESYNTHESIZE,
+        "Merge an earlier run's answers again, with another synthesizer or pipeline if given, \
+         without asking its panel again: only the merge is paid for. The result is a new run \
+         that names its source in `resynthesis_of`.",
+        input.as_object().cloned().unwrap_or_default(),
+    )
+    .with_raw_output_schema(OUTPUT_SCHEMA.clone())
+    .with_annotations(ToolAnnotations::new().read_only(true).open_world(true))
+}
+
+/// The run id and the merger of a `resynthesize` call, or what is wrong.
+pub fn resynthesis_arguments(arguments: Option<JsonObject>) -> Result<(String, Merger), String> {
+    let mut arguments = arguments.ok_or("missing arguments: pass {\"run_id\": \"…\"}")?;
+    let mut text = |name: &str| match arguments.remove(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim().to_owned())),
+        Some(other) => Err(format!("`{name}` must be a non-empty string, got {other}")),
+    };
+    let run_id = text("run_id")?.ok_or("missing `run_id`: the run whose answers to merge")?;
+    let merger = match (text("synthesizer")?, text("pipeline")?) {
+        (Some(_), Some(_)) => return Err("give `synthesizer` or `pipeline`, not both".into()),
+        (Some(synthesizer), None) => Merger::Synthesizer(synthesizer),
+        (None, Some(pipeline)) => Merger::Pipeline(pipeline),
+        (None, None) => Merger::AsBefore,
+    };
+    if let Some(unknown) = arguments.keys().next() {
+        return Err(format!(
+            "unknown argument `{unknown}`: this tool takes `run_id`, `synthesizer`, `pipeline`"
+        ));
+    }
+    Ok((run_id, merger))
 }
 
 /// The prompt and the other arguments (the pipeline's options, checked by
