@@ -227,4 +227,39 @@ mod tests {
         }
         assert_eq!(value["kind"], "single");
     }
+
+    #[test]
+    fn resynthesis_arguments_are_checked() {
+        let parse = |v: Value| resynthesis_arguments(v.as_object().cloned());
+        assert_eq!(
+            parse(json!({"run_id": " r1 "})).unwrap(),
+            ("r1".to_owned(), Merger::AsBefore)
+        );
+        assert_eq!(
+            parse(json!({"run_id": "r1", "synthesizer": "vote", "pipeline": null})).unwrap(),
+            ("r1".to_owned(), Merger::Synthesizer("vote".into()))
+        );
+        assert_eq!(
+            parse(json!({"run_id": "r1", "pipeline": "heavy"}))
+                .unwrap()
+                .1,
+            Merger::Pipeline("heavy".into())
+        );
+        for (arguments, message) in [
+            (json!({}), "missing `run_id`"),
+            (json!({"run_id": 3}), "`run_id` must be a non-empty string"),
+            (
+                json!({"run_id": "r", "synthesizer": "a", "pipeline": "b"}),
+                "not both",
+            ),
+            (
+                json!({"run_id": "r", "model": "x"}),
+                "unknown argument `model`",
+            ),
+        ] {
+            let error = parse(arguments).unwrap_err();
+            assert!(error.contains(message), "{error}");
+        }
+        assert!(resynthesis_arguments(None).is_err());
+    }
 }

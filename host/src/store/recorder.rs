@@ -89,14 +89,18 @@ impl Recorder {
             return Ok(());
         };
         let (msg, confirmed) = with_ack(msg);
+        let stopped = || "the run store's writer has stopped".to_owned();
         let written = async {
-            sender
-                .send(msg)
-                .await
-                .map_err(|_| "the run store's writer has stopped".to_owned())?;
-            confirmed
-                .await
-                .map_err(|_| "the run store's writer has stopped".to_owned())?
+            // Handed over at once when there is room, so a caller that stops
+            // waiting (a cancelled call) cannot lose it.
+            match sender.try_send(msg) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(msg)) => {
+                    sender.send(msg).await.map_err(|_| stopped())?;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => return Err(stopped()),
+            }
+            confirmed.await.map_err(|_| stopped())?
         };
         tokio::time::timeout(END_WAIT, written).await.unwrap_or_else(|_| {
             Err(format!(
