@@ -31,6 +31,8 @@ fn config(base_url: &str, cache_dir: &Path, cache: bool) -> String {
 [cache]
 enabled = {cache}
 dir = "{cache_dir}"
+[store]
+path = "{cache_dir}/runs.sqlite3"
 [providers.mock]
 base_url = "{base_url}"
 {models}

@@ -1,6 +1,10 @@
 //! The composition root: one running chorus — the pipeline runner built from
-//! the configuration, and the record of its runs. The CLI and the MCP server
-//! hold a `Chorus`; nothing below this module knows that it exists.
+//! the configuration, and the store that keeps its runs. The CLI and the MCP
+//! server hold a `Chorus`; nothing below this module knows that it exists.
+//!
+//! Every run goes through here, so every run is recorded: the store watches
+//! its events as it goes and keeps its end. Follow-ups and re-syntheses are
+//! resolved here too, since they build on runs the store keeps.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -8,22 +12,23 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::config::{ConfigError, Loaded};
-use crate::pipeline::{Progress, RunError, Runner};
-use crate::record::RunRecord;
-use crate::runs::Runs;
+use crate::pipeline::follow_up::{MAX_TURNS, NOT_KEPT, TOO_LONG};
+use crate::pipeline::{Conversation, Merger, Progress, RunError, Runner, Turn, events, options};
+use crate::record::{AnswerKind, RunRecord, RunStatus, StoredRun};
+use crate::store::{Links, Lookup, Page, Query, Recorder, Store, StoreError};
 
 pub struct Chorus {
     pub runner: Runner,
-    pub runs: Runs,
+    pub store: Store,
 }
 
 impl Chorus {
-    /// Builds everything a configuration describes: providers, plugins, runs.
+    /// Builds everything a configuration describes: providers, plugins, and
+    /// the run store (in memory, said in the log, if its file cannot be opened).
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
-        let limits = &loaded.config.limits;
-        let runs = Runs::new(limits.max_runs_kept, limits.run_ttl);
         let runner = Runner::load(loaded)?;
-        Ok(Self { runner, runs })
+        let store = Store::open_or_memory(&runner.loaded);
+        Ok(Self { runner, store })
     }
 
     /// Finds the configuration the way every command does, and loads it.
@@ -35,16 +40,196 @@ impl Chorus {
         &self.runner.loaded
     }
 
-    /// Runs `pipeline` and keeps its record. Cancel by dropping the future.
+    /// Runs `pipeline` and keeps its record. `options` may hold the
+    /// built-in `follow_up_of`. Cancel by dropping the future.
     pub async fn run(
         &self,
         pipeline: &str,
         prompt: String,
-        options: Map<String, Value>,
+        mut options: Map<String, Value>,
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
-        let record = Arc::new(self.runner.run(pipeline, prompt, options, progress).await?);
-        self.runs.insert(record.clone());
-        Ok(record)
+        let follow_up_of =
+            options::take_follow_up(&mut options).map_err(RunError::InvalidOptions)?;
+        let conversation = match &follow_up_of {
+            Some(id) => Some(self.conversation(id).await?),
+            None => None,
+        };
+        let links = Links {
+            follow_up_of: conversation.as_ref().map(|c| c.of.clone()),
+            resynthesis_of: None,
+        };
+        let mut recorder = self.store.recorder(links, self.runner.time_limit(pipeline));
+        let progress = events::fan(vec![recorder.watcher(), progress]);
+        let outcome = self
+            .runner
+            .run_continuing(pipeline, prompt, options, conversation, progress)
+            .await;
+        self.keep(&mut recorder, outcome).await
+    }
+
+    /// Merges the answers of run `run_id` (an id, a unique prefix, or
+    /// `last`) again with `merger`, without asking the panel again; the new
+    /// run links to its source.
+    pub async fn resynthesize(
+        &self,
+        run_id: &str,
+        merger: Merger,
+        progress: Progress,
+    ) -> Result<Arc<RunRecord>, RunError> {
+        let source = self.kept_run(run_id).await?;
+        let mut lost_conversation = None;
+        let conversation = match &source.follow_up_of {
+            Some(of) => match self.conversation(of).await {
+                Ok(conversation) => Some(conversation),
+                Err(e) => {
+                    lost_conversation = Some(e.to_string());
+                    None
+                }
+            },
+            None => None,
+        };
+        let limit_of = match &merger {
+            Merger::Pipeline(name) => name.as_str(),
+            _ => source.pipeline.as_str(),
+        };
+        let links = Links {
+            follow_up_of: source.follow_up_of.clone(),
+            resynthesis_of: Some(source.run_id.clone()),
+        };
+        let mut recorder = self.store.recorder(links, self.runner.time_limit(limit_of));
+        let progress = events::fan(vec![recorder.watcher(), progress]);
+        let outcome = self
+            .runner
+            .resynthesize(&source, &merger, conversation, progress)
+            .await
+            .map(|mut record| {
+                if let Some(why) = lost_conversation {
+                    record.notes.push(format!(
+                        "The conversation this run follows up could not be shown to the synthesizer: {why}."
+                    ));
+                }
+                record
+            });
+        self.keep(&mut recorder, outcome).await
+    }
+
+    /// The run with this id, a unique prefix of one, or `last`.
+    pub async fn find_run(
+        &self,
+        id: &str,
+        with_requests: bool,
+    ) -> Result<Lookup<StoredRun>, StoreError> {
+        let (store, id) = (self.store.clone(), id.to_owned());
+        tokio::task::spawn_blocking(move || store.find(&id, with_requests))
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?
+    }
+
+    /// A page of kept runs, newest first.
+    pub async fn list_runs(&self, query: Query) -> Result<Page, StoreError> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.list(&query))
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?
+    }
+
+    /// Records the run's end; a run the store could not keep says so.
+    async fn keep(
+        &self,
+        recorder: &mut Recorder,
+        outcome: Result<RunRecord, RunError>,
+    ) -> Result<Arc<RunRecord>, RunError> {
+        let outcome = outcome.map(Arc::new);
+        let written = recorder
+            .finish(outcome.as_ref().map_err(ToString::to_string))
+            .await;
+        match (outcome, written) {
+            (Ok(record), Err(e)) => {
+                tracing::warn!(run = %record.run_id, "the run was not saved: {e}");
+                let mut record = Arc::unwrap_or_clone(record);
+                record.notes.push(format!(
+                    "This run may not have been saved to {}: {e}.",
+                    self.store.describe()
+                ));
+                Ok(Arc::new(record))
+            }
+            (outcome, Err(e)) => {
+                tracing::warn!(
+                    run = recorder.run_id().unwrap_or_default(),
+                    "the run's failure was not saved: {e}"
+                );
+                outcome
+            }
+            (outcome, Ok(())) => outcome,
+        }
+    }
+
+    /// A run another builds on, by id, unique prefix or `last`.
+    async fn kept_run(&self, id: &str) -> Result<StoredRun, RunError> {
+        match self.find_run(id, false).await {
+            Ok(Lookup::Found(run)) => Ok(run),
+            Ok(Lookup::Unknown) => Err(RunError::UnknownRun {
+                id: id.to_owned(),
+                why: format!(
+                    "the id is unknown to {} (list the runs with `chorus runs` or resources/list)",
+                    self.store.describe()
+                ),
+            }),
+            Ok(Lookup::Ambiguous(ids)) => Err(RunError::UnknownRun {
+                id: id.to_owned(),
+                why: format!(
+                    "several runs start with it ({}, …): give more of the id",
+                    ids.join(", ")
+                ),
+            }),
+            Err(e) => Err(RunError::UnusableRun {
+                id: id.to_owned(),
+                problem: format!("cannot be read: {e}"),
+            }),
+        }
+    }
+
+    /// The conversation that a follow-up of run `id` continues: that run
+    /// and the runs it followed up in turn, as far back as they are kept.
+    async fn conversation(&self, id: &str) -> Result<Conversation, RunError> {
+        let run = self.kept_run(id).await?;
+        let problem = match (run.status, &run.answer, run.kind) {
+            (RunStatus::Done, Some(_), Some(kind)) if kind != AnswerKind::None => None,
+            (RunStatus::Done, ..) => Some("has no answer to follow up (every model failed)"),
+            (RunStatus::Running, ..) => Some("has not finished yet: follow it up once it has"),
+            _ => Some("ended without an answer to follow up"),
+        };
+        if let Some(problem) = problem {
+            return Err(RunError::UnusableRun {
+                id: run.run_id,
+                problem: problem.to_owned(),
+            });
+        }
+        let mut turns = vec![turn(&run)];
+        let mut beyond = None;
+        let mut parent = run.follow_up_of.clone();
+        while let Some(id) = parent.take() {
+            if turns.len() >= MAX_TURNS {
+                beyond = Some(TOO_LONG);
+                break;
+            }
+            match self.find_run(&id, false).await {
+                Ok(Lookup::Found(earlier)) if earlier.answer.is_some() => {
+                    turns.push(turn(&earlier));
+                    parent = earlier.follow_up_of;
+                }
+                _ => beyond = Some(NOT_KEPT),
+            }
+        }
+        let max_bytes = self.loaded().config.limits.max_prompt_bytes;
+        Ok(Conversation::new(run.run_id, turns, beyond, max_bytes))
+    }
+}
+
+fn turn(run: &StoredRun) -> Turn {
+    Turn {
+        question: run.prompt.clone(),
+        answer: run.answer.clone().unwrap_or_default(),
     }
 }

@@ -2,7 +2,7 @@
 //! answers, with the strategy decisions made by WebAssembly plugins.
 //!
 //! Dependencies point one way:
-//! `cli`/`mcp` -> `app` -> {`pipeline`, `runs`};
+//! `cli`/`mcp` -> `app` -> {`pipeline`, `store`}; `store` watches `pipeline`'s events;
 //! `pipeline` -> {`plugins`, `llm`} -> `config`; everything may use `record`,
 //! the leaf that describes a run.
 
@@ -14,4 +14,4 @@ pub mod mcp;
 pub mod pipeline;
 pub mod plugins;
 pub mod record;
-pub mod runs;
+pub mod store;

@@ -24,6 +24,32 @@ pub enum AnswerKind {
     None,
 }
 
+impl AnswerKind {
+    pub const ALL: [AnswerKind; 6] = [
+        Self::Synthesis,
+        Self::Single,
+        Self::Vote,
+        Self::Pick,
+        Self::Unmerged,
+        Self::None,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Synthesis => "synthesis",
+            Self::Single => "single",
+            Self::Vote => "vote",
+            Self::Pick => "pick",
+            Self::Unmerged => "unmerged",
+            Self::None => "none",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RunRecord {
     pub run_id: String,
@@ -43,6 +69,12 @@ pub struct RunRecord {
     /// Strategy-specific detail (votes, scores, rankings).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub details: Option<Value>,
+    /// The run this one follows up: its models saw that conversation first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up_of: Option<String>,
+    /// The run whose answers this one merged again, without asking the panel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resynthesis_of: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -75,6 +107,23 @@ pub struct CallRecord {
     pub cost_estimated: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<CallError>,
+    /// The model's answer, when it gave one. Not in the tool result (it
+    /// would repeat every answer to the client); kept by the run store and
+    /// shown with the run (see `StoredCall`).
+    #[serde(skip_serializing)]
+    pub reply: Option<String>,
+    /// Set when this answer was not asked for again but taken from an
+    /// earlier run (re-synthesis). Such a call costs this run nothing: its
+    /// tokens and cost stay with the run that paid for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<CallRef>,
+}
+
+/// A call of some run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallRef {
+    pub run_id: String,
+    pub call: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -163,6 +212,174 @@ fn usd_option<S: Serializer>(value: &Option<f64>, serializer: S) -> Result<S::Ok
     }
 }
 
+/// Where a kept run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Still working, in this process or another.
+    Running,
+    /// Finished with a result, whatever kind of answer it is.
+    Done,
+    /// Ended without a result: a plugin failed, or the deadline passed.
+    Failed,
+    /// Cancelled by its caller.
+    Cancelled,
+    /// Its process stopped (a crash, a kill) before the run finished; what
+    /// it recorded until then is kept.
+    Interrupted,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 5] = [
+        Self::Running,
+        Self::Done,
+        Self::Failed,
+        Self::Cancelled,
+        Self::Interrupted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// A run as chorus keeps it (in the run store, or in memory): what was
+/// asked, how, and what came of it so far. A superset of `RunRecord` for a
+/// finished run; a running, failed or interrupted run has what it recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredRun {
+    pub run_id: String,
+    pub pipeline: String,
+    pub status: RunStatus,
+    /// Unix time in milliseconds; RFC 3339 in JSON.
+    #[serde(serialize_with = "rfc3339")]
+    pub started_at: i64,
+    #[serde(
+        serialize_with = "rfc3339_optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub finished_at: Option<i64>,
+    pub prompt: String,
+    /// The options as the plugins saw them, defaults filled in.
+    pub options: Value,
+    /// The selector's plan, once it was made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up_of: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resynthesis_of: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<AnswerKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    pub notes: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+    /// Why the run ended without a result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub usage: Totals,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
+    pub calls: Vec<StoredCall>,
+}
+
+/// A call as kept: its record (status `running` while it is in flight, or
+/// `unfinished` when its run ended first), its answer, and, when asked for,
+/// the request as sent.
+#[derive(Debug, Clone)]
+pub struct StoredCall {
+    pub call: CallRecord,
+    /// The chat request: label, model, messages, sampling. Never headers.
+    pub request: Option<Value>,
+}
+
+impl Serialize for StoredCall {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            #[serde(flatten)]
+            call: &'a CallRecord,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reply: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            request: Option<&'a Value>,
+        }
+        Out {
+            call: &self.call,
+            reply: self.call.reply.as_deref(),
+            request: self.request.as_ref(),
+        }
+        .serialize(serializer)
+    }
+}
+
+/// A run in a listing: enough to recognise it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub pipeline: String,
+    pub status: RunStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<AnswerKind>,
+    #[serde(serialize_with = "rfc3339")]
+    pub started_at: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// The prompt's first line, shortened.
+    pub prompt: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up_of: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resynthesis_of: Option<String>,
+}
+
+/// The first line of `text`, at most `max` characters (an ellipsis marks a cut).
+pub fn first_line(text: &str, max: usize) -> String {
+    let line = text.trim_start().lines().next().unwrap_or("").trim_end();
+    let more = line.len() < text.trim().len();
+    match line.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None if more => format!("{line} …"),
+        None => line.to_owned(),
+    }
+}
+
+/// Unix milliseconds as RFC 3339 (UTC, millisecond precision).
+pub fn format_time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_else(|| ms.to_string())
+}
+
+fn rfc3339<S: Serializer>(ms: &i64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&format_time(*ms))
+}
+
+fn rfc3339_optional<S: Serializer>(ms: &Option<i64>, serializer: S) -> Result<S::Ok, S::Error> {
+    match ms {
+        Some(ms) => rfc3339(ms, serializer),
+        None => serializer.serialize_none(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +395,44 @@ mod tests {
         assert_eq!(show_usd(0.1), "$0.10");
         assert_eq!(show_usd(0.123456789), "$0.123457");
         assert_eq!(show_usd(0.0), "$0");
+    }
+
+    #[test]
+    fn first_lines_are_cut_and_marked() {
+        assert_eq!(first_line("  Why?\nBecause.", 40), "Why? …");
+        assert_eq!(first_line("short", 40), "short");
+        assert_eq!(first_line("ééééé", 3), "ééé…");
+        assert_eq!(first_line("", 3), "");
+    }
+
+    #[test]
+    fn a_stored_call_shows_its_reply_and_request() {
+        let call = CallRecord {
+            id: 2,
+            stage: "fan-out".into(),
+            label: "panel".into(),
+            model: "m".into(),
+            status: "ok".into(),
+            latency_ms: 5,
+            attempts: 1,
+            prompt_tokens: None,
+            completion_tokens: None,
+            reasoning_tokens: None,
+            cost_usd: None,
+            cost_estimated: false,
+            error: None,
+            reply: Some("the answer".into()),
+            reused_from: None,
+        };
+        assert!(serde_json::to_value(&call).unwrap().get("reply").is_none());
+        let stored = StoredCall {
+            call,
+            request: Some(serde_json::json!({"model": "m"})),
+        };
+        let value = serde_json::to_value(&stored).unwrap();
+        assert_eq!(value["reply"], "the answer");
+        assert_eq!(value["request"]["model"], "m");
+        assert_eq!(value["id"], 2);
+        assert_eq!(format_time(0), "1970-01-01T00:00:00.000Z");
     }
 }

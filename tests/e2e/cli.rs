@@ -214,7 +214,7 @@ async fn serve_uses_chorus_config_or_the_builtin_default_from_any_directory() {
         .current_dir(elsewhere.path())
         .env("CHORUS_CONFIG", &file.path);
     let tools = tool_names(from_env).await;
-    assert_eq!(tools, ["ask"]);
+    assert_eq!(tools, ["ask", "resynthesize"]);
 
     let mut builtin = command(&[]);
     builtin.current_dir(elsewhere.path());

@@ -82,11 +82,7 @@ async fn five_hundred_concurrent_calls_are_all_answered_each_with_its_own_result
     );
     assert_eq!(mock.requests().len(), 3000);
     let kept = server.client.list_all_resources().await.unwrap();
-    assert_eq!(
-        kept.len(),
-        100,
-        "limits.max_runs_kept bounds what stays in memory"
-    );
+    assert_eq!(kept.len(), 100, "resources/list shows the newest 100 runs");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -10,6 +10,7 @@ mod cli;
 mod clients;
 mod failures;
 mod first_contact;
+mod history;
 mod load;
 mod money;
 mod polyglot;

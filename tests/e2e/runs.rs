@@ -23,7 +23,7 @@ synthesizer = "synthesize"
     let tools = server.client.list_all_tools().await.unwrap();
     let mut names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
     names.sort();
-    assert_eq!(names, ["ask", "second"]);
+    assert_eq!(names, ["ask", "resynthesize", "second"]);
     let ask = tools.iter().find(|t| t.name == "ask").unwrap();
     assert_eq!(
         ask.description.as_deref(),

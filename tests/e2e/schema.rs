@@ -67,18 +67,31 @@ async fn every_result_of_every_shipped_pipeline_fits_its_output_schema() {
             )
         })
         .collect();
-    for (tool, schema) in &schemas {
+    let (resynthesize, pipelines): (Vec<_>, Vec<_>) =
+        schemas.iter().partition(|(tool, _)| tool == "resynthesize");
+    let mut last_run = String::new();
+    for (tool, schema) in &pipelines {
         let result = server.call(tool, prompt.clone()).await;
         assert_eq!(result.is_error, Some(false), "{tool}: {}", text(&result));
         check(tool, "answered", &result, schema);
+        last_run = structured(&result)["run_id"].as_str().unwrap().to_owned();
         let result = server.call(tool, json!({"prompt": 5})).await;
         assert_eq!(result.is_error, Some(true));
         check(tool, "bad arguments", &result, schema);
     }
+    let [(tool, schema)] = resynthesize[..] else {
+        panic!("one resynthesize tool")
+    };
+    let result = server.call(tool, json!({"run_id": last_run})).await;
+    assert_eq!(result.is_error, Some(false), "{tool}: {}", text(&result));
+    check(tool, "answered", &result, schema);
+    let result = server.call(tool, json!({"run_id": 5})).await;
+    assert_eq!(result.is_error, Some(true));
+    check(tool, "bad arguments", &result, schema);
     for model in &models {
         mock.script(model, [Step::status(400, "this model is unavailable")]);
     }
-    for (tool, schema) in &schemas {
+    for (tool, schema) in &pipelines {
         let result = server.call(tool, prompt.clone()).await;
         assert_eq!(result.is_error, Some(true), "{tool}: {}", text(&result));
         check(tool, "every model failed", &result, schema);

@@ -130,7 +130,9 @@ pub fn write_config(text: &str) -> ConfigFile {
 }
 
 /// `chorus` with the test environment: the canary key, a shared compile
-/// cache, and nothing inherited that could change its behaviour.
+/// cache, a data directory (for the run store) under the target directory —
+/// never the real home — and nothing inherited that could change its
+/// behaviour. `Server` gives each server a data directory of its own.
 pub fn command(args: &[&str]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(chorus_bin());
     command
@@ -139,6 +141,10 @@ pub fn command(args: &[&str]) -> tokio::process::Command {
         .env(
             "XDG_CACHE_HOME",
             Path::new(env!("CARGO_TARGET_TMPDIR")).join("cache"),
+        )
+        .env(
+            "XDG_DATA_HOME",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("data"),
         )
         .env("CHORUS_LOG", "debug")
         .env_remove("CHORUS_CONFIG")
@@ -168,6 +174,7 @@ pub struct Server {
     pub client: RunningService<RoleClient, Client>,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     stderr: Log,
+    pid: Option<u32>,
     _config: ConfigFile,
 }
 
@@ -180,11 +187,13 @@ impl Server {
     pub async fn start_with_env(config: &str, env: &[(&str, &str)]) -> Self {
         let file = write_config(config);
         let mut command = command(&["serve", "--config", file.path.to_str().unwrap()]);
+        command.env("XDG_DATA_HOME", file.dir.path().join("data"));
         command.envs(env.iter().copied());
         let (transport, stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn chorus serve");
+        let pid = transport.id();
         let log = capture(stderr);
         let handler = Client::default();
         let progress = handler.progress.clone();
@@ -196,8 +205,20 @@ impl Server {
             client,
             progress,
             stderr: log,
+            pid,
             _config: file,
         }
+    }
+
+    /// Kills the server process outright (SIGKILL): nothing of it runs
+    /// after this, as when a machine loses power or the OOM killer strikes.
+    pub fn kill(&self) {
+        let pid = self.pid.expect("the server's pid").to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -KILL {pid}");
     }
 
     pub async fn call(&self, tool: &str, arguments: Value) -> CallToolResult {
@@ -222,6 +243,11 @@ impl Server {
 
     pub fn stderr(&self) -> String {
         self.stderr.text()
+    }
+
+    /// The server's `XDG_DATA_HOME`, where its run store is by default.
+    pub fn data_dir(&self) -> PathBuf {
+        self._config.dir.path().join("data")
     }
 }
 

@@ -27,6 +27,10 @@ pub struct Args {
     /// No progress on stderr.
     #[arg(long, short)]
     quiet: bool,
+    /// Follow up an earlier run (its id, a unique prefix, or `last`): the
+    /// models see its question and answer first.
+    #[arg(long, value_name = "RUN")]
+    follow_up: Option<String>,
     /// A pipeline option, e.g. `-o agents=8` (repeatable; see `chorus check`).
     #[arg(long = "option", short = 'o', value_name = "NAME=VALUE", value_parser = parse_option)]
     options: Vec<(String, serde_json::Value)>,
@@ -68,14 +72,14 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
     if let Some(code) = first_contact(&chorus).await {
         return code;
     }
-    let progress: crate::pipeline::Progress = if args.quiet {
-        crate::pipeline::events::ignore()
-    } else {
-        let renderer = Renderer::new(std::io::stderr().is_terminal());
-        Arc::new(move |event| renderer.render(event))
-    };
+    let progress = progress(args.quiet);
+    let mut options: serde_json::Map<String, serde_json::Value> =
+        args.options.into_iter().collect();
+    if let Some(run) = args.follow_up {
+        options.insert(crate::pipeline::options::FOLLOW_UP_OF.into(), run.into());
+    }
     let outcome = tokio::select! {
-        outcome = chorus.run(pipeline, prompt, args.options.into_iter().collect(), progress) => outcome,
+        outcome = chorus.run(pipeline, prompt, options, progress) => outcome,
         _ = tokio::signal::ctrl_c() => {
             eprintln!("chorus: cancelled");
             return ExitCode::from(130);
@@ -143,6 +147,16 @@ async fn first_contact(chorus: &Chorus) -> Option<ExitCode> {
         return Some(ExitCode::from(1));
     }
     None
+}
+
+/// What a terminal run reports as it goes: nothing when `quiet`, else
+/// the live progress below.
+pub(super) fn progress(quiet: bool) -> crate::pipeline::Progress {
+    if quiet {
+        return crate::pipeline::events::ignore();
+    }
+    let renderer = Renderer::new(std::io::stderr().is_terminal());
+    Arc::new(move |event| renderer.render(event))
 }
 
 /// Live progress on stderr. On a terminal, a status line counts the
@@ -304,7 +318,7 @@ fn grouped(notes: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
+pub(super) fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     let written = if json {
         serde_json::to_string_pretty(result)

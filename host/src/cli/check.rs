@@ -154,6 +154,14 @@ fn model_ids(value: &Value, key: &str, out: &mut Vec<(String, String)>) {
 fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<()> {
     let config = &chorus.loaded.config;
     writeln!(out, "config: {} (ok)", chorus.loaded.origin)?;
+    match crate::store::path_for(&chorus.loaded) {
+        _ if !config.store.enabled => writeln!(
+            out,
+            "store: off ([store] enabled = false): runs are kept in memory only"
+        )?,
+        Ok(path) => writeln!(out, "store: {}", path.display())?,
+        Err(e) => writeln!(out, "store: {e}")?,
+    }
     writeln!(
         out,
         "contract: chorus:strategy@{}",

@@ -4,6 +4,7 @@
 mod ask;
 mod check;
 mod models;
+mod runs;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,6 +43,8 @@ enum Command {
     Check,
     /// List the models the providers offer (cached on disk), matching QUERY.
     Models(models::Args),
+    /// The run history: list, show, export, prune, re-synthesize.
+    Runs(runs::Args),
 }
 
 pub fn main() -> ExitCode {
@@ -70,6 +73,7 @@ pub fn main() -> ExitCode {
                 Ok(chorus) => models::run(&chorus, args).await,
                 Err(code) => code,
             },
+            Command::Runs(args) => runs::run(config, args).await,
         }
     });
     // Do not wait for blocking threads: one may still be parked reading a

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 pub use files::{MAX_CONFIG_BYTES, MAX_PLUGIN_BYTES, read_regular_file};
 pub use schema::*;
-pub use validate::{FORBIDDEN_HEADERS, check_option, integral};
+pub use validate::{BUILTIN_OPTIONS, FORBIDDEN_HEADERS, RESERVED_TOOLS, check_option, integral};
 
 /// The default configuration compiled into the binary: the repository's
 /// plugins.toml, so `chorus serve` works from any working directory.

@@ -26,6 +26,8 @@ pub struct Config {
     /// How long a fan-out waits for slow models (overridable per pipeline).
     #[serde(default)]
     pub fan_out: FanOut,
+    #[serde(default)]
+    pub store: Store,
     pub providers: BTreeMap<String, Provider>,
     /// In the order written: selectors that prefer earlier models see it.
     #[serde(default)]
@@ -89,6 +91,39 @@ impl Default for Cache {
         Self {
             enabled: true,
             dir: None,
+        }
+    }
+}
+
+/// The run store: every run's history in one SQLite file, shared by every
+/// chorus process that names it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Store {
+    /// `false` writes nothing to disk: runs are kept in memory only, as
+    /// `limits.max_runs_kept` and `limits.run_ttl` allow.
+    pub enabled: bool,
+    /// The SQLite file, relative to this file. Defaults to
+    /// `$XDG_DATA_HOME/chorus/runs.sqlite3` (or `~/.local/share/chorus/…`).
+    pub path: Option<PathBuf>,
+    /// Runs kept; the oldest are removed first.
+    pub max_runs: u64,
+    /// Runs older than this are removed. Default: no age limit.
+    #[serde(with = "humantime_serde")]
+    pub max_age: Option<Duration>,
+    /// Bytes of run data kept (prompts, requests, answers); the oldest runs
+    /// are removed first. The file itself is somewhat larger.
+    pub max_bytes: u64,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            path: None,
+            max_runs: 10_000,
+            max_age: None,
+            max_bytes: 1024 * 1024 * 1024,
         }
     }
 }

@@ -416,3 +416,51 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn the_store_section_has_defaults_and_checked_bounds() {
+    let store = &parse(MINIMAL).unwrap().config.store;
+    assert!(store.enabled);
+    assert_eq!(store.path, None);
+    assert_eq!((store.max_runs, store.max_age), (10_000, None));
+
+    let text = format!(
+        "{MINIMAL}\n[store]\npath = \"runs.db\"\nmax_runs = 5\nmax_age = \"30days\"\nmax_bytes = 1000\n"
+    );
+    let store = parse(&text).unwrap().config.store;
+    assert_eq!(store.path.as_deref(), Some(std::path::Path::new("runs.db")));
+    assert_eq!(
+        store.max_age,
+        Some(std::time::Duration::from_secs(30 * 86400))
+    );
+
+    let cases = [
+        (
+            "[store]\nmax_runs = 0",
+            "store.max_runs",
+            "greater than zero",
+        ),
+        (
+            "[store]\nmax_age = \"0s\"",
+            "store.max_age",
+            "greater than zero",
+        ),
+        ("[store]\npath = \"\"", "store.path", "must name a file"),
+        ("[store]\nkeep = 3", "store.keep", "unknown field"),
+        (
+            "[pipelines.resynthesize]\ndescription = \"d\"\nselector = \"s\"\nprompter = \"r\"\nsynthesizer = \"y\"",
+            "pipelines.resynthesize",
+            "a tool chorus provides itself",
+        ),
+        (
+            "[pipelines.ask.options.follow_up_of]\ntype = \"string\"\ndescription = \"d\"",
+            "pipelines.ask.options.follow_up_of",
+            "every pipeline takes already",
+        ),
+    ];
+    for (extra, key, message) in cases {
+        let error = parse(&format!("{MINIMAL}\n{extra}\n")).unwrap_err();
+        assert_eq!(error.key, key, "{error}");
+        assert!(error.message.contains(message), "{error}");
+    }
+}

@@ -24,9 +24,6 @@ pub const FORBIDDEN_HEADERS: [&str; 10] = [
 /// Request-body fields chorus owns; `params` and `extra_body` may not set them.
 const RESERVED_BODY_FIELDS: [&str; 3] = ["model", "messages", "stream"];
 
-/// Option names every pipeline tool takes (see `pipeline::options`).
-pub const BUILTIN_OPTIONS: [&str; 1] = ["max_cost_usd"];
-
 /// Upper bounds that keep every value usable in arithmetic and timers.
 const DAY: Duration = Duration::from_secs(24 * 3600);
 const MAX_TIMEOUT: Duration = DAY;
@@ -94,6 +91,12 @@ fn article(kind: OptionType) -> &'static str {
 
 type Invalid = (String, String);
 
+/// Tools chorus provides next to the pipelines' own.
+pub const RESERVED_TOOLS: &[&str] = &["resynthesize"];
+
+/// Options every pipeline takes, handled by chorus rather than the plugins.
+pub const BUILTIN_OPTIONS: &[&str] = &["max_cost_usd", "follow_up_of"];
+
 pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
     let names = |keys: &mut dyn Iterator<Item = &String>| {
         let list: Vec<&str> = keys.map(String::as_str).collect();
@@ -150,6 +153,31 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         config.fan_out.straggler_grace,
         MAX_TIMEOUT,
     )?;
+
+    let store = &config.store;
+    for (key, zero) in [
+        ("store.max_runs", store.max_runs == 0),
+        ("store.max_bytes", store.max_bytes == 0),
+        ("store.max_age", store.max_age.is_some_and(|a| a.is_zero())),
+        (
+            "store.path",
+            store
+                .path
+                .as_ref()
+                .is_some_and(|p| p.as_os_str().is_empty()),
+        ),
+    ] {
+        if zero {
+            return Err((
+                key.into(),
+                if key == "store.path" {
+                    "must name a file (or leave it out for the default)".into()
+                } else {
+                    "must be greater than zero".into()
+                },
+            ));
+        }
+    }
 
     for (name, p) in &config.providers {
         let key = |k: &str| format!("providers.{name}.{k}");
@@ -334,6 +362,12 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
                 format!("pipelines.{name}"),
                 "a pipeline name becomes an MCP tool name: use 1-64 letters, digits, `_` or `-`"
                     .into(),
+            ));
+        }
+        if RESERVED_TOOLS.contains(&name.as_str()) {
+            return Err((
+                format!("pipelines.{name}"),
+                format!("`{name}` is the name of a tool chorus provides itself: choose another"),
             ));
         }
         for (role, plugin) in [

@@ -84,6 +84,26 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    pub const ALL: [Self; 12] = [
+        Self::Timeout,
+        Self::RateLimited,
+        Self::HttpStatus,
+        Self::Connection,
+        Self::MalformedResponse,
+        Self::ResponseTooLarge,
+        Self::Cancelled,
+        Self::OverBudget,
+        Self::UnknownModel,
+        Self::MissingApiKey,
+        Self::Cut,
+        Self::TokenLimit,
+    ];
+
+    /// The kind whose `as_str` is `text` (as a stored record spells it).
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Timeout => "timeout",

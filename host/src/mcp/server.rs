@@ -16,7 +16,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use super::progress::Reporter;
-use super::tasks::{Call, Tasks};
+use super::tasks::Tasks;
+use super::tools::Call;
 use super::transport::Session;
 use super::{resources, tools};
 use crate::app::Chorus;
@@ -31,11 +32,20 @@ pub struct Server {
 
 impl Server {
     pub fn new(chorus: Arc<Chorus>, session: Session) -> Self {
-        let tools = chorus
+        let mut tools: Vec<Tool> = chorus
             .runner
             .pipelines()
             .map(|(name, pipeline)| tools::tool(name, pipeline))
             .collect();
+        let synthesizers: Vec<&str> = chorus
+            .runner
+            .registry
+            .iter()
+            .filter(|p| p.kind == crate::plugins::Kind::Synthesizer)
+            .map(|p| p.name.as_str())
+            .collect();
+        let pipelines: Vec<&str> = chorus.runner.pipelines().map(|(n, _)| n.as_str()).collect();
+        tools.push(tools::resynthesize_tool(&synthesizers, &pipelines));
         let tasks = Tasks::new(chorus.loaded().config.limits.task_ttl);
         Self {
             chorus,
@@ -60,18 +70,14 @@ impl Server {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let reporter = Reporter::start(context.peer.clone(), context.meta.get_progress_token());
-        let run = self.chorus.run(
-            &call.pipeline,
-            call.prompt,
-            call.options,
-            reporter.progress(),
-        );
+        let tool = call.tool.clone();
+        let run = call.execute(&self.chorus, reporter.progress());
         let outcome = tokio::select! {
             outcome = run => outcome,
             () = context.ct.cancelled() => {
                 // Dropping `run` dropped every request in flight; rmcp sends
                 // nothing for a cancelled request.
-                tracing::info!(tool = %call.pipeline, "call cancelled by the client");
+                tracing::info!(%tool, "call cancelled by the client");
                 return Err(McpError::invalid_request("the call was cancelled", None));
             }
             () = self.session.ended() => {
@@ -81,12 +87,9 @@ impl Server {
         let (result, summary) = match outcome {
             Ok(record) => (tools::success(&record), record.summary.clone()),
             Err(error) => {
-                tracing::info!(tool = %call.pipeline, "run failed: {error}");
+                tracing::info!(%tool, "run failed: {error}");
                 let summary = format!("failed: {error}");
-                (
-                    tools::failure(&call.pipeline, &error, started.elapsed()),
-                    summary,
-                )
+                (tools::failure(&tool, &error, started.elapsed()), summary)
             }
         };
         reporter.finish(summary).await;
@@ -150,14 +153,9 @@ impl ServerHandler for Server {
                 None,
             ));
         }
-        let (prompt, options) = match tools::split_arguments(request.arguments) {
-            Ok(split) => split,
+        let call = match Call::parse(name.clone(), request.arguments) {
+            Ok(call) => call,
             Err(message) => return Ok(tools::refusal(&name, &message).into()),
-        };
-        let call = Call {
-            pipeline: name,
-            prompt,
-            options,
         };
         // Tasks are part of MCP 2026-07-28: a client on an older version may
         // declare the extension (the Inspector CLI does) without being able
@@ -202,7 +200,7 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(resources::list(&self.chorus))
+        resources::list(&self.chorus).await
     }
 
     async fn list_resource_templates(
@@ -218,6 +216,8 @@ impl ServerHandler for Server {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        resources::read(&self.chorus, &request.uri).map(Into::into)
+        resources::read(&self.chorus, &request.uri)
+            .await
+            .map(Into::into)
     }
 }

@@ -18,14 +18,14 @@ use std::time::{Duration, Instant};
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolResult, DetailedTask, JsonObject, Notification, ServerNotification, Task,
+    CallToolResult, DetailedTask, Notification, ServerNotification, Task,
     TaskStatusNotificationParams,
 };
 use rmcp::service::Peer;
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 
 use super::progress::Live;
-use super::tools;
+use super::tools::{self, Call};
 use super::transport::Session;
 use crate::app::Chorus;
 
@@ -39,13 +39,6 @@ pub struct Tasks {
     /// The state of each task still running, for its status message.
     live: Registry,
     ttl: Duration,
-}
-
-/// What a task runs: one pipeline call.
-pub struct Call {
-    pub pipeline: String,
-    pub prompt: String,
-    pub options: JsonObject,
 }
 
 impl Tasks {
@@ -135,7 +128,8 @@ async fn run(
     notifier: Notifier,
 ) -> Result<CallToolResult, TaskExit> {
     let started = Instant::now();
-    let work = chorus.run(&call.pipeline, call.prompt, call.options, live.progress());
+    let tool = call.tool.clone();
+    let work = call.execute(&chorus, live.progress());
     let outcome = tokio::select! {
         outcome = work => outcome,
         never = notifier.follow(&live) => match never {},
@@ -154,7 +148,7 @@ async fn run(
         }
         Err(error) => {
             context.set_status_message(format!("failed: {error}"));
-            tools::failure(&call.pipeline, &error, started.elapsed())
+            tools::failure(&tool, &error, started.elapsed())
         }
     };
     notifier.when_settled();

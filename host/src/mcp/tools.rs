@@ -10,8 +10,9 @@ use std::time::Duration;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
+use crate::app::Chorus;
 use crate::config::Pipeline;
-use crate::pipeline::{RunError, options};
+use crate::pipeline::{Merger, Progress, RunError, options};
 use crate::record::{AnswerKind, RunRecord, Totals};
 
 /// The result's shape, kept compact: every tool repeats it in `tools/list`,
@@ -35,7 +36,9 @@ static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
             "calls": {"type": "array", "items": {"type": "object"}},
             "usage": {"type": "object"},
             "elapsed_ms": {"type": "integer"},
-            "details": {"type": "object"}
+            "details": {"type": "object"},
+            "follow_up_of": {"type": "string"},
+            "resynthesis_of": {"type": "string"}
         },
         "required": ["pipeline", "kind", "summary", "answer", "notes", "calls", "usage", "elapsed_ms", "details"]
     });
@@ -66,6 +69,66 @@ pub fn tool(name: &str, pipeline: &Pipeline) -> Tool {
     .with_annotations(ToolAnnotations::new().read_only(true).open_world(true))
 }
 
+/// The tool that merges a kept run's answers again.
+pub const RESYNTHESIZE: &str = "resynthesize";
+
+/// `resynthesize`: its choices are the synthesizer plugins and pipelines.
+pub fn resynthesize_tool(synthesizers: &[&str], pipelines: &[&str]) -> Tool {
+    let input = json!({
+        "type": "object",
+        "properties": {
+            "run_id": {
+                "type": "string",
+                "description": "The run whose answers to merge again."
+            },
+            "synthesizer": {
+                "type": "string",
+                "enum": synthesizers,
+                "description": "Merge with this synthesizer plugin instead of the run's own."
+            },
+            "pipeline": {
+                "type": "string",
+                "enum": pipelines,
+                "description": "Merge the way this pipeline does (its synthesizer and options)."
+            }
+        },
+        "required": ["run_id"],
+        "additionalProperties": false
+    });
+    Tool::new(
+        RESYNTHESIZE,
+        "Merge an earlier run's answers again, with another synthesizer or pipeline if given, \
+         without asking its panel again: only the merge is paid for. The result is a new run \
+         that names its source in `resynthesis_of`.",
+        input.as_object().cloned().unwrap_or_default(),
+    )
+    .with_raw_output_schema(OUTPUT_SCHEMA.clone())
+    .with_annotations(ToolAnnotations::new().read_only(true).open_world(true))
+}
+
+/// The run id and the merger of a `resynthesize` call, or what is wrong.
+pub fn resynthesis_arguments(arguments: Option<JsonObject>) -> Result<(String, Merger), String> {
+    let mut arguments = arguments.ok_or("missing arguments: pass {\"run_id\": \"…\"}")?;
+    let mut text = |name: &str| match arguments.remove(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim().to_owned())),
+        Some(other) => Err(format!("`{name}` must be a non-empty string, got {other}")),
+    };
+    let run_id = text("run_id")?.ok_or("missing `run_id`: the run whose answers to merge")?;
+    let merger = match (text("synthesizer")?, text("pipeline")?) {
+        (Some(_), Some(_)) => return Err("give `synthesizer` or `pipeline`, not both".into()),
+        (Some(synthesizer), None) => Merger::Synthesizer(synthesizer),
+        (None, Some(pipeline)) => Merger::Pipeline(pipeline),
+        (None, None) => Merger::AsBefore,
+    };
+    if let Some(unknown) = arguments.keys().next() {
+        return Err(format!(
+            "unknown argument `{unknown}`: this tool takes `run_id`, `synthesizer`, `pipeline`"
+        ));
+    }
+    Ok((run_id, merger))
+}
+
 /// The prompt and the other arguments (the pipeline's options, checked by
 /// the pipeline) of a call, or a message saying what is wrong.
 pub fn split_arguments(arguments: Option<JsonObject>) -> Result<(String, JsonObject), String> {
@@ -78,6 +141,51 @@ pub fn split_arguments(arguments: Option<JsonObject>) -> Result<(String, JsonObj
             type_name(&other)
         )),
         None => Err("missing `prompt`: pass {\"prompt\": \"your question\"}".to_owned()),
+    }
+}
+
+/// A tool call, its arguments checked: what to run.
+pub struct Call {
+    /// The tool's name: a pipeline's, or `resynthesize`.
+    pub tool: String,
+    pub work: Work,
+}
+
+pub enum Work {
+    /// A pipeline on a prompt (`options` may hold the built-in ones).
+    Run { prompt: String, options: JsonObject },
+    /// A kept run's answers merged again.
+    Resynthesize { run_id: String, merger: Merger },
+}
+
+impl Call {
+    /// Reads the call to tool `tool` (which exists), or says what is wrong
+    /// with its arguments.
+    pub fn parse(tool: String, arguments: Option<JsonObject>) -> Result<Self, String> {
+        let work = if tool == RESYNTHESIZE {
+            let (run_id, merger) = resynthesis_arguments(arguments)?;
+            Work::Resynthesize { run_id, merger }
+        } else {
+            let (prompt, options) = split_arguments(arguments)?;
+            Work::Run { prompt, options }
+        };
+        Ok(Self { tool, work })
+    }
+
+    /// Runs it; the run is recorded by `chorus`. Cancel by dropping.
+    pub async fn execute(
+        self,
+        chorus: &Chorus,
+        progress: Progress,
+    ) -> Result<Arc<RunRecord>, RunError> {
+        match self.work {
+            Work::Run { prompt, options } => {
+                chorus.run(&self.tool, prompt, options, progress).await
+            }
+            Work::Resynthesize { run_id, merger } => {
+                chorus.resynthesize(&run_id, merger, progress).await
+            }
+        }
     }
 }
 
@@ -190,6 +298,8 @@ mod tests {
             usage: Totals::default(),
             elapsed_ms: 1,
             details: None,
+            follow_up_of: Some("r0".into()),
+            resynthesis_of: Some("r1".into()),
         };
         let declared: std::collections::BTreeSet<&String> = OUTPUT_SCHEMA["properties"]
             .as_object()
@@ -227,9 +337,46 @@ mod tests {
             usage: Totals::default(),
             elapsed_ms: 1,
             details: Some(json!([1, 2])),
+            follow_up_of: None,
+            resynthesis_of: None,
         };
         assert_eq!(structured(&result)["details"], json!({"value": [1, 2]}));
         result.details = Some(json!({"votes": 3}));
         assert_eq!(structured(&result)["details"], json!({"votes": 3}));
+    }
+
+    #[test]
+    fn resynthesis_arguments_are_checked() {
+        let parse = |v: Value| resynthesis_arguments(v.as_object().cloned());
+        assert_eq!(
+            parse(json!({"run_id": " r1 "})).unwrap(),
+            ("r1".to_owned(), Merger::AsBefore)
+        );
+        assert_eq!(
+            parse(json!({"run_id": "r1", "synthesizer": "vote", "pipeline": null})).unwrap(),
+            ("r1".to_owned(), Merger::Synthesizer("vote".into()))
+        );
+        assert_eq!(
+            parse(json!({"run_id": "r1", "pipeline": "heavy"}))
+                .unwrap()
+                .1,
+            Merger::Pipeline("heavy".into())
+        );
+        for (arguments, message) in [
+            (json!({}), "missing `run_id`"),
+            (json!({"run_id": 3}), "`run_id` must be a non-empty string"),
+            (
+                json!({"run_id": "r", "synthesizer": "a", "pipeline": "b"}),
+                "not both",
+            ),
+            (
+                json!({"run_id": "r", "model": "x"}),
+                "unknown argument `model`",
+            ),
+        ] {
+            let error = parse(arguments).unwrap_err();
+            assert!(error.contains(message), "{error}");
+        }
+        assert!(resynthesis_arguments(None).is_err());
     }
 }

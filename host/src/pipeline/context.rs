@@ -1,7 +1,9 @@
 //! One run's share of the host: the fan-out that every chat completion goes
 //! through (the panel's and the plugins' own), with the run's deadline, its
 //! call and cost budgets, the straggler policy, progress events (tokens
-//! included), and the record of every call.
+//! included), and the record of every call. A follow-up's conversation goes
+//! ahead of every request here, and a re-synthesis starts with the answers
+//! it reuses already on record.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,10 +14,11 @@ use tokio::time::Instant;
 
 use super::budget::{Budget, Ceiling, Reservation};
 use super::events::{Event, Progress, Stage, TOKENS_EVERY};
+use super::follow_up;
 use super::stragglers::{self, Ended, Policy};
 use crate::config::{FanOut, show_duration};
 use crate::llm::{
-    ChatRequest, Completion, Failure, FailureKind, Llm, ModelInfo, estimate_prompt_tokens,
+    ChatRequest, Completion, Failure, FailureKind, Llm, Message, ModelInfo, estimate_prompt_tokens,
 };
 use crate::plugins::HostServices;
 use crate::record::{CallError, CallRecord};
@@ -50,6 +53,8 @@ pub struct RunContext {
     records: Mutex<Vec<Arc<CallRecord>>>,
     /// What the policies did, for the result's notes.
     notes: Mutex<Vec<String>>,
+    /// A follow-up's earlier conversation, sent ahead of every request.
+    history: Vec<Message>,
 }
 
 /// A call's live state, readable after it is cut.
@@ -74,7 +79,28 @@ impl RunContext {
             records: Mutex::new(Vec::new()),
             notes: Mutex::new(Vec::new()),
             limits,
+            history: Vec::new(),
         }
+    }
+
+    /// Every request of the run will carry `history` (a follow-up's
+    /// conversation) ahead of its own messages.
+    pub fn with_history(mut self, history: Vec<Message>) -> Self {
+        self.history = history;
+        self
+    }
+
+    /// Starts the record with calls made by an earlier run (a
+    /// re-synthesis); they keep their ids, and new calls number after them.
+    /// They were not made by this run, so they take nothing from its budget.
+    pub fn with_reused(self, calls: Vec<CallRecord>) -> Self {
+        let next = calls.iter().map(|c| c.id + 1).max().unwrap_or(0);
+        self.next_id.store(next, Ordering::Relaxed);
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(calls.into_iter().map(Arc::new));
+        self
     }
 
     pub fn deadline(&self) -> Instant {
@@ -130,7 +156,8 @@ impl RunContext {
         }
         let admitted: Vec<(Admission, Arc<ChatRequest>)> = requests
             .into_iter()
-            .map(|request| {
+            .map(|mut request| {
+                follow_up::insert(&mut request.messages, &self.history);
                 let admission = match self.admit() {
                     None => Admission::Refuse,
                     Some(id) => match self.budget.reserve(&self.llm, &request) {
@@ -391,15 +418,15 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// A completion as the run's record keeps it.
 pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord {
-    let (usage, error, status) = match &completion.outcome {
-        Ok(reply) => (reply.usage, None, "ok"),
+    let (usage, error, status, reply) = match &completion.outcome {
+        Ok(reply) => (reply.usage, None, "ok", Some(reply.content.clone())),
         Err(failure) => {
             let status = match failure.kind {
                 FailureKind::Cut => "cut",
                 FailureKind::OverBudget => "skipped",
                 _ => "failed",
             };
-            (None, Some(call_error(failure)), status)
+            (None, Some(call_error(failure)), status, None)
         }
     };
     CallRecord {
@@ -416,6 +443,8 @@ pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord 
         cost_usd: usage.and_then(|u| u.cost),
         cost_estimated: usage.is_some_and(|u| u.cost_estimated),
         error,
+        reply,
+        reused_from: None,
     }
 }
 

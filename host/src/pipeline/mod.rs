@@ -6,7 +6,9 @@
 mod budget;
 mod context;
 pub mod events;
+pub mod follow_up;
 pub mod options;
+pub mod resynthesize;
 mod stragglers;
 pub mod watch;
 
@@ -16,6 +18,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub use events::{Event, Progress, Stage};
+pub use follow_up::{Conversation, Turn};
+pub use resynthesize::Merger;
 
 use crate::config::{ConfigError, Loaded, Pipeline};
 use crate::llm::{Completion, Llm};
@@ -48,6 +52,12 @@ pub enum RunError {
     Plugin(#[from] PluginError),
     #[error("the run did not finish within its deadline of {0:?}")]
     Timeout(Duration),
+    /// A follow-up or re-synthesis names a run that is not kept.
+    #[error("no run `{id}`: {why}")]
+    UnknownRun { id: String, why: String },
+    /// A follow-up or re-synthesis names a run it cannot build on.
+    #[error("run `{id}` {problem}")]
+    UnusableRun { id: String, problem: String },
 }
 
 /// What running a pipeline needs: the checked config, the loaded plugins and
@@ -107,22 +117,21 @@ impl Runner {
         options: serde_json::Map<String, Value>,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
-        let pipeline = self
-            .loaded
-            .config
-            .pipelines
-            .get(pipeline_name)
-            .ok_or_else(|| RunError::UnknownPipeline {
-                name: pipeline_name.to_owned(),
-                available: self
-                    .loaded
-                    .config
-                    .pipelines
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?;
+        self.run_continuing(pipeline_name, prompt, options, None, progress)
+            .await
+    }
+
+    /// Runs `pipeline` on `prompt` as the next turn of `conversation` (a
+    /// follow-up), or afresh when there is none.
+    pub async fn run_continuing(
+        &self,
+        pipeline_name: &str,
+        prompt: String,
+        options: serde_json::Map<String, Value>,
+        conversation: Option<Conversation>,
+        progress: Progress,
+    ) -> Result<RunRecord, RunError> {
+        let pipeline = self.pipeline(pipeline_name)?;
         let limits = &self.loaded.config.limits;
         if prompt.trim().is_empty() {
             return Err(RunError::EmptyPrompt);
@@ -146,6 +155,44 @@ impl Runner {
             options,
         });
         progress(Event::Started(request.clone()));
+        let history = conversation
+            .as_ref()
+            .map(Conversation::messages)
+            .unwrap_or_default();
+        let context = Arc::new(
+            RunContext::new(
+                self.llm.clone(),
+                progress,
+                self.context_limits(pipeline_name, run_timeout, ceiling),
+            )
+            .with_history(history),
+        );
+        let steps = self.steps(pipeline, &request, &context);
+        let (mut answer, fan_out) = tokio::time::timeout_at(context.deadline() + WRAP_UP, steps)
+            .await
+            .map_err(|_| RunError::Timeout(run_timeout))??;
+        if let Some(note) = conversation.as_ref().and_then(Conversation::note) {
+            answer.notes.insert(0, note);
+        }
+        let mut record = self.record(&request, answer, &fan_out, &context, started);
+        record.follow_up_of = conversation.map(|c| c.of);
+        Ok(record)
+    }
+
+    /// What bounds a run of `pipeline_name`: its deadline, call and cost
+    /// budgets, and fan-out policy (naming the config keys it came from).
+    fn context_limits(
+        &self,
+        pipeline_name: &str,
+        run_timeout: Duration,
+        ceiling: Option<budget::Ceiling>,
+    ) -> context::Limits {
+        let config = &self.loaded.config;
+        let overrides = config
+            .pipelines
+            .get(pipeline_name)
+            .map(|p| p.fan_out.clone())
+            .unwrap_or_default();
         let key = |set: bool| {
             if set {
                 format!("pipelines.{pipeline_name}.fan_out")
@@ -153,24 +200,50 @@ impl Runner {
                 "fan_out".to_owned()
             }
         };
-        let context = Arc::new(RunContext::new(
-            self.llm.clone(),
-            progress,
-            context::Limits {
-                run_timeout,
-                call_budget: limits.max_calls_per_run,
-                fan_out: self.loaded.config.fan_out.with(&pipeline.fan_out),
-                quorum_key: key(pipeline.fan_out.quorum.is_some()),
-                grace_key: key(pipeline.fan_out.straggler_grace.is_some()),
-                reserve_key: key(pipeline.fan_out.merge_reserve.is_some()),
-                ceiling,
-            },
-        ));
-        let steps = self.steps(pipeline, &request, &context);
-        let (mut answer, fan_out) = tokio::time::timeout_at(context.deadline() + WRAP_UP, steps)
-            .await
-            .map_err(|_| RunError::Timeout(run_timeout))??;
+        context::Limits {
+            run_timeout,
+            call_budget: config.limits.max_calls_per_run,
+            fan_out: config.fan_out.with(&overrides),
+            quorum_key: key(overrides.quorum.is_some()),
+            grace_key: key(overrides.straggler_grace.is_some()),
+            reserve_key: key(overrides.merge_reserve.is_some()),
+            ceiling,
+        }
+    }
 
+    fn pipeline(&self, name: &str) -> Result<&Pipeline, RunError> {
+        let pipelines = &self.loaded.config.pipelines;
+        pipelines
+            .get(name)
+            .ok_or_else(|| RunError::UnknownPipeline {
+                name: name.to_owned(),
+                available: pipelines.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
+    }
+
+    /// The longest a run of `pipeline` can take: its deadline, and the time
+    /// it gets past it to wrap up.
+    pub fn time_limit(&self, pipeline: &str) -> Duration {
+        let limits = &self.loaded.config.limits;
+        let timeout = self
+            .loaded
+            .config
+            .pipelines
+            .get(pipeline)
+            .and_then(|p| p.run_timeout)
+            .unwrap_or(limits.run_timeout);
+        timeout + WRAP_UP
+    }
+
+    /// The run's record, from its answer and what its context saw.
+    fn record(
+        &self,
+        request: &Request,
+        mut answer: Answer,
+        fan_out: &[Completion],
+        context: &RunContext,
+        started: Instant,
+    ) -> RunRecord {
         let calls = context.records();
         let mut notes = std::mem::take(&mut answer.notes);
         notes.extend(context.notes());
@@ -178,21 +251,23 @@ impl Runner {
             notes.push(format!(
                 "{} chat completions were refused: the run's budget of {} (limits.max_calls_per_run) was spent.",
                 context.refused(),
-                limits.max_calls_per_run
+                self.loaded.config.limits.max_calls_per_run
             ));
         }
-        Ok(RunRecord {
+        RunRecord {
             run_id: request.run_id.clone(),
             pipeline: request.pipeline.clone(),
             kind: answer.kind,
-            summary: summary(&answer, &fan_out, &calls),
+            summary: summary(&answer, fan_out, &calls),
             answer: answer.text,
             notes,
             usage: Totals::of(&calls),
             calls,
             elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             details: answer.details,
-        })
+            follow_up_of: None,
+            resynthesis_of: None,
+        }
     }
 
     async fn steps(

@@ -1,10 +1,11 @@
 //! A call's options: checked against the pipeline's declared options and
 //! the built-in ones every pipeline takes, defaults filled in, and turned
-//! into the JSON object plugins receive.
+//! into the JSON object plugins receive. `follow_up_of` is built in too, but
+//! chorus handles it itself and takes it out before plugins see anything.
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::config::{OptionSpec, OptionType, check_option, integral};
 
@@ -25,6 +26,33 @@ pub fn builtin() -> BTreeMap<String, OptionSpec> {
     )])
 }
 
+/// Built-in option: the run a call follows up (see `follow_up`).
+pub const FOLLOW_UP_OF: &str = "follow_up_of";
+
+/// Takes `follow_up_of` out of a call's arguments: the run id, if given.
+pub fn take_follow_up(given: &mut Map<String, Value>) -> Result<Option<String>, String> {
+    match given.remove(FOLLOW_UP_OF) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(id)) if !id.trim().is_empty() => Ok(Some(id.trim().to_owned())),
+        Some(other) => Err(format!(
+            "`{FOLLOW_UP_OF}` must be the run_id of an earlier run, got {other}"
+        )),
+    }
+}
+
+/// The JSON schema properties of the built-in options.
+fn builtin_schema() -> Map<String, Value> {
+    let mut properties = Map::new();
+    properties.insert(
+        FOLLOW_UP_OF.into(),
+        json!({
+            "type": "string",
+            "description": "The run_id of an earlier run to follow up: the models see its question and answer first."
+        }),
+    );
+    properties
+}
+
 /// Resolves `given` (the call's arguments other than `prompt`).
 pub fn resolve(
     specs: &BTreeMap<String, OptionSpec>,
@@ -36,15 +64,15 @@ pub fn resolve(
     let mut options = Map::new();
     for (name, value) in given {
         let Some(spec) = specs.get(&name) else {
-            let known: Vec<&str> = specs.keys().map(String::as_str).collect();
-            return Err(if known.is_empty() {
-                format!("unknown argument `{name}`: this tool takes only `prompt`")
-            } else {
-                format!(
-                    "unknown argument `{name}`: this tool takes `prompt`, {}",
-                    known.join(", ")
-                )
-            });
+            let known: Vec<&str> = specs
+                .keys()
+                .map(String::as_str)
+                .chain([FOLLOW_UP_OF])
+                .collect();
+            return Err(format!(
+                "unknown argument `{name}`: this tool takes `prompt`, {}",
+                known.join(", ")
+            ));
         };
         if value.is_null() {
             // `null` leaves the option unset: its default applies.
@@ -72,9 +100,15 @@ fn normalized(spec: &OptionSpec, value: Value) -> Value {
     }
 }
 
-/// The JSON schema properties of a pipeline's options (and the built-in
-/// ones), for its tool.
+/// The JSON schema properties of a pipeline's options and the built-in
+/// ones, for its tool.
 pub fn schema(specs: &BTreeMap<String, OptionSpec>) -> Map<String, Value> {
+    let mut properties = declared_schema(specs);
+    properties.extend(builtin_schema());
+    properties
+}
+
+fn declared_schema(specs: &BTreeMap<String, OptionSpec>) -> Map<String, Value> {
     let mut all = builtin();
     all.extend(specs.iter().map(|(k, v)| (k.clone(), v.clone())));
     all.iter()
@@ -157,11 +191,11 @@ mod tests {
         );
         assert_eq!(
             error(json!({"agent": 4})),
-            "unknown argument `agent`: this tool takes `prompt`, agents, max_cost_usd"
+            "unknown argument `agent`: this tool takes `prompt`, agents, max_cost_usd, follow_up_of"
         );
         assert_eq!(
             resolve(&BTreeMap::new(), given(json!({"x": 1}))).unwrap_err(),
-            "unknown argument `x`: this tool takes `prompt`, max_cost_usd"
+            "unknown argument `x`: this tool takes `prompt`, max_cost_usd, follow_up_of"
         );
         assert_eq!(
             resolve(&BTreeMap::new(), given(json!({"max_cost_usd": -1}))).unwrap_err(),
@@ -198,5 +232,23 @@ mod tests {
         );
         assert_eq!(schema["max_cost_usd"]["type"], "number");
         assert_eq!(schema["max_cost_usd"]["minimum"], 0);
+        assert_eq!(schema["follow_up_of"]["type"], "string");
+    }
+
+    #[test]
+    fn follow_up_of_is_taken_out_and_checked() {
+        let mut arguments = given(json!({"follow_up_of": " abc ", "agents": 2}));
+        assert_eq!(
+            take_follow_up(&mut arguments).unwrap().as_deref(),
+            Some("abc")
+        );
+        assert_eq!(Value::Object(arguments), json!({"agents": 2}));
+        let mut arguments = given(json!({"follow_up_of": null}));
+        assert_eq!(take_follow_up(&mut arguments).unwrap(), None);
+        let mut arguments = given(json!({"follow_up_of": 7}));
+        assert_eq!(
+            take_follow_up(&mut arguments).unwrap_err(),
+            "`follow_up_of` must be the run_id of an earlier run, got 7"
+        );
     }
 }

@@ -324,6 +324,8 @@ mod tests {
                 status: None,
                 message: "slow".into(),
             }),
+            reply: ok.then(|| "an answer".into()),
+            reused_from: None,
         }))
     }
 

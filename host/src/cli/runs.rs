@@ -1,0 +1,560 @@
+//! `chorus runs`: the run history in the terminal. With no subcommand, the
+//! recent runs; `show`, `answer` and `export` one run, named by its id, a
+//! unique prefix of it, or `last`; `prune`; and `resynthesize`, which
+//! merges a run's answers again without asking its panel again.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use chrono::{Local, NaiveDate, NaiveDateTime, TimeZone};
+use clap::Subcommand;
+
+use crate::config::Loaded;
+use crate::pipeline::Merger;
+use crate::record::{RunStatus, RunSummary, StoredRun, format_time};
+use crate::store::{Cursor, Lookup, Query, Retention, Store, StoreError, now_ms};
+
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    list: ListArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The recent runs, newest first (what `chorus runs` shows).
+    List(ListArgs),
+    /// One run: its prompt, every call, notes and the answer.
+    Show {
+        /// A run id, a unique prefix of one, or `last`.
+        id: String,
+        /// The run as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A run's answer alone, as `chorus ask` prints it.
+    Answer {
+        /// A run id, a unique prefix of one, or `last`.
+        id: String,
+    },
+    /// Everything kept about a run as JSON, every request sent included.
+    Export {
+        /// A run id, a unique prefix of one, or `last`.
+        id: String,
+    },
+    /// Removes old runs now: past [store] max_runs, max_age or max_bytes, or
+    /// the limits given here.
+    Prune(PruneArgs),
+    /// Merges a run's answers again, without asking its panel again.
+    Resynthesize(ResynthesizeArgs),
+}
+
+#[derive(clap::Args)]
+struct ListArgs {
+    /// Only runs of this pipeline.
+    #[arg(long, short)]
+    pipeline: Option<String>,
+    /// Only runs whose prompt or answer contains this text.
+    #[arg(long, short)]
+    text: Option<String>,
+    /// Only runs started since then: a time ago (`2h`, `7days`) or a date
+    /// and time (`2026-05-01`, `2026-05-01 09:30`, RFC 3339).
+    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    since: Option<i64>,
+    /// How many runs to show.
+    #[arg(long, short = 'n', default_value_t = 20)]
+    limit: usize,
+    /// Runs older than this cursor (printed after a full page).
+    #[arg(long, value_name = "CURSOR")]
+    before: Option<Cursor>,
+    /// The page as JSON: `{"runs": [...], "next": CURSOR}`.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct PruneArgs {
+    /// Keep at most this many runs.
+    #[arg(long)]
+    max_runs: Option<u64>,
+    /// Remove runs older than this (`30days`, `12h`).
+    #[arg(long, value_parser = humantime_serde::re::humantime::parse_duration)]
+    max_age: Option<Duration>,
+    /// Keep at most this many bytes of run data.
+    #[arg(long)]
+    max_bytes: Option<u64>,
+}
+
+#[derive(clap::Args)]
+struct ResynthesizeArgs {
+    /// A run id, a unique prefix of one, or `last`.
+    id: String,
+    /// Merge with this synthesizer plugin instead of the run's own.
+    #[arg(long, conflicts_with = "pipeline")]
+    synthesizer: Option<String>,
+    /// Merge the way this pipeline does (its synthesizer and options).
+    #[arg(long)]
+    pipeline: Option<String>,
+    /// Print the full structured result as JSON instead of the answer.
+    #[arg(long)]
+    json: bool,
+    /// No progress on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
+    let command = args.command.unwrap_or(Command::List(args.list));
+    if let Command::Resynthesize(args) = command {
+        return resynthesize(config, args).await;
+    }
+    let loaded = match Loaded::discover(config) {
+        Ok(loaded) => loaded,
+        Err(e) => return fail(2, &e),
+    };
+    let store = match Store::open_for_reading(&loaded) {
+        Ok(store) => store,
+        Err(StoreError::NotFound(path)) if matches!(command, Command::List(_)) => {
+            eprintln!("chorus: no runs yet ({} does not exist)", path.display());
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return fail(2, &e),
+    };
+    let outcome = tokio::task::spawn_blocking(move || execute(&store, &loaded, command)).await;
+    match outcome {
+        Ok(Ok(code)) => code,
+        Ok(Err(Failure::Io(e))) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Ok(Err(Failure::Io(e))) => fail(1, &e),
+        Ok(Err(Failure::Store(e))) => fail(1, &e),
+        Ok(Err(Failure::Usage(message))) => fail(2, &message),
+        Err(e) => fail(1, &e),
+    }
+}
+
+enum Failure {
+    Io(std::io::Error),
+    Store(StoreError),
+    /// A wrong id or argument: the message says what to do.
+    Usage(String),
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+fn fail(code: u8, error: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("chorus: {error}");
+    ExitCode::from(code)
+}
+
+fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode, Failure> {
+    let mut out = std::io::stdout().lock();
+    match command {
+        Command::List(args) => list(store, args, &mut out)?,
+        Command::Show { id, json } => {
+            let run = find(store, &id, false)?;
+            if json {
+                writeln!(out, "{}", to_json(&run))?;
+            } else {
+                show(&run, &mut out)?;
+            }
+        }
+        Command::Answer { id } => {
+            let run = find(store, &id, false)?;
+            let Some(answer) = &run.answer else {
+                let why = run.error.as_deref().unwrap_or(run.status.as_str());
+                return Err(Failure::Usage(format!(
+                    "run {} has no answer ({why})",
+                    run.run_id
+                )));
+            };
+            writeln!(out, "{}", answer.trim_end())?;
+            if run.kind == Some(crate::record::AnswerKind::None) {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Export { id } => writeln!(out, "{}", to_json(&find(store, &id, true)?))?,
+        Command::Prune(args) => {
+            let configured = Retention::of(&loaded.config.store);
+            let retention = Retention {
+                max_runs: args.max_runs.unwrap_or(configured.max_runs),
+                max_age: args.max_age.or(configured.max_age),
+                max_bytes: args.max_bytes.unwrap_or(configured.max_bytes),
+            };
+            if retention.max_runs == 0 || retention.max_bytes == 0 {
+                return Err(Failure::Usage(
+                    "--max-runs and --max-bytes must be greater than zero".into(),
+                ));
+            }
+            let pruned = store.prune(&retention)?;
+            writeln!(
+                out,
+                "removed {} run(s) ({}); kept {} run(s) ({}) in {}",
+                pruned.removed,
+                bytes(pruned.removed_bytes),
+                pruned.kept,
+                bytes(pruned.kept_bytes),
+                store.describe().trim_start_matches("the run store at ")
+            )?;
+        }
+        Command::Resynthesize(_) => unreachable!("handled before the store is opened"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn to_json(run: &StoredRun) -> String {
+    serde_json::to_string_pretty(run).unwrap_or_default()
+}
+
+/// The run `id` names, or a message saying why there is none.
+fn find(store: &Store, id: &str, with_requests: bool) -> Result<StoredRun, Failure> {
+    match store.find(id, with_requests)? {
+        Lookup::Found(run) => Ok(run),
+        Lookup::Unknown => Err(Failure::Usage(format!(
+            "no run `{id}`: the id is unknown to {} (`chorus runs` lists them)",
+            store.describe()
+        ))),
+        Lookup::Ambiguous(ids) => Err(Failure::Usage(format!(
+            "`{id}` is the start of several runs' ids ({}, …): give more of it",
+            ids.join(", ")
+        ))),
+    }
+}
+
+fn list(store: &Store, args: ListArgs, out: &mut impl Write) -> Result<(), Failure> {
+    let query = Query {
+        before: args.before,
+        pipeline: args.pipeline,
+        text: args.text,
+        since: args.since,
+        limit: args.limit.max(1),
+    };
+    let page = store.list(&query)?;
+    if args.json {
+        let value = serde_json::json!({
+            "runs": page.runs,
+            "next": page.next.map(|c| c.to_string()),
+        });
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        )?;
+        return Ok(());
+    }
+    if page.runs.is_empty() {
+        eprintln!("chorus: no runs match in {}", store.describe());
+        return Ok(());
+    }
+    let width = short_id_width(&page.runs);
+    writeln!(
+        out,
+        "{:<16}  {:<width$}  {:<12}  {:<11}  {:>8}  PROMPT",
+        "STARTED", "ID", "PIPELINE", "ANSWER", "COST"
+    )?;
+    for run in &page.runs {
+        let answer = match (run.status, run.kind) {
+            (RunStatus::Done, Some(kind)) => kind.as_str(),
+            (status, _) => status.as_str(),
+        };
+        let cost = run.cost_usd.map_or("-".to_owned(), dollars);
+        let mark = if run.resynthesis_of.is_some() {
+            "⟲ "
+        } else if run.follow_up_of.is_some() {
+            "↳ "
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "{:<16}  {:<width$}  {:<12}  {:<11}  {:>8}  {mark}{}",
+            local_time(run.started_at, false),
+            &run.run_id[..width.min(run.run_id.len())],
+            run.pipeline,
+            answer,
+            cost,
+            run.prompt,
+        )?;
+    }
+    if let Some(next) = page.next {
+        eprintln!("more: chorus runs --before {next}");
+    }
+    Ok(())
+}
+
+/// The shortest id prefix that tells the listed runs apart; at least the
+/// time part of a uuid v7 (`0196a1b2-c3d4`), which already tells most apart.
+fn short_id_width(runs: &[RunSummary]) -> usize {
+    let mut ids: Vec<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+    ids.sort_unstable();
+    let common = |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
+    let longest = ids.iter().map(|id| id.len()).max().unwrap_or(0);
+    ids.windows(2)
+        .map(|pair| common(pair[0], pair[1]) + 1)
+        .chain([13])
+        .max()
+        .unwrap_or(13)
+        .min(longest)
+}
+
+fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()> {
+    let what = match run.kind {
+        Some(kind) => format!("{} · {}", run.pipeline, kind.as_str()),
+        None => run.pipeline.clone(),
+    };
+    writeln!(
+        out,
+        "run       {}  ({what} · {})",
+        run.run_id,
+        run.status.as_str()
+    )?;
+    let took = run
+        .elapsed_ms
+        .map(|ms| format!(" (took {:.2} s)", ms as f64 / 1000.0))
+        .unwrap_or_default();
+    writeln!(out, "started   {}{took}", local_time(run.started_at, true))?;
+    writeln!(
+        out,
+        "usage     {} · {} prompt + {} completion tokens",
+        dollars(run.usage.cost_usd),
+        run.usage.prompt_tokens,
+        run.usage.completion_tokens
+    )?;
+    if let Some(of) = &run.follow_up_of {
+        writeln!(out, "follows   {of}")?;
+    }
+    if let Some(of) = &run.resynthesis_of {
+        writeln!(out, "merges    the answers of {of} again")?;
+    }
+    if let Some(options) = run.options.as_object().filter(|o| !o.is_empty()) {
+        writeln!(
+            out,
+            "options   {}",
+            serde_json::Value::Object(options.clone())
+        )?;
+    }
+    writeln!(out, "\nprompt")?;
+    indented(&run.prompt, out)?;
+    if let Some(summary) = &run.summary {
+        writeln!(out, "\nsummary   {summary}")?;
+    }
+    if !run.calls.is_empty() {
+        writeln!(out, "\ncalls")?;
+    }
+    for stored in &run.calls {
+        let call = &stored.call;
+        let outcome = match &call.error {
+            Some(error) => error.to_string(),
+            None => {
+                let tokens = call
+                    .completion_tokens
+                    .map(|t| format!("{t} tokens"))
+                    .unwrap_or_default();
+                let cost = call.cost_usd.map(dollars).unwrap_or_default();
+                format!("{tokens}  {cost}").trim().to_owned()
+            }
+        };
+        let reused = call
+            .reused_from
+            .as_ref()
+            .map(|r| format!("  (reused from {} #{})", r.run_id, r.call))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "  #{:<3} {:<12} {:<32} {:<10} {:>7.2} s  {outcome}{reused}",
+            call.id,
+            call.stage,
+            call.model,
+            call.status,
+            f64::from(call.latency_ms) / 1000.0
+        )?;
+    }
+    if !run.notes.is_empty() {
+        writeln!(out, "\nnotes")?;
+        for note in &run.notes {
+            writeln!(out, "  - {note}")?;
+        }
+    }
+    if let Some(error) = &run.error {
+        writeln!(out, "\nerror     {error}")?;
+    }
+    if let Some(answer) = &run.answer {
+        writeln!(out, "\nanswer")?;
+        indented(answer, out)?;
+    }
+    Ok(())
+}
+
+fn indented(text: &str, out: &mut impl Write) -> std::io::Result<()> {
+    for line in text.trim_end().lines() {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
+}
+
+fn local_time(ms: i64, seconds: bool) -> String {
+    match Local.timestamp_millis_opt(ms).single() {
+        Some(time) if seconds => time.format("%Y-%m-%d %H:%M:%S").to_string(),
+        Some(time) => time.format("%Y-%m-%d %H:%M").to_string(),
+        None => format_time(ms),
+    }
+}
+
+fn dollars(usd: f64) -> String {
+    if usd > 0.0 && usd < 0.0001 {
+        "<$0.0001".to_owned()
+    } else {
+        format!("${usd:.4}")
+    }
+}
+
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / f64::from(1u32 << 30)),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20)),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// `--since`: a duration ago, or a local date/time, or RFC 3339.
+fn parse_since(text: &str) -> Result<i64, String> {
+    if let Ok(ago) = humantime_serde::re::humantime::parse_duration(text) {
+        let ago = i64::try_from(ago.as_millis()).unwrap_or(i64::MAX);
+        return Ok(now_ms().saturating_sub(ago));
+    }
+    if let Ok(time) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(time.timestamp_millis());
+    }
+    let local = |naive: NaiveDateTime| {
+        Local
+            .from_local_datetime(&naive)
+            .earliest()
+            .map(|t| t.timestamp_millis())
+    };
+    for format in [
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+    ] {
+        if let Some(ms) = NaiveDateTime::parse_from_str(text, format)
+            .ok()
+            .and_then(local)
+        {
+            return Ok(ms);
+        }
+    }
+    if let Some(ms) = NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .and_then(local)
+    {
+        return Ok(ms);
+    }
+    Err(format!(
+        "`{text}` is neither a time ago (`2h`, `7days`) nor a date (`2026-05-01`, `2026-05-01 09:30`)"
+    ))
+}
+
+async fn resynthesize(config: Option<&Path>, args: ResynthesizeArgs) -> ExitCode {
+    let chorus = match super::load(config) {
+        Ok(chorus) => chorus,
+        Err(code) => return code,
+    };
+    let merger = match (args.synthesizer, args.pipeline) {
+        (Some(name), _) => Merger::Synthesizer(name),
+        (None, Some(name)) => Merger::Pipeline(name),
+        (None, None) => Merger::AsBefore,
+    };
+    let progress = super::ask::progress(args.quiet);
+    let outcome = tokio::select! {
+        outcome = chorus.resynthesize(&args.id, merger, progress) => outcome,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("chorus: cancelled");
+            return ExitCode::from(130);
+        }
+    };
+    match outcome {
+        Ok(result) => {
+            if !args.quiet && std::io::stderr().is_terminal() {
+                eprintln!("re-synthesis of {}", args.id);
+            }
+            super::ask::print(&result, args.json, args.quiet)
+        }
+        Err(e) => {
+            eprintln!("chorus: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_takes_durations_dates_and_times() {
+        let now = now_ms();
+        let two_hours_ago = parse_since("2h").unwrap();
+        assert!((now - 7_200_000 - two_hours_ago).abs() < 5_000);
+        assert_eq!(
+            parse_since("2026-05-01T09:30:00Z").unwrap(),
+            1_777_627_800_000
+        );
+        assert!(parse_since("2026-05-01").is_ok());
+        assert!(parse_since("2026-05-01 09:30").is_ok());
+        let error = parse_since("yesterday-ish").unwrap_err();
+        assert!(error.contains("`7days`"), "{error}");
+    }
+
+    #[test]
+    fn short_ids_tell_the_listed_runs_apart() {
+        let run = |id: &str| RunSummary {
+            run_id: id.into(),
+            pipeline: "ask".into(),
+            status: RunStatus::Done,
+            kind: None,
+            started_at: 0,
+            elapsed_ms: None,
+            cost_usd: None,
+            prompt: String::new(),
+            summary: None,
+            follow_up_of: None,
+            resynthesis_of: None,
+        };
+        let apart = [
+            run("0196a1b2-c3d4-7000-8000-000000000001"),
+            run("0196a1b2-c3d5-7000-8000-000000000002"),
+        ];
+        assert_eq!(short_id_width(&apart), 13);
+        let close = [
+            run("0196a1b2-c3d4-7000-8000-000000000001"),
+            run("0196a1b2-c3d4-7a00-8000-000000000002"),
+        ];
+        assert_eq!(short_id_width(&close), 16);
+        assert_eq!(short_id_width(&[run("abc")]), 3);
+    }
+
+    #[test]
+    fn money_and_sizes_read_well() {
+        assert_eq!(dollars(0.003), "$0.0030");
+        assert_eq!(dollars(0.00001), "<$0.0001");
+        assert_eq!(dollars(0.0), "$0.0000");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(12), "12 bytes");
+    }
+}

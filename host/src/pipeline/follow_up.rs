@@ -1,0 +1,185 @@
+//! Follow-ups: a run that continues an earlier conversation. Every chat
+//! completion of the new run — the panel's and the plugins' own — sees the
+//! earlier questions and final answers as user and assistant messages ahead
+//! of what the plugins send. The host does this, so every plugin gets it,
+//! including those written before follow-ups existed.
+
+use crate::llm::{Message, Role};
+
+/// How many earlier runs a follow-up chain may reach back.
+pub const MAX_TURNS: usize = 32;
+
+/// Why a conversation's older turns are not shown.
+pub const NOT_KEPT: &str = "they are no longer kept";
+pub const TOO_LONG: &str = "a follow-up reaches back 32 turns at most";
+
+/// One earlier exchange: a run's question and its final answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    pub question: String,
+    pub answer: String,
+}
+
+/// The conversation a follow-up continues, oldest turn first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    /// The run followed up: the latest turn.
+    pub of: String,
+    turns: Vec<Turn>,
+    /// Earlier turns that exist but are not shown, and why.
+    left_out: Option<(usize, &'static str)>,
+}
+
+impl Conversation {
+    /// `newest_first`: the run followed up, the run that one followed up,
+    /// and so on. `beyond` says why the chain's older turns, if it has more,
+    /// are not among them. The latest turn is always kept; older ones while
+    /// the whole fits in `max_bytes`.
+    pub fn new(
+        of: String,
+        newest_first: Vec<Turn>,
+        beyond: Option<&'static str>,
+        max_bytes: usize,
+    ) -> Self {
+        let mut size = 0;
+        let mut turns = Vec::new();
+        let total = newest_first.len();
+        for turn in newest_first {
+            size += turn.question.len() + turn.answer.len();
+            if !turns.is_empty() && size > max_bytes {
+                break;
+            }
+            turns.push(turn);
+        }
+        let left_out = if turns.len() < total {
+            Some((
+                total - turns.len(),
+                "to stay within limits.max_prompt_bytes",
+            ))
+        } else {
+            beyond.map(|why| (0, why))
+        };
+        turns.reverse();
+        Self {
+            of,
+            turns,
+            left_out,
+        }
+    }
+
+    pub fn turns(&self) -> &[Turn] {
+        &self.turns
+    }
+
+    /// The turns as chat messages.
+    pub fn messages(&self) -> Vec<Message> {
+        self.turns
+            .iter()
+            .flat_map(|turn| {
+                [
+                    Message {
+                        role: Role::User,
+                        content: turn.question.clone(),
+                    },
+                    Message {
+                        role: Role::Assistant,
+                        content: turn.answer.clone(),
+                    },
+                ]
+            })
+            .collect()
+    }
+
+    /// What the record should say about the conversation, if anything was left out.
+    pub fn note(&self) -> Option<String> {
+        let (count, why) = self.left_out?;
+        let shown = self.turns.len();
+        Some(if count == 0 {
+            format!(
+                "The models saw the last {shown} turn(s) of the conversation; earlier turns were left out: {why}."
+            )
+        } else {
+            format!(
+                "The models saw the last {shown} turn(s) of the conversation; {count} earlier turn(s) were left out {why}."
+            )
+        })
+    }
+}
+
+/// Puts `history` ahead of a request's own messages, after its leading
+/// system messages (which keep their place as the instructions).
+pub fn insert(messages: &mut Vec<Message>, history: &[Message]) {
+    if history.is_empty() {
+        return;
+    }
+    let at = messages
+        .iter()
+        .position(|m| m.role != Role::System)
+        .unwrap_or(messages.len());
+    messages.splice(at..at, history.iter().cloned());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(q: &str, a: &str) -> Turn {
+        Turn {
+            question: q.into(),
+            answer: a.into(),
+        }
+    }
+
+    fn message(role: Role, content: &str) -> Message {
+        Message {
+            role,
+            content: content.into(),
+        }
+    }
+
+    #[test]
+    fn the_history_goes_after_the_instructions_and_before_the_question() {
+        let conversation = Conversation::new(
+            "r2".into(),
+            vec![turn("q2", "a2"), turn("q1", "a1")],
+            None,
+            1000,
+        );
+        let mut messages = vec![message(Role::System, "be brief"), message(Role::User, "q3")];
+        insert(&mut messages, &conversation.messages());
+        let contents: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(contents, ["be brief", "q1", "a1", "q2", "a2", "q3"]);
+        assert_eq!(messages[2].role, Role::Assistant);
+        assert_eq!(conversation.note(), None);
+    }
+
+    #[test]
+    fn old_turns_past_the_size_limit_are_left_out_and_said_so() {
+        let conversation = Conversation::new(
+            "r3".into(),
+            vec![turn("q3", "aaaa"), turn("q2", "aaaa"), turn("q1", "aaaa")],
+            None,
+            13,
+        );
+        assert_eq!(
+            conversation.turns(),
+            [turn("q2", "aaaa"), turn("q3", "aaaa")]
+        );
+        let note = conversation.note().unwrap();
+        assert!(note.contains("1 earlier turn(s) were left out"), "{note}");
+        assert!(note.contains("limits.max_prompt_bytes"), "{note}");
+
+        // The turn followed up is kept whatever its size.
+        let big = Conversation::new("r".into(), vec![turn("q", &"x".repeat(100))], None, 10);
+        assert_eq!(big.turns().len(), 1);
+    }
+
+    #[test]
+    fn a_chain_that_reaches_pruned_runs_says_so() {
+        let conversation = Conversation::new("r".into(), vec![turn("q", "a")], Some(NOT_KEPT), 100);
+        assert!(conversation.note().unwrap().contains("no longer kept"));
+        let mut messages = vec![message(Role::User, "q2")];
+        insert(&mut messages, &conversation.messages());
+        assert_eq!(messages.len(), 3);
+    }
+}

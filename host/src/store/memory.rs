@@ -1,0 +1,131 @@
+//! The in-memory fallback for `[store] enabled = false` (or a store that
+//! cannot be opened): the runs of this process only, bounded in count
+//! (`limits.max_runs_kept`) and age (`limits.run_ttl`), gone when it exits.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::read::PROMPT_LINE;
+use super::{Cursor, Lookup, Page, Query};
+use crate::record::{RunSummary, StoredRun, first_line};
+
+pub struct Memory {
+    max: usize,
+    ttl: Duration,
+    kept: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    next_seq: i64,
+    /// Oldest first: (seq, kept since, run).
+    runs: VecDeque<(i64, Instant, Arc<StoredRun>)>,
+}
+
+impl Memory {
+    pub fn new(max: usize, ttl: Duration) -> Self {
+        Self {
+            max,
+            ttl,
+            kept: Mutex::new(Kept::default()),
+        }
+    }
+
+    pub fn insert(&self, run: StoredRun) {
+        let mut kept = self.lock();
+        kept.next_seq += 1;
+        let seq = kept.next_seq;
+        kept.runs.push_back((seq, Instant::now(), Arc::new(run)));
+        while kept.runs.len() > self.max {
+            kept.runs.pop_front();
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<StoredRun>> {
+        self.lock()
+            .runs
+            .iter()
+            .find(|(_, _, r)| r.run_id == id)
+            .map(|(_, _, r)| r.clone())
+    }
+
+    /// A full id, a unique prefix of one, or `last`.
+    pub fn resolve(&self, text: &str) -> Lookup<String> {
+        let kept = self.lock();
+        if text == "last" {
+            return kept
+                .runs
+                .back()
+                .map_or(Lookup::Unknown, |(_, _, r)| Lookup::Found(r.run_id.clone()));
+        }
+        if let Some((_, _, run)) = kept.runs.iter().find(|(_, _, r)| r.run_id == text) {
+            return Lookup::Found(run.run_id.clone());
+        }
+        let mut matches: Vec<String> = kept
+            .runs
+            .iter()
+            .filter(|(_, _, r)| !text.is_empty() && r.run_id.starts_with(text))
+            .map(|(_, _, r)| r.run_id.clone())
+            .collect();
+        match matches.len() {
+            0 => Lookup::Unknown,
+            1 => Lookup::Found(matches.remove(0)),
+            _ => Lookup::Ambiguous(matches),
+        }
+    }
+
+    pub fn list(&self, query: &Query) -> Page {
+        let kept = self.lock();
+        let limit = query.limit.clamp(1, 10_000);
+        let text = query.text.as_ref().map(|t| t.to_lowercase());
+        let mut matching = kept.runs.iter().rev().filter(|(seq, _, run)| {
+            query.before.is_none_or(|Cursor(before)| *seq < before)
+                && query.pipeline.as_ref().is_none_or(|p| &run.pipeline == p)
+                && query.since.is_none_or(|since| run.started_at >= since)
+                && text.as_ref().is_none_or(|t| {
+                    run.prompt.to_lowercase().contains(t)
+                        || run
+                            .answer
+                            .as_ref()
+                            .is_some_and(|a| a.to_lowercase().contains(t))
+                })
+        });
+        let mut runs = Vec::new();
+        let mut last = None;
+        for (seq, _, run) in matching.by_ref().take(limit) {
+            runs.push(summary(run));
+            last = Some(*seq);
+        }
+        let next = matching.next().and(last.map(Cursor));
+        Page { runs, next }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Kept> {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        while kept
+            .runs
+            .front()
+            .is_some_and(|(_, at, _)| at.elapsed() > self.ttl)
+        {
+            kept.runs.pop_front();
+        }
+        kept
+    }
+}
+
+fn summary(run: &StoredRun) -> RunSummary {
+    RunSummary {
+        run_id: run.run_id.clone(),
+        pipeline: run.pipeline.clone(),
+        status: run.status,
+        kind: run.kind,
+        started_at: run.started_at,
+        elapsed_ms: run.elapsed_ms,
+        cost_usd: Some(run.usage.cost_usd),
+        prompt: first_line(&run.prompt, PROMPT_LINE),
+        summary: run.summary.clone(),
+        follow_up_of: run.follow_up_of.clone(),
+        resynthesis_of: run.resynthesis_of.clone(),
+    }
+}

@@ -1,0 +1,133 @@
+//! Retention: runs are removed oldest first once there are more than
+//! `max_runs`, once they are older than `max_age`, or while the runs kept
+//! hold more than `max_bytes` — never a run still in progress. Applied by
+//! the writer when it starts, every few minutes, and by `chorus runs prune`.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use rusqlite::{Connection, Transaction, TransactionBehavior, params};
+use serde::Serialize;
+
+use crate::config;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retention {
+    pub max_runs: u64,
+    pub max_age: Option<Duration>,
+    pub max_bytes: u64,
+}
+
+impl Retention {
+    pub fn of(store: &config::Store) -> Self {
+        Self {
+            max_runs: store.max_runs,
+            max_age: store.max_age,
+            max_bytes: store.max_bytes,
+        }
+    }
+}
+
+/// What a pruning removed and what is left.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Pruned {
+    pub removed: u64,
+    pub removed_bytes: u64,
+    pub kept: u64,
+    pub kept_bytes: u64,
+}
+
+/// A run is live while it is running and its deadline has not passed.
+const NOT_LIVE: &str = "NOT (status = 'running' AND deadline_at > ?1)";
+
+pub fn prune(conn: &mut Connection, retention: &Retention, now: i64) -> rusqlite::Result<Pruned> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    // Interrupted runs never reached the end that measures a run.
+    let unmeasured: Vec<String> = tx
+        .prepare(
+            "SELECT id FROM runs WHERE status = 'running' AND deadline_at <= ?1 AND bytes = 0",
+        )?
+        .query_map([now], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    for id in &unmeasured {
+        measure(&tx, id)?;
+    }
+
+    let mut doomed: BTreeSet<i64> = BTreeSet::new();
+    let mut collect = |sql: &str, limit: i64| -> rusqlite::Result<()> {
+        let mut statement = tx.prepare(sql)?;
+        let seqs = statement.query_map(params![now, limit], |row| row.get::<_, i64>(0))?;
+        for seq in seqs {
+            doomed.insert(seq?);
+        }
+        Ok(())
+    };
+    collect(
+        &format!(
+            "SELECT seq FROM (SELECT seq, status, deadline_at FROM runs ORDER BY seq DESC LIMIT -1 OFFSET ?2)
+             WHERE {NOT_LIVE}"
+        ),
+        i64::try_from(retention.max_runs).unwrap_or(i64::MAX),
+    )?;
+    if let Some(age) = retention.max_age {
+        let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
+        collect(
+            &format!("SELECT seq FROM runs WHERE started_at < ?1 - ?2 AND {NOT_LIVE}"),
+            age,
+        )?;
+    }
+    collect(
+        &format!(
+            "SELECT seq FROM (SELECT seq, status, deadline_at,
+                                     SUM(bytes) OVER (ORDER BY seq DESC) AS newer
+                              FROM runs)
+             WHERE newer > ?2 AND {NOT_LIVE}"
+        ),
+        i64::try_from(retention.max_bytes).unwrap_or(i64::MAX),
+    )?;
+
+    let mut removed_bytes = 0u64;
+    for seq in &doomed {
+        let bytes: i64 =
+            tx.query_row("SELECT bytes FROM runs WHERE seq = ?1", [seq], |r| r.get(0))?;
+        removed_bytes += u64::try_from(bytes).unwrap_or(0);
+        tx.prepare_cached("DELETE FROM calls WHERE run_seq = ?1")?
+            .execute([seq])?;
+        tx.prepare_cached("DELETE FROM runs WHERE seq = ?1")?
+            .execute([seq])?;
+    }
+    let (kept, kept_bytes): (i64, i64) = tx.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM runs",
+        [],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    tx.commit()?;
+    if !doomed.is_empty() {
+        // Returns the freed pages to the file system.
+        conn.execute_batch("PRAGMA incremental_vacuum")?;
+    }
+    Ok(Pruned {
+        removed: doomed.len() as u64,
+        removed_bytes,
+        kept: u64::try_from(kept).unwrap_or(0),
+        kept_bytes: u64::try_from(kept_bytes).unwrap_or(0),
+    })
+}
+
+/// Sets a run's size: its own text and its calls'.
+pub fn measure(tx: &Transaction<'_>, run_id: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE runs SET bytes =
+             octet_length(prompt) + octet_length(options) + octet_length(notes)
+             + coalesce(octet_length(plan), 0) + coalesce(octet_length(summary), 0)
+             + coalesce(octet_length(answer), 0) + coalesce(octet_length(details), 0)
+             + coalesce(octet_length(error), 0)
+             + coalesce((SELECT SUM(coalesce(octet_length(request), 0)
+                                    + coalesce(octet_length(reply), 0)
+                                    + coalesce(octet_length(error_message), 0))
+                         FROM calls WHERE run_seq = runs.seq), 0)
+         WHERE id = ?1",
+    )?
+    .execute([run_id])?;
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! The store's schema and its migrations. The version is SQLite's
+//! `user_version`; each migration runs once, in order, inside the same
+//! write transaction that reads the version, so processes opening a new
+//! store together cannot both migrate it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use super::StoreError;
+
+/// How long a write waits for another process's write to end.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The migrations, oldest first; the schema version is their count.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// Version 1: runs, and the calls of each run.
+const V1: &str = r#"
+CREATE TABLE runs (
+    seq               INTEGER PRIMARY KEY,
+    id                TEXT NOT NULL UNIQUE,
+    pipeline          TEXT NOT NULL,
+    status            TEXT NOT NULL,          -- running, done, failed, cancelled
+    started_at        INTEGER NOT NULL,       -- unix ms
+    deadline_at       INTEGER NOT NULL,       -- past this, a running run was interrupted
+    owner             TEXT,                   -- host/pid-namespace/pid of the process making it
+    finished_at       INTEGER,
+    prompt            TEXT NOT NULL,
+    options           TEXT NOT NULL,          -- JSON object
+    plan              TEXT,                   -- JSON
+    follow_up_of      TEXT,
+    resynthesis_of    TEXT,
+    kind              TEXT,
+    summary           TEXT,
+    answer            TEXT,
+    notes             TEXT NOT NULL DEFAULT '[]',
+    details           TEXT,
+    error             TEXT,
+    elapsed_ms        INTEGER,
+    prompt_tokens     INTEGER,
+    completion_tokens INTEGER,
+    cost_usd          REAL,
+    cost_estimated    INTEGER NOT NULL DEFAULT 0, -- part of cost_usd is chorus's estimate
+    lost_events       INTEGER NOT NULL DEFAULT 0,
+    bytes             INTEGER NOT NULL DEFAULT 0  -- the run's text and its calls', set when it ends
+);
+CREATE INDEX runs_by_pipeline ON runs (pipeline, seq);
+CREATE INDEX runs_by_start ON runs (started_at);
+
+CREATE TABLE calls (
+    run_seq           INTEGER NOT NULL,
+    id                INTEGER NOT NULL,
+    stage             TEXT NOT NULL,
+    label             TEXT NOT NULL,
+    model             TEXT NOT NULL,
+    status            TEXT NOT NULL,          -- running, ok, failed
+    started_at        INTEGER,
+    request           TEXT,                   -- JSON: label, model, messages, sampling; never headers
+    reply             TEXT,
+    latency_ms        INTEGER,
+    attempts          INTEGER,
+    prompt_tokens     INTEGER,
+    completion_tokens INTEGER,
+    reasoning_tokens  INTEGER,
+    cost_usd          REAL,
+    cost_estimated    INTEGER NOT NULL DEFAULT 0, -- cost_usd is chorus's estimate
+    error_kind        TEXT,
+    error_status      INTEGER,
+    error_message     TEXT,
+    reused_from_run   TEXT,
+    reused_from_call  INTEGER,
+    UNIQUE (run_seq, id)
+);
+"#;
+
+/// The schema version this chorus writes.
+pub fn version() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// Opens (creating if need be) the store at `path`, ready for use by this
+/// process alongside others: WAL, a busy timeout, the schema up to date.
+pub fn open(path: &Path) -> Result<Connection, StoreError> {
+    let open_error = |message: String| StoreError::Open {
+        path: path.to_owned(),
+        message,
+    };
+    super::location::create_dir(path)
+        .and_then(|()| super::location::create_file(path))
+        .map_err(|e| open_error(e.to_string()))?;
+    let sqlite = |source| StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
+    let mut conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| open_error(e.to_string()))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+    // Must come before the first table; a no-op on an existing store.
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+        .map_err(sqlite)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+        .map_err(|e| open_error(format!("cannot switch to WAL mode: {e}")))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(open_error(format!(
+            "the file system does not support WAL mode (journal mode is `{mode}`)"
+        )));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(sqlite)?;
+    // Bounds the -wal file once a checkpoint has emptied it.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
+        .map_err(sqlite)?;
+    migrate(&mut conn, path)?;
+    Ok(conn)
+}
+
+/// A second connection to an open store, for reading.
+pub fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| StoreError::Open {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    let sqlite = |source| StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+    conn.pragma_update(None, "query_only", true)
+        .map_err(sqlite)?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let sqlite = |source| StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(sqlite)?;
+    let found: i64 = tx
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(sqlite)?;
+    if found > version() {
+        return Err(StoreError::NewerSchema {
+            path: path.to_owned(),
+            found,
+            known: version(),
+        });
+    }
+    for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
+        tx.execute_batch(migration).map_err(sqlite)?;
+    }
+    if found < version() {
+        tx.pragma_update(None, "user_version", version())
+            .map_err(sqlite)?;
+        tracing::info!(store = %path.display(), "run store schema: version {found} -> {}", version());
+    }
+    tx.commit().map_err(sqlite)
+}

@@ -1,0 +1,666 @@
+//! Runs that outlive their process: the SQLite run store shared by several
+//! servers and the CLI, a restart, a crash, follow-ups, re-synthesis with no
+//! panel call, and `chorus runs`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rmcp::model::{ReadResourceRequestParams, ResourceContents};
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// The test config with its run store in `dir`.
+fn stored(mock: &Mock, dir: &Path, extra: &str) -> String {
+    config(
+        mock,
+        &format!(
+            "{extra}\n[store]\npath = \"{}\"\n",
+            dir.join("runs.sqlite3").display()
+        ),
+    )
+}
+
+fn echo(prefix: &str) -> Step {
+    Step::Echo {
+        prefix: prefix.to_owned(),
+        delay: Duration::ZERO,
+    }
+}
+
+async fn chorus(args: &[&str]) -> (i32, String, String) {
+    let output = tokio::time::timeout(Duration::from_secs(60), command(args).output())
+        .await
+        .expect("chorus finished within 60 s")
+        .expect("chorus ran");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+async fn read_run(server: &Server, run_id: &str) -> Result<Value, String> {
+    let read = server
+        .client
+        .read_resource(ReadResourceRequestParams::new(format!(
+            "chorus://runs/{run_id}"
+        )))
+        .await
+        .map_err(|e| e.to_string())?;
+    let ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+        panic!("a text resource")
+    };
+    Ok(serde_json::from_str(text).unwrap())
+}
+
+fn run_id(result: &rmcp::model::CallToolResult) -> String {
+    assert_ne!(result.is_error, Some(true), "{}", text(result));
+    structured(result)["run_id"].as_str().unwrap().to_owned()
+}
+
+fn request_counts(mock: &Mock) -> Vec<usize> {
+    PANEL
+        .iter()
+        .chain([SYNTH, SYNTH2].iter())
+        .map(|m| mock.requests_for(m).len())
+        .collect()
+}
+
+/// Three questions at once, from `who`; their run ids.
+async fn asks(server: &Server, who: &str) -> Vec<String> {
+    let prompts: Vec<String> = (0..3).map(|i| format!("question {i} from {who}")).collect();
+    let results = futures::future::join_all(prompts.iter().map(|p| server.ask("ask", p))).await;
+    results.iter().map(run_id).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_outlive_their_process_and_servers_share_one_store() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [echo(&format!("{model} on: "))]);
+    }
+    mock.script(SYNTH, [Step::answer("merged")]);
+    let dir = tempfile::tempdir().unwrap();
+    let toml = stored(&mock, dir.path(), "");
+    let (a, b) = tokio::join!(Server::start(&toml), Server::start(&toml));
+
+    let (from_a, from_b) = tokio::join!(asks(&a, "a"), asks(&b, "b"));
+
+    // Each server reads the other's runs, whole.
+    for (server, ids, who) in [(&a, &from_b, "b"), (&b, &from_a, "a")] {
+        for id in ids {
+            let run = read_run(server, id).await.unwrap();
+            assert_eq!(run["status"], "done");
+            assert_eq!(run["answer"], "merged");
+            assert!(
+                run["prompt"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("from {who}"))
+            );
+            let calls = run["calls"].as_array().unwrap();
+            assert_eq!(calls.len(), 6);
+            assert_eq!(
+                calls[0]["reply"].as_str().unwrap(),
+                format!("m1 on: {}", run["prompt"].as_str().unwrap())
+            );
+        }
+    }
+    let listed = a.client.list_all_resources().await.unwrap();
+    assert_eq!(listed.len(), 6, "{listed:?}");
+    assert!(
+        a.stderr().lines().all(|l| !l.contains("WARN")),
+        "no store warnings: {}",
+        a.stderr()
+    );
+    drop((a, b));
+
+    // A restart: the history is still there.
+    let c = Server::start(&toml).await;
+    let run = read_run(&c, &from_a[0]).await.unwrap();
+    assert_eq!(run["run_id"], from_a[0].as_str());
+    let missing = read_run(&c, "0190aaaa-0000-7000-8000-000000000000")
+        .await
+        .unwrap_err();
+    assert!(missing.contains("unknown"), "{missing}");
+    assert!(!missing.contains("expire"), "{missing}");
+
+    // The terminal sees the same history.
+    let file = write_config(&toml);
+    let config = file.path.to_str().unwrap();
+    let (code, stdout, stderr) = chorus(&["runs", "--config", config]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 7, "a header and six runs: {stdout}");
+    assert!(lines[0].starts_with("STARTED"), "{stdout}");
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|l| l.contains(" ask ") && l.contains("synthesis")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("question 2 from b"), "{stdout}");
+    assert!(lines[1].contains("$0.0030"), "{stdout}");
+
+    // No run store file holds the API key.
+    let bytes = std::fs::read(dir.path().join("runs.sqlite3")).unwrap();
+    let wal = std::fs::read(dir.path().join("runs.sqlite3-wal")).unwrap_or_default();
+    for content in [bytes, wal] {
+        assert!(!String::from_utf8_lossy(&content).contains(CANARY));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_follow_up_shows_the_models_the_conversation_and_links_to_it() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [echo(&format!("{model} heard: "))]);
+    }
+    mock.script(
+        SYNTH,
+        [
+            Step::answer("Paris is the capital."),
+            Step::answer("About 2.1 million people."),
+            Step::answer("Cold and grey."),
+            Step::answer("Mild."),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let toml = stored(&mock, dir.path(), "");
+    let server = Server::start(&toml).await;
+    let tools = server.client.list_all_tools().await.unwrap();
+    let ask = tools.iter().find(|t| t.name == "ask").unwrap();
+    assert_eq!(
+        ask.input_schema["properties"]["follow_up_of"]["type"],
+        "string"
+    );
+
+    let first = run_id(&server.ask("ask", "What is the capital of France?").await);
+    let second = server
+        .call(
+            "ask",
+            json!({"prompt": "How many people live there?", "follow_up_of": first}),
+        )
+        .await;
+    let second_id = run_id(&second);
+    assert_eq!(structured(&second)["follow_up_of"], first.as_str());
+    let messages = |model: &str, n: usize| -> Vec<(String, String)> {
+        mock.requests_for(model)[n].body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap().to_owned(),
+                    m["content"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let pair = |role: &str, content: &str| (role.to_owned(), content.to_owned());
+    assert_eq!(
+        messages("m1", 1),
+        [
+            pair("user", "What is the capital of France?"),
+            pair("assistant", "Paris is the capital."),
+            pair("user", "How many people live there?"),
+        ]
+    );
+    // The synthesizer sees the conversation too, ahead of its own prompt.
+    let synthesis = messages(SYNTH, 1);
+    let first_user = synthesis
+        .iter()
+        .position(|(role, _)| role == "user")
+        .unwrap();
+    assert_eq!(synthesis[first_user].1, "What is the capital of France?");
+    assert_eq!(synthesis[first_user + 1].1, "Paris is the capital.");
+
+    // A chain: the third turn sees both earlier ones.
+    let third = server
+        .call(
+            "ask",
+            json!({"prompt": "And the winters?", "follow_up_of": second_id}),
+        )
+        .await;
+    run_id(&third);
+    let contents: Vec<String> = messages("m3", 2).into_iter().map(|(_, c)| c).collect();
+    assert_eq!(
+        contents,
+        [
+            "What is the capital of France?",
+            "Paris is the capital.",
+            "How many people live there?",
+            "About 2.1 million people.",
+            "And the winters?"
+        ]
+    );
+    let stored_run = read_run(&server, &second_id).await.unwrap();
+    assert_eq!(stored_run["follow_up_of"], first.as_str());
+
+    // An unknown or malformed id is a clear error, and nothing is asked.
+    let before = request_counts(&mock);
+    let unknown = server
+        .call("ask", json!({"prompt": "q", "follow_up_of": "0190ffff"}))
+        .await;
+    assert_eq!(unknown.is_error, Some(true));
+    let message = text(&unknown);
+    assert!(message.contains("no run `0190ffff`"), "{message}");
+    assert!(message.contains("unknown"), "{message}");
+    let wrong = server
+        .call("ask", json!({"prompt": "q", "follow_up_of": 5}))
+        .await;
+    assert!(
+        text(&wrong).contains("`follow_up_of` must be the run_id"),
+        "{}",
+        text(&wrong)
+    );
+    assert_eq!(request_counts(&mock), before);
+
+    // The terminal can follow up too, naming the run by `last`.
+    let file = write_config(&toml);
+    let (code, stdout, stderr) = chorus(&[
+        "ask",
+        "--quiet",
+        "--config",
+        file.path.to_str().unwrap(),
+        "--follow-up",
+        "last",
+        "And the summers?",
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "Mild.\n");
+    let contents: Vec<String> = messages("m1", 3).into_iter().map(|(_, c)| c).collect();
+    assert_eq!(contents.len(), 7, "three earlier turns and the question");
+    assert_eq!(contents[4], "And the winters?");
+}
+
+fn vote_pipeline() -> &'static str {
+    r#"
+[plugins.vote]
+builtin = "vote"
+
+[pipelines.voted]
+description = "Majority vote."
+selector = "panel"
+prompter = "passthrough"
+synthesizer = "vote"
+"#
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resynthesis_merges_again_without_asking_the_panel() {
+    let mock = Mock::start().await;
+    for model in ["m1", "m3", "m4"] {
+        mock.script(model, [Step::answer("The answer is 42.")]);
+    }
+    mock.script("m5", [Step::answer("It is 41.")]);
+    mock.script("m2", [Step::status(500, "m2 fell over")]);
+    mock.script(
+        SYNTH,
+        [Step::answer("first merge"), Step::answer("second merge")],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let toml = stored(&mock, dir.path(), vote_pipeline());
+    let server = Server::start(&toml).await;
+    let tools = server.client.list_all_tools().await.unwrap();
+    let tool = tools.iter().find(|t| t.name == "resynthesize").unwrap();
+    assert_eq!(tool.input_schema["required"], json!(["run_id"]));
+    assert_eq!(
+        tool.input_schema["properties"]["synthesizer"]["enum"],
+        json!(["synthesize", "vote"])
+    );
+
+    let source = run_id(&server.ask("ask", "What is six times seven?").await);
+    let panel_calls = request_counts(&mock);
+    assert_eq!(panel_calls, [1, 3, 1, 1, 1, 1, 0], "m2 was retried");
+
+    // Another synthesizer: no model call at all.
+    let voted = server
+        .call(
+            "resynthesize",
+            json!({"run_id": source, "synthesizer": "vote"}),
+        )
+        .await;
+    let voted_id = run_id(&voted);
+    let result = structured(&voted);
+    assert_eq!(result["kind"], "vote");
+    assert_eq!(result["answer"], "The answer is 42.");
+    assert_eq!(result["resynthesis_of"], source.as_str());
+    assert_eq!(result["usage"]["cost_usd"], 0.0);
+    let calls = result["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 5);
+    assert!(
+        calls
+            .iter()
+            .all(|c| c["reused_from"]["run_id"] == source.as_str())
+    );
+    assert_eq!(calls[1]["status"], "failed");
+    assert_eq!(request_counts(&mock), panel_calls, "nobody was asked");
+
+    // The same synthesizer again: one synthesis call, nothing else.
+    let again = server.call("resynthesize", json!({"run_id": source})).await;
+    run_id(&again);
+    assert_eq!(structured(&again)["answer"], "second merge");
+    assert_eq!(
+        structured(&again)["summary"],
+        "Synthesis of 4 of 5 answers."
+    );
+    let mut expected = panel_calls.clone();
+    expected[5] += 1;
+    assert_eq!(request_counts(&mock), expected, "only the synthesizer");
+    assert!((structured(&again)["usage"]["cost_usd"].as_f64().unwrap() - 0.0005).abs() < 1e-9);
+
+    // Another pipeline's way of merging; and a re-synthesis of a re-synthesis.
+    let piped = server
+        .call(
+            "resynthesize",
+            json!({"run_id": source, "pipeline": "voted"}),
+        )
+        .await;
+    assert_eq!(structured(&piped)["pipeline"], "voted");
+    assert_eq!(structured(&piped)["kind"], "vote");
+    let twice = server
+        .call(
+            "resynthesize",
+            json!({"run_id": voted_id, "synthesizer": "vote"}),
+        )
+        .await;
+    assert_eq!(structured(&twice)["answer"], "The answer is 42.");
+    assert_eq!(request_counts(&mock), expected);
+
+    // What cannot be done says why.
+    for (arguments, expected) in [
+        (json!({"run_id": "0190ffff"}), "no run `0190ffff`"),
+        (
+            json!({"run_id": source, "synthesizer": "panel"}),
+            "is a selector, not a synthesizer",
+        ),
+        (
+            json!({"run_id": source, "synthesizer": "vote", "pipeline": "voted"}),
+            "not both",
+        ),
+        (
+            json!({"run_id": source, "pipeline": "nope"}),
+            "no pipeline named `nope`",
+        ),
+        (json!({}), "missing `run_id`"),
+    ] {
+        let result = server.call("resynthesize", arguments).await;
+        assert_eq!(result.is_error, Some(true));
+        assert!(text(&result).contains(expected), "{}", text(&result));
+    }
+
+    // From the terminal, by a prefix of the id.
+    let file = write_config(&toml);
+    let config = file.path.to_str().unwrap();
+    let (code, stdout, stderr) = chorus(&[
+        "runs",
+        "resynthesize",
+        &source[..30],
+        "--synthesizer",
+        "vote",
+        "--config",
+        config,
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "The answer is 42.\n");
+    assert_eq!(request_counts(&mock), expected, "still nobody asked");
+    let (code, stdout, _) = chorus(&["runs", "show", "last", "--config", config]).await;
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains(&format!("merges    the answers of {source} again")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("(reused from {source} #0)")),
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_server_keeps_the_answers_that_arrived() {
+    let mock = Mock::start().await;
+    for model in ["m1", "m2", "m3", "m4"] {
+        mock.script(model, [Step::answer(&format!("{model} answered"))]);
+    }
+    mock.script("m5", [Step::Hang]);
+    mock.script(SYNTH, [Step::answer("merged after the crash")]);
+    let dir = tempfile::tempdir().unwrap();
+    let toml = stored(&mock, dir.path(), "");
+    let file = write_config(&toml);
+    let config = file.path.to_str().unwrap().to_owned();
+    let server = Server::start(&toml).await;
+    let call = {
+        let peer = server.client.peer().clone();
+        tokio::spawn(async move {
+            let arguments = json!({"prompt": "Will this survive?"});
+            peer.call_tool(
+                rmcp::model::CallToolRequestParams::new("ask")
+                    .with_arguments(arguments.as_object().cloned().unwrap()),
+            )
+            .await
+        })
+    };
+    // Wait until the four answers are on disk.
+    let show = || async {
+        let (_, stdout, _) = chorus(&["runs", "show", "last", "--json", "--config", &config]).await;
+        serde_json::from_str::<Value>(&stdout).unwrap_or(Value::Null)
+    };
+    let mut run = Value::Null;
+    for _ in 0..100 {
+        run = show().await;
+        let answered = run["calls"].as_array().map_or(0, |calls| {
+            calls.iter().filter(|c| c["status"] == "ok").count()
+        });
+        if answered == 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(run["status"], "running", "{run}");
+    server.kill();
+    call.abort();
+    drop(server);
+
+    // The process is gone: the run was interrupted, its answers are kept.
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        run = show().await;
+        status = run["status"].clone();
+        if status == "interrupted" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, "interrupted", "{run}");
+    let calls = run["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["reply"], "m1 answered");
+    assert_eq!(calls[4]["status"], "unfinished");
+
+    // And they can still be merged, without asking anyone again.
+    let m1 = mock.requests_for("m1").len();
+    let (code, stdout, stderr) = chorus(&[
+        "runs",
+        "resynthesize",
+        "last",
+        "--quiet",
+        "--config",
+        &config,
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "merged after the crash\n");
+    assert_eq!(mock.requests_for("m1").len(), m1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chorus_runs_lists_filters_shows_exports_and_prunes() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [echo("")]);
+    }
+    mock.script(SYNTH, [echo("merged: ")]);
+    let dir = tempfile::tempdir().unwrap();
+    let toml = stored(
+        &mock,
+        dir.path(),
+        r#"
+[pipelines.second]
+description = "Another pipeline."
+selector = "panel"
+prompter = "passthrough"
+synthesizer = "synthesize"
+"#,
+    );
+    let file = write_config(&toml);
+    let config = file.path.to_str().unwrap();
+    let (code, _, stderr) = chorus(&["runs", "--config", config]).await;
+    assert_eq!(code, 0);
+    assert!(stderr.contains("no runs yet"), "{stderr}");
+
+    let server = Server::start(&toml).await;
+    let mut ids = Vec::new();
+    for (pipeline, prompt) in [
+        ("ask", "Why is the sky blue?"),
+        ("second", "How do tides work?\nPlease be brief."),
+        ("ask", "What is a monad?"),
+    ] {
+        ids.push(run_id(&server.ask(pipeline, prompt).await));
+    }
+    let runs = |args: &[&str]| {
+        let mut all = vec!["runs"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--config", config]);
+        let all: Vec<String> = all.iter().map(|s| s.to_string()).collect();
+        async move {
+            let all: Vec<&str> = all.iter().map(String::as_str).collect();
+            chorus(&all).await
+        }
+    };
+
+    let (_, stdout, _) = runs(&["--pipeline", "second"]).await;
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    assert!(stdout.contains("How do tides work? …"), "{stdout}");
+    let (_, stdout, _) = runs(&["--text", "MONAD"]).await;
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    let (_, stdout, _) = runs(&["--since", "1h"]).await;
+    assert_eq!(stdout.lines().count(), 4, "{stdout}");
+    let (_, stdout, stderr) = runs(&["--since", "2999-01-01"]).await;
+    assert_eq!(stdout, "", "{stderr}");
+    let (code, _, stderr) = runs(&["--since", "someday"]).await;
+    assert_eq!(code, 2);
+    assert!(stderr.contains("neither a time ago"), "{stderr}");
+
+    // Paging: two at a time, then the rest.
+    let (_, page, more) = runs(&["-n", "2", "--json"]).await;
+    let page: Value = serde_json::from_str(&page).unwrap();
+    assert_eq!(page["runs"].as_array().unwrap().len(), 2);
+    let next = page["next"].as_str().unwrap().to_owned();
+    assert_eq!(more, "");
+    let (_, rest, _) = runs(&["-n", "2", "--json", "--before", &next]).await;
+    let rest: Value = serde_json::from_str(&rest).unwrap();
+    assert_eq!(rest["runs"][0]["run_id"], ids[0].as_str());
+    assert_eq!(rest["next"], Value::Null);
+
+    let (code, stdout, _) = runs(&["show", &ids[1]]).await;
+    assert_eq!(code, 0);
+    for expected in [
+        "second · synthesis · done",
+        "How do tides work?",
+        "#0   fan-out      m1",
+        "synthesize",
+        "merged: ",
+    ] {
+        assert!(stdout.contains(expected), "{expected}: {stdout}");
+    }
+    let (code, stdout, _) = runs(&["answer", &ids[2]]).await;
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("merged: "), "{stdout}");
+    let (_, exported, _) = runs(&["export", &ids[2]]).await;
+    let exported: Value = serde_json::from_str(&exported).unwrap();
+    assert_eq!(exported["prompt"], "What is a monad?");
+    assert_eq!(
+        exported["calls"][0]["request"]["messages"][0]["content"],
+        "What is a monad?"
+    );
+    assert_eq!(exported["calls"][0]["reply"], "What is a monad?");
+
+    // Ids by prefix; a prefix shared by every run is ambiguous.
+    let (code, _, stderr) = runs(&["show", &ids[0][..8]]).await;
+    assert_eq!(code, 2);
+    assert!(stderr.contains("several runs"), "{stderr}");
+    let (code, _, stderr) = runs(&["answer", "ffffffff"]).await;
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("no run `ffffffff`: the id is unknown"),
+        "{stderr}"
+    );
+
+    let (code, stdout, stderr) = runs(&["prune", "--max-runs", "1"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("removed 2 run(s)"), "{stdout}");
+    let (_, stdout, _) = runs(&[]).await;
+    assert_eq!(stdout.lines().count(), 2);
+    assert!(stdout.contains("What is a monad?"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_default_store_is_under_the_data_directory_and_can_be_turned_off() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer("ok")]);
+    }
+    mock.script(SYNTH, [Step::answer("merged")]);
+    let server = Server::start(&config(&mock, "")).await;
+    run_id(&server.ask("ask", "q").await);
+    let file = server_data_file(&server);
+    assert!(file.exists(), "{}", file.display());
+
+    let dir = tempfile::tempdir().unwrap();
+    let off = config(&mock, "\n[store]\nenabled = false\n");
+    let data = dir.path().join("data");
+    let mut command = command(&[]);
+    let file = write_config(&off);
+    command
+        .args(["serve", "--config", file.path.to_str().unwrap()])
+        .env("XDG_DATA_HOME", &data);
+    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    use rmcp::ServiceExt;
+    let client = ().serve(transport).await.unwrap();
+    let arguments = json!({"prompt": "q"}).as_object().cloned().unwrap();
+    let result = client
+        .call_tool(rmcp::model::CallToolRequestParams::new("ask").with_arguments(arguments))
+        .await
+        .unwrap();
+    let id = run_id(&result);
+    // Kept in memory for this process: readable, follow-up-able.
+    let read = client
+        .read_resource(ReadResourceRequestParams::new(format!(
+            "chorus://runs/{id}"
+        )))
+        .await
+        .unwrap();
+    assert_eq!(read.contents.len(), 1);
+    let arguments = json!({"prompt": "q2", "follow_up_of": id})
+        .as_object()
+        .cloned()
+        .unwrap();
+    let follow = client
+        .call_tool(rmcp::model::CallToolRequestParams::new("ask").with_arguments(arguments))
+        .await
+        .unwrap();
+    run_id(&follow);
+    client.cancel().await.unwrap();
+    assert!(!data.exists(), "nothing written to disk");
+    let (code, _, stderr) = chorus(&["runs", "--config", file.path.to_str().unwrap()]).await;
+    assert_eq!(code, 2);
+    assert!(stderr.contains("enabled = false"), "{stderr}");
+}
+
+/// Where `Server::start` puts a server's default run store.
+fn server_data_file(server: &Server) -> std::path::PathBuf {
+    server.data_dir().join("chorus").join("runs.sqlite3")
+}
