@@ -664,3 +664,115 @@ async fn the_default_store_is_under_the_data_directory_and_can_be_turned_off() {
 fn server_data_file(server: &Server) -> std::path::PathBuf {
     server.data_dir().join("chorus").join("runs.sqlite3")
 }
+
+fn text_of(contents: &[ResourceContents]) -> &str {
+    let ResourceContents::TextResourceContents { text, .. } = &contents[0] else {
+        panic!("a text resource")
+    };
+    text
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_page_as_resources_and_each_answer_and_call_has_an_address() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer(&format!("{model} says yes"))]);
+    }
+    mock.script(SYNTH, [Step::answer("merged")]);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&stored(&mock, dir.path(), "")).await;
+    let changes = server.client.service().resource_list_changes.clone();
+    let prompts: Vec<String> = (0..55).map(|i| format!("question {i}")).collect();
+    let results = futures::future::join_all(prompts.iter().map(|p| server.ask("ask", p))).await;
+    let last = results.last().unwrap();
+    let run_id = structured(last)["run_id"].as_str().unwrap().to_owned();
+
+    // The result links to its run.
+    let link = last
+        .content
+        .iter()
+        .find_map(|c| c.as_resource_link())
+        .expect("a resource link in the result");
+    assert_eq!(link.uri, format!("chorus://runs/{run_id}"));
+
+    // resources/list pages through every run, newest first.
+    let first = server.client.list_resources(None).await.unwrap();
+    assert_eq!(first.resources.len(), 50);
+    let cursor = first.next_cursor.clone().expect("a second page");
+    let second = server
+        .client
+        .list_resources(Some(
+            rmcp::model::PaginatedRequestParams::default().with_cursor(Some(cursor)),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(second.resources.len(), 5);
+    assert!(second.next_cursor.is_none());
+    let mut uris: Vec<&str> = first
+        .resources
+        .iter()
+        .chain(&second.resources)
+        .map(|r| r.uri.as_str())
+        .collect();
+    uris.sort_unstable();
+    uris.dedup();
+    assert_eq!(uris.len(), 55, "no run listed twice or missed");
+
+    let read = |uri: String| {
+        let client = server.client.peer().clone();
+        async move {
+            client
+                .read_resource(ReadResourceRequestParams::new(uri))
+                .await
+        }
+    };
+    let runs: Value = serde_json::from_str(text_of(
+        &read("chorus://runs".into()).await.unwrap().contents,
+    ))
+    .unwrap();
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 50);
+    let next = runs["next"]
+        .as_str()
+        .expect("a link to older runs")
+        .to_owned();
+    let older: Value = serde_json::from_str(text_of(&read(next).await.unwrap().contents)).unwrap();
+    assert_eq!(older["runs"].as_array().unwrap().len(), 5);
+    assert!(older["next"].is_null());
+
+    let answer = read(format!("chorus://runs/{run_id}/answer"))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&answer.contents), "merged");
+    let call: Value = serde_json::from_str(text_of(
+        &read(format!("chorus://runs/{run_id}/calls/1"))
+            .await
+            .unwrap()
+            .contents,
+    ))
+    .unwrap();
+    assert_eq!(call["model"], "m2");
+    assert_eq!(call["reply"], "m2 says yes");
+    assert_eq!(call["request"]["messages"][0]["content"], "question 54");
+
+    let missing = read(format!("chorus://runs/{run_id}/calls/99"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(missing.contains("has no call 99"), "{missing}");
+    let unknown = read("chorus://runs/0000-unknown".into())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(unknown.contains("unknown"), "{unknown}");
+    assert!(!unknown.contains("expired"), "{unknown}");
+
+    // Every kept run was announced.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while changes.load(std::sync::atomic::Ordering::SeqCst) < 55 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "list_changed for each run"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

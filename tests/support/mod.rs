@@ -153,10 +153,11 @@ pub fn command(args: &[&str]) -> tokio::process::Command {
     command
 }
 
-/// Collects progress notifications.
+/// Collects progress notifications, and counts resource-list changes.
 #[derive(Clone, Default)]
 pub struct Client {
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    pub resource_list_changes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ClientHandler for Client {
@@ -166,6 +167,11 @@ impl ClientHandler for Client {
         _context: NotificationContext<RoleClient>,
     ) {
         self.progress.lock().unwrap().push(params);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.resource_list_changes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -84,6 +84,7 @@ impl Server {
                 return Err(McpError::invalid_request("the client went away", None));
             }
         };
+        let kept = tools::kept(&outcome);
         let (result, summary) = match outcome {
             Ok(record) => (tools::success(&record), record.summary.clone()),
             Err(error) => {
@@ -93,6 +94,9 @@ impl Server {
             }
         };
         reporter.finish(summary).await;
+        if kept {
+            resources::announce(&context.peer).await;
+        }
         Ok(result.into())
     }
 }
@@ -102,6 +106,7 @@ impl ServerHandler for Server {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
+            .enable_resources_list_changed()
             .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
@@ -197,10 +202,11 @@ impl ServerHandler for Server {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        resources::list(&self.chorus).await
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        resources::list(&self.chorus, cursor).await
     }
 
     async fn list_resource_templates(

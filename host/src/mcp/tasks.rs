@@ -141,6 +141,9 @@ async fn run(
         () = session.ended() => return Err(TaskExit::Cancelled),
     };
     live.watch().finish();
+    if tools::kept(&outcome) {
+        super::resources::announce(&notifier.peer).await;
+    }
     let result = match outcome {
         Ok(record) => {
             context.set_status_message(record.summary.clone());

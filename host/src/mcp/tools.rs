@@ -207,6 +207,7 @@ pub fn success(result: &RunRecord) -> CallToolResult {
     let content = vec![
         ContentBlock::text(result.answer.clone()),
         ContentBlock::text(account(result)),
+        ContentBlock::resource_link(super::resources::link(&result.run_id, &result.summary)),
     ];
     let mut tool_result = if result.kind == AnswerKind::None {
         CallToolResult::error(content)
@@ -228,6 +229,15 @@ pub fn structured(result: &RunRecord) -> Value {
     };
     value["details"] = details;
     value
+}
+
+/// Whether the run store kept this outcome: every run that started, not a
+/// call refused for its arguments.
+pub fn kept<T>(outcome: &Result<T, RunError>) -> bool {
+    match outcome {
+        Ok(_) => true,
+        Err(error) => matches!(error, RunError::Plugin(_) | RunError::Timeout(_)),
+    }
 }
 
 /// A run that produced no result at all.
