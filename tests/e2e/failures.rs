@@ -330,13 +330,20 @@ options.agents = { type = "integer", description = "Agents.", minimum = 1, maxim
             "[\"a\", \"b\", \"c\", \"d\", \"e\", \"f\", \"g\", \"h\", \"i\"]",
         )],
     );
+    // The planner's own call counts: 8 agents no longer fit in what is left.
+    let before = mock.requests().len();
     let heavy = server
-        .call("heavy", serde_json::json!({"prompt": "q", "agents": 9}))
+        .call("heavy", serde_json::json!({"prompt": "q", "agents": 8}))
         .await;
     assert_eq!(heavy.is_error, Some(true));
     assert!(
-        text(&heavy).contains("plugin `heavy-planner` returned something unusable: it produced 9 requests, more than limits.max_calls_per_run (8)"),
+        text(&heavy).contains("plugin `heavy-planner` returned something unusable: it produced 8 requests, but the run may make only 7 more calls (limits.max_calls_per_run = 8, 1 made already)"),
         "{}",
         text(&heavy)
+    );
+    assert_eq!(
+        mock.requests().len(),
+        before + 1,
+        "only the planner's call was made"
     );
 }

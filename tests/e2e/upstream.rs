@@ -200,7 +200,39 @@ async fn the_run_deadline_keeps_time_for_the_merge_and_names_itself() {
         );
         let latency = call["latency_ms"].as_u64().unwrap();
         assert!((700..2000).contains(&latency), "cut at 750 ms: {latency}");
+        assert_eq!(call["attempts"], 1, "{call}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_the_deadline_ends_records_its_real_latency_and_attempts() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer("yes")]);
+    }
+    // The merge's model fails once, is retried, then never answers.
+    mock.script(SYNTH, [Step::status(500, "busy"), Step::Hang]);
+    let server = Server::start(
+        &tight(&mock, "2s")
+            .replace("request_timeout = \"2s\"", "request_timeout = \"60s\"")
+            .replace("read_timeout = \"500ms\"", "read_timeout = \"60s\""),
+    )
+    .await;
+    let result = server.ask("ask", "q").await;
+    let synth = calls(structured(&result), "synthesize")
+        .into_iter()
+        .find(|c| c["model"] == SYNTH)
+        .expect("the merge's call");
+    assert_eq!(synth["error"]["kind"], "timeout", "{synth}");
+    assert_eq!(
+        synth["attempts"], 2,
+        "the failed attempt and the one cut off: {synth}"
+    );
+    let latency = synth["latency_ms"].as_u64().unwrap();
+    assert!(
+        latency < 2000,
+        "the time the call took, not the run's whole deadline: {latency}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -156,24 +156,21 @@ impl ProviderClient {
         self.stream
     }
 
-    /// Sends `body`, retrying as configured. Returns the outcome and the
-    /// number of attempts made.
+    /// Sends `body`, retrying as configured, counting each attempt in
+    /// `attempts` as it starts (so a caller that gives up early still knows).
     pub async fn send(
         &self,
         body: Bytes,
         model: &str,
         on_tokens: OnTokens<'_>,
-    ) -> (Result<Reply, Failure>, u32) {
+        attempts: &AtomicU32,
+    ) -> Result<Reply, Failure> {
         if let Some(problem) = self.auth.problem() {
-            return (
-                Err(Failure::new(
-                    FailureKind::MissingApiKey,
-                    problem.to_string(),
-                )),
-                0,
-            );
+            return Err(Failure::new(
+                FailureKind::MissingApiKey,
+                problem.to_string(),
+            ));
         }
-        let attempts = AtomicU32::new(0);
         let max_backoff = self.retry.max_backoff;
         let backoff = ExponentialBuilder::default()
             .with_min_delay(self.retry.initial_backoff)
@@ -197,10 +194,7 @@ impl ProviderClient {
             tracing::debug!(provider = %self.name, model, "retrying in {wait:?} after {}", e.failure);
         })
         .await;
-        (
-            result.map_err(|e| e.failure),
-            attempts.load(Ordering::Relaxed),
-        )
+        result.map_err(|e| e.failure)
     }
 
     /// One attempt, its outcome scrubbed of the key.

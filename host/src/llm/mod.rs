@@ -15,6 +15,7 @@ mod types;
 mod wire;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -272,15 +273,18 @@ impl Llm {
     /// Runs one chat completion. Never fails: a failure is in the outcome.
     /// Cancel by dropping the future; in-flight connections close with it.
     pub async fn complete(&self, request: &ChatRequest) -> Completion {
-        self.complete_watched(request, &|_| {}).await
+        self.complete_watched(request, &|_| {}, &AtomicU32::new(0))
+            .await
     }
 
     /// `complete`, telling `on_tokens` how many answer and reasoning deltas
-    /// have arrived, as they arrive (streaming providers only).
+    /// have arrived, as they arrive (streaming providers only), and counting
+    /// attempts in `attempts` as they start.
     pub async fn complete_watched(
         &self,
         request: &ChatRequest,
         on_tokens: OnTokens<'_>,
+        attempts: &AtomicU32,
     ) -> Completion {
         let started = Instant::now();
         let (outcome, attempts) = match self.model(&request.model) {
@@ -300,12 +304,12 @@ impl Llm {
                 let params = self.params.get(&request.model).unwrap_or(&empty);
                 let body =
                     wire::request_body(request, provider.extra_body(), params, provider.streams());
-                let (outcome, attempts) = provider
-                    .send(Bytes::from(body), &request.model, on_tokens)
+                let outcome = provider
+                    .send(Bytes::from(body), &request.model, on_tokens, attempts)
                     .await;
                 (
                     outcome.map(|reply| with_cost(reply, &info, request)),
-                    attempts,
+                    attempts.load(Ordering::Relaxed),
                 )
             }
         };

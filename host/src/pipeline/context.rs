@@ -63,6 +63,8 @@ struct Live {
     tokens: AtomicU32,
     /// Milliseconds after `started` of the last tokens event.
     last_event_ms: AtomicU64,
+    /// Attempts started so far (retries included).
+    attempts: AtomicU32,
 }
 
 impl RunContext {
@@ -174,6 +176,7 @@ impl RunContext {
                 started: Instant::now(),
                 tokens: AtomicU32::new(0),
                 last_event_ms: AtomicU64::new(u64::MAX),
+                attempts: AtomicU32::new(0),
             })
             .collect();
         let mut outcomes: Vec<Option<Completion>> = Vec::with_capacity(admitted.len());
@@ -261,22 +264,24 @@ impl RunContext {
         };
         let mut completion = match tokio::time::timeout_at(
             self.deadline,
-            self.llm.complete_watched(request, &on_tokens),
+            self.llm
+                .complete_watched(request, &on_tokens, &live.attempts),
         )
         .await
         {
             Ok(completion) => completion,
-            Err(_) => self.failed(
-                request,
-                Failure::new(
+            Err(_) => {
+                let failure = Failure::new(
                     FailureKind::Timeout,
                     format!(
                         "the run's deadline ({}) passed before this call finished",
                         show_duration(self.limits.run_timeout)
                     ),
-                ),
-                self.limits.run_timeout,
-            ),
+                );
+                let mut completion = self.failed(request, failure, live.started.elapsed());
+                completion.attempts = live.attempts.load(Ordering::Relaxed);
+                completion
+            }
         };
         completion.id = Some(id);
         let spent = match &completion.outcome {
@@ -309,7 +314,7 @@ impl RunContext {
         let failure = Failure::new(FailureKind::Cut, why);
         let mut completion = self.failed(request, failure, live.started.elapsed());
         completion.id = Some(id);
-        completion.attempts = 1;
+        completion.attempts = live.attempts.load(Ordering::Relaxed);
         self.record(id, stage, &completion, cost);
         completion
     }
@@ -371,6 +376,12 @@ impl RunContext {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(note);
+    }
+
+    /// Calls the run may still make (`limits.max_calls_per_run` less those
+    /// made, by the selector's or prompter's own calls too).
+    pub fn calls_left(&self) -> u32 {
+        self.calls_left.load(Ordering::Acquire)
     }
 
     /// Takes one call from the budget and numbers it; `None` when spent.

@@ -288,7 +288,7 @@ impl Runner {
 
         context.emit(Event::Stage(Stage::Prompt));
         let prompts = prompter.prompt(host(), request, &plan).await?;
-        self.check_prompts(prompter, &prompts)?;
+        self.check_prompts(prompter, &prompts, context.calls_left())?;
 
         context.emit(Event::Stage(Stage::FanOut));
         context.emit(Event::FanOut {
@@ -341,7 +341,12 @@ impl Runner {
         Ok(())
     }
 
-    fn check_prompts(&self, prompter: &Plugin, prompts: &Prompts) -> Result<(), PluginError> {
+    fn check_prompts(
+        &self,
+        prompter: &Plugin,
+        prompts: &Prompts,
+        calls_left: u32,
+    ) -> Result<(), PluginError> {
         let invalid = |message: String| PluginError::Invalid {
             plugin: prompter.name.clone(),
             message,
@@ -349,10 +354,12 @@ impl Runner {
         if prompts.requests.is_empty() {
             return Err(invalid("it produced no requests".into()));
         }
-        let budget = self.loaded.config.limits.max_calls_per_run as usize;
-        if prompts.requests.len() > budget {
+        let budget = self.loaded.config.limits.max_calls_per_run;
+        if prompts.requests.len() > calls_left as usize {
+            let spent = budget.saturating_sub(calls_left);
             return Err(invalid(format!(
-                "it produced {} requests, more than limits.max_calls_per_run ({budget})",
+                "it produced {} requests, but the run may make only {calls_left} more calls \
+                 (limits.max_calls_per_run = {budget}, {spent} made already)",
                 prompts.requests.len()
             )));
         }
@@ -414,6 +421,23 @@ fn check_answer(
     // A completion cited twice is still one answer.
     let mut seen = std::collections::HashSet::new();
     answer.sources.retain(|source| seen.insert(*source));
+    // Only answers that arrived can be built on; "k of n" counts those.
+    let failed: Vec<&str> = answer
+        .sources
+        .iter()
+        .map(|&i| &completions[i as usize])
+        .filter(|c| c.outcome.is_err())
+        .map(|c| c.model.as_str())
+        .collect();
+    if !failed.is_empty() {
+        answer.notes.push(format!(
+            "The synthesizer `{plugin}` cited calls that gave no answer ({}); they are not counted.",
+            failed.join(", ")
+        ));
+        answer
+            .sources
+            .retain(|&i| completions[i as usize].outcome.is_ok());
+    }
     if answer.kind == AnswerKind::Synthesis && answer.sources.len() < 2 {
         if answer.sources.is_empty() {
             return Err(PluginError::Invalid {

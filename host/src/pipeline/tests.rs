@@ -54,6 +54,10 @@ proptest! {
                 distinct.sort_unstable();
                 distinct.dedup();
                 prop_assert_eq!(distinct.len(), answer.sources.len(), "no source twice");
+                prop_assert!(
+                    answer.sources.iter().all(|&i| completions[i as usize].outcome.is_ok()),
+                    "only answers that arrived are cited"
+                );
                 if answer.kind == AnswerKind::Synthesis {
                     prop_assert!(answer.sources.len() >= 2, "a synthesis rests on two answers or more");
                 }
@@ -81,4 +85,32 @@ fn a_synthesis_of_one_answer_is_relabelled_single() {
         summary(&answer, &completions, &[]),
         "Single answer from m (1 of 2 failed); not a synthesis."
     );
+}
+
+#[test]
+fn a_synthesis_counts_only_the_answers_that_arrived() {
+    let completions = [completion(true), completion(false), completion(true)];
+    let mut answer = Answer {
+        kind: AnswerKind::Synthesis,
+        text: "t".into(),
+        sources: vec![0, 1, 2],
+        notes: vec![],
+        details: None,
+    };
+    check_answer("p", &mut answer, &completions).unwrap();
+    assert_eq!(answer.sources, [0, 2]);
+    assert_eq!(
+        summary(&answer, &completions, &[]),
+        "Synthesis of 2 of 3 answers."
+    );
+    assert!(answer.notes[0].contains("cited calls that gave no answer (m)"));
+
+    let mut only_failed = Answer {
+        kind: AnswerKind::Synthesis,
+        text: "t".into(),
+        sources: vec![1],
+        notes: vec![],
+        details: None,
+    };
+    assert!(check_answer("p", &mut only_failed, &completions).is_err());
 }
