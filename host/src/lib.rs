@@ -9,6 +9,7 @@
 pub mod app;
 pub mod cli;
 pub mod config;
+pub mod eval;
 pub mod llm;
 pub mod mcp;
 pub mod pipeline;

@@ -3,6 +3,7 @@
 
 mod ask;
 mod check;
+mod eval;
 mod models;
 mod runs;
 
@@ -45,6 +46,8 @@ enum Command {
     Models(models::Args),
     /// The run history: list, show, export, prune, re-synthesize.
     Runs(runs::Args),
+    /// Score pipelines and models on a dataset of questions with expected answers.
+    Eval(eval::Args),
 }
 
 pub fn main() -> ExitCode {
@@ -74,6 +77,10 @@ pub fn main() -> ExitCode {
                 Err(code) => code,
             },
             Command::Runs(args) => runs::run(config, args).await,
+            Command::Eval(args) => match load(config) {
+                Ok(chorus) => eval::run(chorus, args).await,
+                Err(code) => code,
+            },
         }
     });
     // Do not wait for blocking threads: one may still be parked reading a

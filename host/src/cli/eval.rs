@@ -1,0 +1,156 @@
+//! `chorus eval DATASET.jsonl`: runs pipelines and models over a dataset,
+//! with a progress bar on stderr, and prints what each scored — a table,
+//! or JSON with `--json` — and draws accuracy against cost with `--chart`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::app::Chorus;
+use crate::eval::{self, Settings, Target, dataset, report};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The questions: JSON Lines, each `{"question": …, "expected": …}` with
+    /// optional `id`, `grader` (contains, exact, regex, numeric, judge),
+    /// `tolerance` and `rubric`.
+    dataset: PathBuf,
+    /// What to evaluate, comma-separated: pipeline names, and `model:ID`
+    /// for one model asked directly. Default: the default pipeline.
+    #[arg(long, short = 'p', value_delimiter = ',', value_name = "LIST")]
+    pipelines: Vec<String>,
+    /// The model that grades questions whose grader is `judge`.
+    #[arg(long, value_name = "MODEL")]
+    judge: Option<String>,
+    /// Questions asked at once.
+    #[arg(long, short = 'j', default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    concurrency: u16,
+    /// Where each outcome is kept as it arrives, so a stopped evaluation
+    /// resumes. Default: DATASET with `.results.jsonl` in place of its extension.
+    #[arg(long, value_name = "FILE")]
+    journal: Option<PathBuf>,
+    /// Ask every question again, ignoring the journal.
+    #[arg(long)]
+    fresh: bool,
+    /// Print the results as JSON (every outcome and the summaries).
+    #[arg(long)]
+    json: bool,
+    /// Draw accuracy against cost per question into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    chart: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
+    let items = match dataset::read(&args.dataset) {
+        Ok(items) => items,
+        Err(e) => {
+            eprintln!("chorus: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut targets: Vec<Target> = args
+        .pipelines
+        .iter()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| Target::parse(t))
+        .collect();
+    if targets.is_empty()
+        && let Some(default) = chorus.loaded().default_pipeline()
+    {
+        targets.push(Target::Pipeline(default.to_owned()));
+    }
+    let journal = args
+        .journal
+        .unwrap_or_else(|| args.dataset.with_extension("results.jsonl"));
+    let settings = Settings {
+        targets,
+        concurrency: usize::from(args.concurrency),
+        judge: args.judge,
+        journal: Some(journal.clone()),
+        fresh: args.fresh,
+    };
+    if let Err(e) = eval::check(&chorus, &items, &settings) {
+        eprintln!("chorus: {e}");
+        return ExitCode::from(2);
+    }
+    let total = (items.len() * settings.targets.len()) as u64;
+    let bar = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(total)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} asked · {msg} · {elapsed_precise}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(250));
+    let correct = std::sync::atomic::AtomicU64::new(0);
+    let evaluation = tokio::select! {
+        evaluation = eval::run(&chorus, &items, &settings, |outcome| {
+            if outcome.grade.pass {
+                correct.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            bar.inc(1);
+            bar.set_message(format!(
+                "{} right",
+                correct.load(std::sync::atomic::Ordering::Relaxed)
+            ));
+        }) => evaluation,
+        _ = tokio::signal::ctrl_c() => {
+            bar.abandon();
+            eprintln!(
+                "chorus: stopped; what was answered is in {} (run the same command to resume)",
+                journal.display()
+            );
+            return ExitCode::from(130);
+        }
+    };
+    bar.finish_and_clear();
+    let evaluation = match evaluation {
+        Ok(evaluation) => evaluation,
+        Err(e) => {
+            eprintln!("chorus: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if evaluation.resumed > 0 && !args.quiet {
+        eprintln!(
+            "{} of {total} outcomes were resumed from {} (--fresh asks again)",
+            evaluation.resumed,
+            journal.display()
+        );
+    }
+    if let Some(path) = &args.chart {
+        let title = format!(
+            "{}: accuracy against cost",
+            args.dataset
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        );
+        if let Err(e) = std::fs::write(path, report::chart(&evaluation.summaries, &title)) {
+            eprintln!("chorus: cannot write the chart {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    if args.json {
+        let value = serde_json::json!({
+            "dataset": args.dataset,
+            "summaries": evaluation.summaries,
+            "outcomes": evaluation.outcomes,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
+    } else {
+        print!("{}", report::table(&evaluation.summaries));
+    }
+    ExitCode::SUCCESS
+}
