@@ -8,6 +8,7 @@ mod cancel;
 mod cli;
 mod clients;
 mod failures;
+mod http;
 mod load;
 mod polyglot;
 mod protocol;

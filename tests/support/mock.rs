@@ -2,7 +2,8 @@
 //! request to a model takes the next step of its script (the last step
 //! repeats). It records every request body and counts requests in flight —
 //! a request stops counting when its connection is dropped, which is how
-//! tests see cancellation reach the network.
+//! tests see cancellation reach the network. `GET /status` tells a client
+//! in another process (the official SDKs in tests/clients) the same.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,7 +15,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 /// What the mock does with one request.
@@ -124,6 +125,7 @@ impl Mock {
         let shared = Arc::new(Shared::default());
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
+            .route("/status", get(status))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -160,6 +162,11 @@ impl Mock {
             .into_iter()
             .filter(|r| r.model == model)
             .collect()
+    }
+
+    /// `GET` it for `{"in_flight": n, "requests": n}`.
+    pub fn status_url(&self) -> String {
+        format!("{}/status", self.base_url.trim_end_matches("/v1"))
     }
 
     pub fn in_flight(&self) -> usize {
@@ -199,6 +206,13 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+async fn status(State(shared): State<Arc<Shared>>) -> axum::Json<Value> {
+    axum::Json(json!({
+        "in_flight": shared.in_flight.load(Ordering::SeqCst),
+        "requests": shared.requests.lock().unwrap().len(),
+    }))
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: String) -> Response {

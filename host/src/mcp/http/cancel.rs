@@ -8,27 +8,31 @@
 //! that notification to a call by itself — request ids are the client's,
 //! and every client counts from 0 — so this layer remembers each request
 //! in flight by (client address, JSON-RPC id). A cancellation that names
-//! exactly one of them ends that request's response stream, which cancels
-//! the call as a disconnect would. One that names none (the call already
+//! exactly one of them stops that call and ends its response stream, as a
+//! disconnect would. One that names none (the call already
 //! answered, or running on another instance) or several (clients behind
 //! one proxy reusing an id) is ignored rather than risk stopping someone
 //! else's run.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, BodyDataStream, Bytes};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::access::plain;
+use crate::mcp::server::StopCall;
 
 /// A request in flight: who sent it and its JSON-RPC id, as JSON text
 /// (so `1` and `"1"` differ, as they do on the wire).
@@ -171,8 +175,12 @@ pub async fn track(
     match message {
         Message::Request { id } => {
             let registration = in_flight.register((peer.ip(), id));
+            let mut request = request;
+            request
+                .extensions_mut()
+                .insert(StopCall(registration.token.clone()));
             let response = next.run(request).await;
-            end_when_cancelled(response, registration)
+            track_response(response, registration)
         }
         Message::Cancelled { request_id } => {
             let key = (peer.ip(), request_id);
@@ -187,20 +195,64 @@ pub async fn track(
     }
 }
 
-/// The response, cut short when its request is cancelled: rmcp sees its
-/// stream dropped, as when the client disconnects, and cancels the call.
-fn end_when_cancelled(response: Response, registration: Registration) -> Response {
+/// How long a call's response is still read after its client went away,
+/// for the call to see its [`StopCall`] and answer into rmcp's channel.
+const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
+/// The response body of a request in flight. The client's copy ends as
+/// soon as the request is cancelled. When it ends early — cancelled, or
+/// the client gone — the call is stopped through its [`StopCall`] and
+/// rmcp's side is read to its end in the background, so the call's last
+/// message takes rmcp's ordinary path. (Dropping rmcp's stream would cancel
+/// the call too, but rmcp then reports the undeliverable answer as an
+/// error, for every call a client abandons.)
+struct Tracked {
+    inner: Option<BodyDataStream>,
+    cancelled: Pin<Box<WaitForCancellationFutureOwned>>,
+    registration: Registration,
+}
+
+fn track_response(response: Response, registration: Registration) -> Response {
     let (parts, body) = response.into_parts();
-    let cancelled = registration.token.clone().cancelled_owned();
-    let stream = body
-        .into_data_stream()
-        .take_until(cancelled)
-        .map(move |chunk| {
-            // The registration lives as long as the stream.
-            let _ = &registration;
-            chunk
-        });
-    Response::from_parts(parts, Body::from_stream(stream))
+    let tracked = Tracked {
+        inner: Some(body.into_data_stream()),
+        cancelled: Box::pin(registration.token.clone().cancelled_owned()),
+        registration,
+    };
+    Response::from_parts(parts, Body::from_stream(tracked))
+}
+
+impl Stream for Tracked {
+    type Item = Result<Bytes, axum::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.cancelled.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        let Some(inner) = self.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let next = Pin::new(inner).poll_next(cx);
+        if let Poll::Ready(None) = next {
+            self.inner = None;
+        }
+        next
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        let Some(mut inner) = self.inner.take() else {
+            return;
+        };
+        self.registration.token.cancel();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let drained = async { while inner.next().await.is_some() {} };
+                let _ = tokio::time::timeout(DRAIN_LIMIT, drained).await;
+            });
+        }
+    }
 }
 
 #[cfg(test)]

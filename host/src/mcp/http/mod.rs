@@ -54,7 +54,7 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options) -> anyhow::Result<()> 
     let session = Session::new();
     let server = Server::new(chorus, session.clone());
     let stop = CancellationToken::new();
-    let app = router(server.clone(), &options, max_body, stop.clone());
+    let app = router(server.clone(), &options, max_body);
     eprintln!("chorus: serving MCP at http://{local}{PATH}");
     eprintln!("chorus: {}", options.describe());
     tokio::spawn(on_signal(stop.clone()));
@@ -66,8 +66,8 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options) -> anyhow::Result<()> 
     .with_graceful_shutdown(stop.clone().cancelled_owned());
     let stopped = async {
         stop.cancelled().await;
-        // Runs first: each call and task watches the session, so every
-        // upstream request is dropped now; rmcp's streams end with `stop`.
+        // Each call and task watches the session: every upstream request
+        // is dropped now, and every open stream ends with its call.
         session.end("shutting down");
         server.shutdown();
         tokio::time::sleep(SHUTDOWN_GRACE).await;
@@ -80,11 +80,12 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn router(server: Server, options: &Options, max_body: usize, stop: CancellationToken) -> Router {
+fn router(server: Server, options: &Options, max_body: usize) -> Router {
+    // rmcp gets no shutdown token of its own: ending the session stops
+    // every call, whose response then ends its stream the ordinary way.
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_max_request_body_bytes(max_body)
-        .with_cancellation_token(stop)
         // Checked by `access`, with messages that say what to do.
         .disable_allowed_hosts()
         .disable_allowed_origins();
