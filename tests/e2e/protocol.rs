@@ -193,7 +193,8 @@ async fn heartbeats_say_who_is_awaited_and_for_how_long() {
     let mock = Mock::start().await;
     answer_all(&mock, 0);
     mock.script("m3", [Step::answer_after(11_500, "slow but sure")]);
-    let config = config(&mock, "")
+    // Nobody is cut as a straggler: the point is the wait itself.
+    let config = config(&mock, "[fan_out]\nquorum = \"all\"")
         .replace("request_timeout = \"10s\"", "request_timeout = \"30s\"")
         .replace("read_timeout = \"10s\"", "read_timeout = \"30s\"");
     let mut raw = Raw::start(&config).await;

@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-pub use mock::{Mock, Step};
+pub use mock::{Mock, Sse, Step};
 
 /// The environment variable the test config names for the API key, and a
 /// canary value for it that must never show up anywhere.

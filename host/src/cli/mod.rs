@@ -3,6 +3,7 @@
 
 mod ask;
 mod check;
+mod models;
 mod serve;
 
 use std::path::PathBuf;
@@ -38,8 +39,10 @@ enum Command {
     Serve(serve::Args),
     /// Run a pipeline once: progress on stderr, the answer on stdout.
     Ask(ask::Args),
-    /// Validate the configuration, load every plugin, and describe them.
+    /// Validate the configuration, load every plugin, check model ids against the providers' lists.
     Check,
+    /// List the models the providers offer (cached on disk), matching QUERY.
+    Models(models::Args),
 }
 
 pub fn main() -> ExitCode {
@@ -66,7 +69,11 @@ pub fn main() -> ExitCode {
                 Ok(chorus) => ask::run(chorus, args).await,
                 Err(code) => code,
             },
-            Command::Check => check::run(config),
+            Command::Check => check::run(config).await,
+            Command::Models(args) => match load(config) {
+                Ok(chorus) => models::run(&chorus, args).await,
+                Err(code) => code,
+            },
         }
     });
     // Do not wait for blocking threads: one may still be parked reading a
@@ -81,11 +88,6 @@ fn load(config: Option<&std::path::Path>) -> Result<Arc<Chorus>, ExitCode> {
         eprintln!("chorus: {e}");
         ExitCode::from(2)
     })?;
-    for (provider, var) in chorus.runner.llm.missing_keys() {
-        tracing::warn!(
-            "provider `{provider}` needs the environment variable {var}, which is not set; its calls will fail"
-        );
-    }
     Ok(Arc::new(chorus))
 }
 

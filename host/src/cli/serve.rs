@@ -44,7 +44,7 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let chorus = match super::load(config) {
+    let chorus = match load(config) {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
@@ -59,7 +59,7 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
 }
 
 async fn stdio(config: Option<&Path>) -> ExitCode {
-    let chorus = match super::load(config) {
+    let chorus = match load(config) {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
@@ -71,4 +71,15 @@ async fn stdio(config: Option<&Path>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Loads chorus, warning about missing API keys: the server starts anyway,
+/// so an MCP client shows each call's readable failure instead of "server
+/// disconnected".
+fn load(config: Option<&Path>) -> Result<std::sync::Arc<crate::app::Chorus>, ExitCode> {
+    let chorus = super::load(config)?;
+    for problem in chorus.runner.llm.key_problems() {
+        tracing::warn!("{problem}; its calls will fail");
+    }
+    Ok(chorus)
 }

@@ -1,5 +1,6 @@
-//! A call's options: checked against the pipeline's declared options,
-//! defaults filled in, and turned into the JSON object plugins receive.
+//! A call's options: checked against the pipeline's declared options and
+//! the built-in ones every pipeline takes, defaults filled in, and turned
+//! into the JSON object plugins receive.
 
 use std::collections::BTreeMap;
 
@@ -7,11 +8,31 @@ use serde_json::{Map, Value};
 
 use crate::config::{OptionSpec, OptionType, check_option, integral};
 
+/// The option that lowers the run's cost ceiling (`limits.max_cost_usd`).
+pub const MAX_COST_USD: &str = "max_cost_usd";
+
+/// Options every pipeline tool takes, whatever its plugins.
+pub fn builtin() -> BTreeMap<String, OptionSpec> {
+    BTreeMap::from([(
+        MAX_COST_USD.to_owned(),
+        OptionSpec {
+            kind: OptionType::Number,
+            description: "Most this call may spend, in USD: model calls that could cross it are not made. Can lower the server's limits.max_cost_usd, not raise it.".to_owned(),
+            minimum: Some(0.0),
+            maximum: None,
+            default: None,
+        },
+    )])
+}
+
 /// Resolves `given` (the call's arguments other than `prompt`).
 pub fn resolve(
     specs: &BTreeMap<String, OptionSpec>,
     given: Map<String, Value>,
 ) -> Result<Value, String> {
+    let mut all = builtin();
+    all.extend(specs.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let specs = &all;
     let mut options = Map::new();
     for (name, value) in given {
         let Some(spec) = specs.get(&name) else {
@@ -51,10 +72,12 @@ fn normalized(spec: &OptionSpec, value: Value) -> Value {
     }
 }
 
-/// The JSON schema properties of a pipeline's options, for its tool.
+/// The JSON schema properties of a pipeline's options (and the built-in
+/// ones), for its tool.
 pub fn schema(specs: &BTreeMap<String, OptionSpec>) -> Map<String, Value> {
-    specs
-        .iter()
+    let mut all = builtin();
+    all.extend(specs.iter().map(|(k, v)| (k.clone(), v.clone())));
+    all.iter()
         .map(|(name, spec)| {
             let mut property = Map::new();
             property.insert("type".into(), spec.kind.as_str().into());
@@ -134,11 +157,19 @@ mod tests {
         );
         assert_eq!(
             error(json!({"agent": 4})),
-            "unknown argument `agent`: this tool takes `prompt`, agents"
+            "unknown argument `agent`: this tool takes `prompt`, agents, max_cost_usd"
         );
         assert_eq!(
             resolve(&BTreeMap::new(), given(json!({"x": 1}))).unwrap_err(),
-            "unknown argument `x`: this tool takes only `prompt`"
+            "unknown argument `x`: this tool takes `prompt`, max_cost_usd"
+        );
+        assert_eq!(
+            resolve(&BTreeMap::new(), given(json!({"max_cost_usd": -1}))).unwrap_err(),
+            "`max_cost_usd` must be between 0 and …, got -1"
+        );
+        assert_eq!(
+            resolve(&BTreeMap::new(), given(json!({"max_cost_usd": 0.25}))).unwrap(),
+            json!({"max_cost_usd": 0.25})
         );
     }
 
@@ -159,10 +190,13 @@ mod tests {
     }
 
     #[test]
-    fn the_schema_lists_each_option() {
+    fn the_schema_lists_each_option_and_the_builtin_ones() {
+        let schema = Value::Object(schema(&agents()));
         assert_eq!(
-            Value::Object(schema(&agents())),
-            json!({"agents": {"type": "integer", "description": "How many agents.", "minimum": 1, "maximum": 16, "default": 4}})
+            schema["agents"],
+            json!({"type": "integer", "description": "How many agents.", "minimum": 1, "maximum": 16, "default": 4})
         );
+        assert_eq!(schema["max_cost_usd"]["type"], "number");
+        assert_eq!(schema["max_cost_usd"]["minimum"], 0);
     }
 }

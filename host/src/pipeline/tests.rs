@@ -57,7 +57,7 @@ proptest! {
                 if answer.kind == AnswerKind::Synthesis {
                     prop_assert!(answer.sources.len() >= 2, "a synthesis rests on two answers or more");
                 }
-                let line = summary(&answer, &completions);
+                let line = summary(&answer, &completions, &[]);
                 prop_assert!(!line.is_empty());
             }
         }
@@ -78,7 +78,7 @@ fn a_synthesis_of_one_answer_is_relabelled_single() {
     assert_eq!(answer.kind, AnswerKind::Single);
     assert_eq!(answer.sources, [0]);
     assert_eq!(
-        summary(&answer, &completions),
+        summary(&answer, &completions, &[]),
         "Single answer from m (1 of 2 failed); not a synthesis."
     );
 }

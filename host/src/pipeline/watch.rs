@@ -35,6 +35,8 @@ struct Call {
     /// The stage of the run when the call was sent: its progress band.
     band: Stage,
     since: Instant,
+    /// Tokens streamed so far (answer and reasoning), while awaited.
+    tokens: u32,
     outcome: Option<bool>,
 }
 
@@ -90,9 +92,16 @@ impl Watch {
                         stage: stage.clone(),
                         band: self.stage.unwrap_or(Stage::Select),
                         since: Instant::now(),
+                        tokens: 0,
                         outcome: None,
                     },
                 );
+                None
+            }
+            Event::CallTokens { id, tokens } => {
+                if let Some(call) = self.calls.get_mut(id) {
+                    call.tokens = *tokens;
+                }
                 None
             }
             Event::CallFinished(record) => {
@@ -177,17 +186,19 @@ impl Watch {
     }
 
     /// The calls still awaited, longest first: model (and stage when it is
-    /// not the fan-out) and how long they have been waited on.
+    /// not the fan-out, and the tokens streamed so far once there are some)
+    /// and how long they have been waited on.
     pub fn awaited(&self, now: Instant) -> Vec<(String, Duration)> {
         let mut awaited: Vec<(String, Duration)> = self
             .calls
             .values()
             .filter(|c| c.outcome.is_none())
             .map(|c| {
-                (
-                    who(&c.model, &c.stage),
-                    now.saturating_duration_since(c.since),
-                )
+                let mut who = who(&c.model, &c.stage);
+                if c.tokens > 0 {
+                    who.push_str(&format!(" [{} tokens so far]", c.tokens));
+                }
+                (who, now.saturating_duration_since(c.since))
             })
             .collect();
         awaited.sort_by_key(|(_, waited)| std::cmp::Reverse(*waited));
@@ -305,7 +316,9 @@ mod tests {
             attempts: 1,
             prompt_tokens: None,
             completion_tokens: None,
+            reasoning_tokens: None,
             cost_usd: None,
+            cost_estimated: false,
             error: (!ok).then(|| CallError {
                 kind: "timeout".into(),
                 status: None,
@@ -384,6 +397,21 @@ mod tests {
             ),
             "{}",
             watch.status(now)
+        );
+    }
+
+    #[test]
+    fn a_streaming_call_says_how_many_tokens_arrived() {
+        let mut watch = Watch::new();
+        let events = run();
+        for event in &events[..9] {
+            watch.observe(event);
+        }
+        watch.observe(&Event::CallTokens { id: 1, tokens: 230 });
+        let now = Instant::now() + Duration::from_secs(41);
+        assert_eq!(
+            watch.status(now),
+            "0/5 answered; waiting on m0, m1 [230 tokens so far], m2 and 2 more for 41 s"
         );
     }
 }
