@@ -9,7 +9,10 @@
 //! 3. the bearer token, when the server has one (401 with
 //!    `WWW-Authenticate: Bearer` otherwise), compared in constant time.
 //!
-//! Each refusal says what was wrong and what to do about it.
+//! Each refusal says what was wrong and what to do about it: as a JSON-RPC
+//! error to an MCP client (one that accepts `application/json`), so the
+//! SDKs show the message rather than a bare status; as plain text to
+//! anything else (curl, a browser).
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -17,7 +20,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::uri::Authority;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use sha2::{Digest, Sha256};
@@ -215,7 +218,8 @@ impl Access {
             Some(host) => {
                 tracing::info!(%host, "refused a request for a host name not allowed");
                 let bare = parse_host(&host).map_or(host.clone(), |(name, _)| name);
-                return Some(plain(
+                return Some(refuse(
+                    headers,
                     StatusCode::FORBIDDEN,
                     format!(
                         "chorus: Host `{host}` is not one of this server's names ({}); this guards against DNS rebinding. \
@@ -225,7 +229,8 @@ impl Access {
                 ));
             }
             None => {
-                return Some(plain(
+                return Some(refuse(
+                    headers,
                     StatusCode::BAD_REQUEST,
                     "chorus: the request has no Host header.\n".into(),
                 ));
@@ -235,7 +240,8 @@ impl Access {
             let origin = String::from_utf8_lossy(origin.as_bytes());
             if !self.origins.allows(&origin) {
                 tracing::info!(%origin, "refused a browser request from an origin not allowed");
-                return Some(plain(
+                return Some(refuse(
+                    headers,
                     StatusCode::FORBIDDEN,
                     format!(
                         "chorus: requests from the web origin `{origin}` are not allowed. \
@@ -259,11 +265,13 @@ impl Access {
             Some(_) => {
                 tracing::info!("refused a request with a wrong bearer token");
                 Some(unauthorized(
+                    headers,
                     "Bearer realm=\"chorus\", error=\"invalid_token\"",
                     "chorus: the bearer token is wrong: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
                 ))
             }
             None => Some(unauthorized(
+                headers,
                 "Bearer realm=\"chorus\"",
                 "chorus: this server needs a bearer token: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
             )),
@@ -271,11 +279,49 @@ impl Access {
     }
 }
 
-fn unauthorized(challenge: &'static str, message: &'static str) -> Response {
-    let mut response = plain(StatusCode::UNAUTHORIZED, message.into());
+fn unauthorized(headers: &HeaderMap, challenge: &'static str, message: &'static str) -> Response {
+    let mut response = refuse(headers, StatusCode::UNAUTHORIZED, message.into());
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,
         HeaderValue::from_static(challenge),
+    );
+    response
+}
+
+/// JSON-RPC's range for errors a server defines; chorus's HTTP refusals
+/// use this one, with the HTTP status in `data`.
+const REFUSED: i64 = -32000;
+
+/// A refusal in the form the client reads: a JSON-RPC error (with a null
+/// id: the request was not read) when it accepts `application/json`, as
+/// every MCP client's POST does; plain text otherwise.
+pub fn refuse(headers: &HeaderMap, status: StatusCode, message: String) -> Response {
+    let json = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|kind| {
+            let kind = kind.split(';').next().unwrap_or_default().trim();
+            kind.eq_ignore_ascii_case("application/json")
+        });
+    if !json {
+        return plain(status, message);
+    }
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": REFUSED,
+            "message": message.trim_end(),
+            "data": {"http_status": status.as_u16()},
+        },
+    });
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
     );
     response
 }
@@ -366,6 +412,41 @@ mod tests {
             "file:///x",
         ] {
             assert!(Origins::new([bad]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn refusals_are_json_rpc_errors_to_mcp_clients_and_text_to_others() {
+        let read = |response: Response| {
+            let content_type = response.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            let body =
+                futures::executor::block_on(axum::body::to_bytes(response.into_body(), usize::MAX))
+                    .unwrap();
+            (content_type, String::from_utf8(body.to_vec()).unwrap())
+        };
+        let mut mcp = HeaderMap::new();
+        mcp.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream, Application/JSON;q=0.9"),
+        );
+        let response = refuse(&mcp, StatusCode::UNAUTHORIZED, "send the token\n".into());
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        let (content_type, body) = read(response);
+        assert_eq!(content_type, "application/json");
+        let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error["id"], serde_json::Value::Null);
+        assert_eq!(error["error"]["message"], "send the token");
+        assert_eq!(error["error"]["data"]["http_status"], 401);
+
+        let mut curl = HeaderMap::new();
+        curl.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        for headers in [curl, HeaderMap::new()] {
+            let (content_type, body) = read(refuse(&headers, StatusCode::FORBIDDEN, "no\n".into()));
+            assert!(content_type.starts_with("text/plain"), "{content_type}");
+            assert_eq!(body, "no\n");
         }
     }
 }

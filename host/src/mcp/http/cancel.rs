@@ -31,7 +31,7 @@ use futures::{Stream, StreamExt};
 use serde_json::Value;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::access::plain;
+use super::access::refuse;
 use crate::mcp::server::StopCall;
 
 /// A request in flight: who sent it and its JSON-RPC id, as JSON text
@@ -155,7 +155,8 @@ pub async fn track(
             let too_big = std::error::Error::source(&error)
                 .is_some_and(|e| e.is::<http_body_util::LengthLimitError>());
             return if too_big {
-                plain(
+                refuse(
+                    &parts.headers,
                     StatusCode::PAYLOAD_TOO_LARGE,
                     format!(
                         "chorus: the request is larger than {} bytes; send a shorter prompt.\n",
@@ -163,7 +164,8 @@ pub async fn track(
                     ),
                 )
             } else {
-                plain(
+                refuse(
+                    &parts.headers,
                     StatusCode::BAD_REQUEST,
                     format!("chorus: could not read the request body: {error}\n"),
                 )
