@@ -102,7 +102,12 @@ async fn serve_connection(stream: TcpStream) {
                 ANSWER.len()
             )
         };
-        if reader.get_mut().write_all(response.as_bytes()).await.is_err() {
+        if reader
+            .get_mut()
+            .write_all(response.as_bytes())
+            .await
+            .is_err()
+        {
             return;
         }
     }
@@ -167,9 +172,7 @@ impl Server {
             .await;
         assert!(init.get("result").is_some(), "initialize: {init}");
         let elapsed = started.elapsed();
-        server
-            .notify("notifications/initialized", json!({}))
-            .await;
+        server.notify("notifications/initialized", json!({})).await;
         (server, elapsed)
     }
 
@@ -292,9 +295,7 @@ synthesizer = "synthesize"
 // The bare client: the same six calls, no chorus.
 
 async fn bare_run(client: &reqwest::Client, url: &str) -> Duration {
-    let body = |model: &str| {
-        json!({"model": model, "stream": true, "messages": [{"role": "user", "content": "Which is better for a small team, A or B?"}]})
-    };
+    let body = |model: &str| json!({"model": model, "stream": true, "messages": [{"role": "user", "content": "Which is better for a small team, A or B?"}]});
     let call = |model: &'static str| {
         let request = client
             .post(format!("{url}/chat/completions"))
@@ -506,14 +507,19 @@ async fn measure(quick: bool) -> Vec<Row> {
 }
 
 fn render(rows: &[Row]) -> String {
-    let mut out = String::from("| measure | measured | target | met |\n| --- | --- | --- | --- |\n");
+    let mut out =
+        String::from("| measure | measured | target | met |\n| --- | --- | --- | --- |\n");
     for r in rows {
         let met = match r.met {
             Some(true) => "yes",
             Some(false) => "**no**",
             None => "–",
         };
-        let _ = writeln!(out, "| {} | {} | {} | {met} |", r.what, r.measured, r.target);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {met} |",
+            r.what, r.measured, r.target
+        );
     }
     out
 }
@@ -522,7 +528,10 @@ fn document(table: &str) -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned()))
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();

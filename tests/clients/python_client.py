@@ -10,7 +10,12 @@ Usage: python python_client.py basic|long legacy|auto
   with tasks/get until it is done.
 
 Environment: CHORUS_BIN, CHORUS_CONFIG (and the provider key) from the Rust
-test. Prints one JSON report line; exits non-zero on any failure.
+test: the client starts `chorus serve` itself and talks over stdio. With
+CHORUS_URL (and CHORUS_TOKEN) it talks instead to a `chorus serve --http`
+the test started, through the SDK's Streamable HTTP client, sending the
+token as `Authorization: Bearer`; it first checks that a client without the
+token is turned away (401). Prints one JSON report line; exits non-zero on
+any failure.
 """
 
 import json
@@ -20,8 +25,10 @@ import time
 from typing import Any, Literal
 
 import anyio
+import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, Request, RequestParams, Result
 from pydantic import ConfigDict, Field
 
@@ -85,14 +92,54 @@ class Tasks(ClientExtension):
             await anyio.sleep(interval)
 
 
-def server() -> StdioServerParameters:
+def http(token: str | None) -> Any:
+    """The SDK's Streamable HTTP transport to CHORUS_URL, with `token` as a
+    bearer token when given. No read timeout: a long call's stream may be
+    quiet for a while (progress arrives every 10 s)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=None))
+    return streamable_http_client(os.environ["CHORUS_URL"], http_client=client)
+
+
+def server() -> Any:
+    if "CHORUS_URL" in os.environ:
+        return http(os.environ["CHORUS_TOKEN"])
     env = {k: v for k, v in os.environ.items()}
     return StdioServerParameters(command=os.environ["CHORUS_BIN"], args=["serve"], env=env)
+
+
+def chain(error: BaseException) -> str:
+    """An exception with its causes and group members, as text."""
+    parts = [repr(error)]
+    if isinstance(error, BaseExceptionGroup):
+        parts += [chain(e) for e in error.exceptions]
+    for linked in (error.__cause__, error.__context__):
+        if linked is not None:
+            parts.append(chain(linked))
+    return " / ".join(parts)
+
+
+async def refused_without_token(mode: str) -> str:
+    """Connects without the token; the server must turn the client away
+    (401), with a message the SDK shows saying what to send. Returns what
+    the SDK raised."""
+    try:
+        with anyio.fail_after(30):
+            async with Client(http(None), mode=mode) as client:
+                await client.list_tools()
+    except Exception as error:  # the SDK's own error types vary by mode
+        text = chain(error)
+        assert "Authorization: Bearer" in text, text
+        return text
+    raise AssertionError("a client without the token was let in")
 
 
 async def main(scenario: str, mode: str) -> dict[str, Any]:
     tasks = Tasks()
     report: dict[str, Any] = {"scenario": scenario, "mode": mode}
+    if "CHORUS_URL" in os.environ:
+        report["transport"] = "http"
+        report["refused_without_token"] = (await refused_without_token(mode))[:300]
     with open(os.devnull, "w") as quiet:
         client = Client(server(), mode=mode, extensions=[tasks] if mode != "legacy" else None)
         # The server's stderr is the Rust test's to keep, not ours to print.

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::support::http::{HttpServer, TOKEN};
 use crate::support::*;
 
 /// How long the long run takes; `CHORUS_LONG_RUN_SECS` changes it (the
@@ -113,6 +114,17 @@ synthesizer = "synthesize"
 /// Runs a client to its end; its report (the last stdout line, JSON). The
 /// client's output is shown only if it fails.
 async fn run_client(program: &Path, args: &[&str], config: &ConfigFile) -> Value {
+    run_client_with(program, args, config, &[]).await
+}
+
+/// [`run_client`] with more environment, e.g. `CHORUS_URL` for a client
+/// that talks to a `chorus serve --http` instead of starting chorus.
+async fn run_client_with(
+    program: &Path,
+    args: &[&str],
+    config: &ConfigFile,
+    env: &[(&str, &str)],
+) -> Value {
     let dir = clients();
     let output = tokio::time::timeout(
         long_run() + Duration::from_secs(120),
@@ -128,6 +140,7 @@ async fn run_client(program: &Path, args: &[&str], config: &ConfigFile) -> Value
             )
             .env("CHORUS_LOG", "info")
             .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .kill_on_drop(true)
             .output(),
     )
@@ -227,6 +240,47 @@ async fn the_python_sdk_in_2026_mode_calls_through_a_task_and_reads() {
     let config = setup(&mock, Duration::ZERO);
     let report = run_client(&python(), &[&python_script(), "basic", "auto"], &config).await;
     assert!(report["task_statuses"].as_u64().unwrap() >= 1, "{report}");
+}
+
+/// One shared `chorus serve --http`, two official clients in turn through
+/// the Python SDK's Streamable HTTP client: without the token each is
+/// turned away (401, with the SDK showing what to send); with it, the legacy client lists tools, calls with
+/// progress, reads the run it made, abandons a call (whose upstream
+/// request is dropped) and calls again; the 2026-07-28 client's call goes
+/// through a task, polled over stateless POSTs.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_sdk_over_streamable_http_needs_the_token_and_calls_with_progress_and_tasks() {
+    let mock = Mock::start().await;
+    let config = setup(&mock, Duration::ZERO);
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    let env = [("CHORUS_URL", server.url.as_str()), ("CHORUS_TOKEN", TOKEN)];
+    let script = python_script();
+
+    let legacy = run_client_with(&python(), &[&script, "basic", "legacy"], &config, &env).await;
+    assert_eq!(legacy["transport"], "http", "{legacy}");
+    assert!(
+        legacy["refused_without_token"]
+            .as_str()
+            .is_some_and(|e| e.contains("Authorization: Bearer")),
+        "{legacy}"
+    );
+    assert!(legacy["progress"].as_u64().unwrap() >= 3, "{legacy}");
+    assert_eq!(legacy["cancelled"], true, "{legacy}");
+    assert!(
+        mock.wait_until(Duration::from_secs(5), |m| m.in_flight() == 0)
+            .await,
+        "the abandoned call's upstream request was dropped"
+    );
+    assert_eq!(mock.requests_for("hang").len(), 1);
+
+    let tasks = run_client_with(&python(), &[&script, "basic", "auto"], &config, &env).await;
+    assert!(
+        tasks["refused_without_token"]
+            .as_str()
+            .is_some_and(|e| e.contains("Authorization: Bearer")),
+        "{tasks}"
+    );
+    assert!(tasks["task_statuses"].as_u64().unwrap() >= 1, "{tasks}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -82,7 +82,11 @@ async fn five_hundred_concurrent_calls_are_all_answered_each_with_its_own_result
     );
     assert_eq!(mock.requests().len(), 3000);
     let kept = server.client.list_all_resources().await.unwrap();
-    assert_eq!(kept.len(), 100, "resources/list shows the newest 100 runs");
+    assert_eq!(
+        kept.len(),
+        500,
+        "resources/list pages through every kept run"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

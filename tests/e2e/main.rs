@@ -12,6 +12,7 @@ mod eval;
 mod failures;
 mod first_contact;
 mod history;
+mod http;
 mod load;
 mod money;
 mod polyglot;

@@ -123,8 +123,13 @@ async fn task_status_notifications_follow_the_run_to_its_end() {
     let (created, _) = raw.response(&json!(1)).await;
     let task = created["result"]["taskId"].as_str().unwrap().to_owned();
     let mut seen = Vec::new();
+    let mut list_changed = 0;
     loop {
         let message = raw.recv().await;
+        if message["method"] == "notifications/resources/list_changed" {
+            list_changed += 1;
+            continue;
+        }
         assert_eq!(message["method"], "notifications/tasks", "{message}");
         assert_eq!(message["params"]["taskId"], task.as_str());
         let status = message["params"]["status"].as_str().unwrap().to_owned();
@@ -142,6 +147,10 @@ async fn task_status_notifications_follow_the_run_to_its_end() {
         seen.iter()
             .any(|(_, m)| m.as_str().is_some_and(|m| m.contains("5/5 answered"))),
         "{seen:#?}"
+    );
+    assert_eq!(
+        list_changed, 1,
+        "the kept run is announced before the task ends"
     );
 }
 

@@ -9,6 +9,9 @@
 //! can be scripted to send keep-alive comments, reasoning, CRLF, an error
 //! chunk mid-stream, plain JSON to a streaming request, redirects, errors
 //! that echo the Authorization header, and a model list at `GET /v1/models`.
+//!
+//! `GET /status` tells a client in another process (the official SDKs in
+//! tests/clients) how many requests are in flight and how many were made.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -215,6 +218,7 @@ impl Mock {
         let shared = Arc::new(Shared::default());
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
+            .route("/status", get(status))
             .route("/v1/models", get(models))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -252,6 +256,11 @@ impl Mock {
             .into_iter()
             .filter(|r| r.model == model)
             .collect()
+    }
+
+    /// `GET` it for `{"in_flight": n, "requests": n}`.
+    pub fn status_url(&self) -> String {
+        format!("{}/status", self.base_url.trim_end_matches("/v1"))
     }
 
     /// Serves `GET /v1/models` with `{"data": models}`.
@@ -307,6 +316,13 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+async fn status(State(shared): State<Arc<Shared>>) -> axum::Json<Value> {
+    axum::Json(json!({
+        "in_flight": shared.in_flight.load(Ordering::SeqCst),
+        "requests": shared.requests.lock().unwrap().len(),
+    }))
 }
 
 async fn models(State(shared): State<Arc<Shared>>) -> Response {

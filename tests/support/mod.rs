@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod http;
 pub mod mock;
 
 use std::path::{Path, PathBuf};

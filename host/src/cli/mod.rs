@@ -6,6 +6,7 @@ mod check;
 mod eval;
 mod models;
 mod runs;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,8 +37,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve MCP over stdio (the default).
-    Serve,
+    /// Serve MCP over stdio (the default), or over HTTP with --http ADDR.
+    Serve(serve::Args),
     /// Run a pipeline once: progress on stderr, the answer on stdout.
     Ask(ask::Args),
     /// Validate the configuration, load every plugin, check model ids against the providers' lists.
@@ -65,8 +66,11 @@ pub fn main() -> ExitCode {
     };
     let config = cli.config.as_deref();
     let code = runtime.block_on(async {
-        match cli.command.unwrap_or(Command::Serve) {
-            Command::Serve => serve(config).await,
+        match cli
+            .command
+            .unwrap_or(Command::Serve(serve::Args::default()))
+        {
+            Command::Serve(args) => serve::run(config, args).await,
             Command::Ask(args) => match load(config) {
                 Ok(chorus) => ask::run(chorus, args).await,
                 Err(code) => code,
@@ -96,26 +100,6 @@ fn load(config: Option<&std::path::Path>) -> Result<Arc<Chorus>, ExitCode> {
         ExitCode::from(2)
     })?;
     Ok(Arc::new(chorus))
-}
-
-async fn serve(config: Option<&std::path::Path>) -> ExitCode {
-    let chorus = match load(config) {
-        Ok(chorus) => chorus,
-        Err(code) => return code,
-    };
-    // The server starts anyway: an MCP client then shows each call's
-    // readable failure instead of "server disconnected".
-    for problem in chorus.runner.llm.key_problems() {
-        tracing::warn!("{problem}; its calls will fail");
-    }
-    tracing::info!(config = %chorus.loaded().origin, "chorus {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
-    match crate::mcp::serve(chorus).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("chorus: the MCP session failed: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
 }
 
 /// Logs on stderr: chorus's own events at the level asked for, other crates

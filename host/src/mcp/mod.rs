@@ -1,13 +1,16 @@
-//! The MCP server over stdio (rmcp): one tool per pipeline, runs answered
-//! in the call with progress or as tasks, cancellation that drops a run's
-//! in-flight requests, and recent runs as `chorus://runs/{id}` resources.
-//! Nothing here writes to stdout but JSON-RPC.
+//! The MCP server (rmcp), on stdio or over Streamable HTTP: one tool per
+//! pipeline, runs answered in the call with progress or as tasks,
+//! cancellation that drops a run's in-flight requests, and recent runs as
+//! `chorus://runs/{id}` resources. Nothing here writes to stdout but
+//! JSON-RPC.
 //!
 //! - [`transport`]: stdio framing, malformed input, request ids, the end of
 //!   the session;
+//! - [`http`]: the same server over Streamable HTTP, with its access checks;
 //! - [`server`]: the handler; [`tools`], [`resources`], [`tasks`] and
 //!   [`progress`] what it serves.
 
+pub mod http;
 mod progress;
 mod resources;
 mod server;

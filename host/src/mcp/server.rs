@@ -14,6 +14,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use tokio_util::sync::CancellationToken;
 
 use super::progress::Reporter;
 use super::tasks::Tasks;
@@ -74,7 +75,7 @@ impl Server {
         let run = call.execute(&self.chorus, reporter.progress());
         let outcome = tokio::select! {
             outcome = run => outcome,
-            () = context.ct.cancelled() => {
+            () = cancelled(&context) => {
                 // Dropping `run` dropped every request in flight; rmcp sends
                 // nothing for a cancelled request.
                 tracing::info!(%tool, "call cancelled by the client");
@@ -98,6 +99,29 @@ impl Server {
             resources::announce(&context.peer).await;
         }
         Ok(result.into())
+    }
+}
+
+/// A transport's own way to stop one call, put in the request's HTTP
+/// extensions (see `http::cancel`): the call ends as if rmcp had cancelled
+/// it, while its response still takes rmcp's ordinary path.
+#[derive(Clone, Debug, Default)]
+pub struct StopCall(pub CancellationToken);
+
+/// Resolves when the call is cancelled: by rmcp (`notifications/cancelled`
+/// on stdio), or through its [`StopCall`].
+async fn cancelled(context: &RequestContext<RoleServer>) {
+    let stop = context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<StopCall>())
+        .map(|stop| stop.0.clone());
+    match stop {
+        Some(stop) => tokio::select! {
+            () = context.ct.cancelled() => {}
+            () = stop.cancelled() => {}
+        },
+        None => context.ct.cancelled().await,
     }
 }
 

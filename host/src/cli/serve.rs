@@ -1,0 +1,85 @@
+//! `chorus serve`: MCP on stdio (the default, for a client that starts
+//! chorus itself), or with `--http ADDR` over Streamable HTTP, one chorus
+//! shared by many clients.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::mcp;
+
+#[derive(clap::Args, Default)]
+pub struct Args {
+    /// Serve MCP over Streamable HTTP at http://ADDR/mcp instead of stdio,
+    /// e.g. `127.0.0.1:8080`, `0.0.0.0:8080` or just a port (loopback).
+    /// Clients send `Authorization: Bearer $CHORUS_TOKEN`; without
+    /// CHORUS_TOKEN only a loopback address is allowed.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// With --http: a host name clients reach chorus by (the Host header),
+    /// besides localhost and the listen address; repeatable. `*` accepts any
+    /// (behind a proxy that rewrites Host).
+    #[arg(long = "allow-host", value_name = "HOST", requires = "http")]
+    allow_hosts: Vec<String>,
+    /// With --http: a browser origin allowed to call chorus, e.g.
+    /// `https://app.example.com`; repeatable. A request from any other web
+    /// origin is refused; clients that are not browsers send none.
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+    allow_origins: Vec<String>,
+}
+
+pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
+    let Some(listen) = args.http else {
+        return stdio(config).await;
+    };
+    let token = std::env::var("CHORUS_TOKEN").ok();
+    let options = match mcp::http::Options::new(
+        &listen,
+        token.as_deref(),
+        &args.allow_hosts,
+        &args.allow_origins,
+    ) {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("chorus: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let chorus = match load(config) {
+        Ok(chorus) => chorus,
+        Err(code) => return code,
+    };
+    tracing::info!(config = %chorus.loaded().origin, "chorus {} serving MCP over HTTP", env!("CARGO_PKG_VERSION"));
+    match mcp::http::serve(chorus, options).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("chorus: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn stdio(config: Option<&Path>) -> ExitCode {
+    let chorus = match load(config) {
+        Ok(chorus) => chorus,
+        Err(code) => return code,
+    };
+    tracing::info!(config = %chorus.loaded().origin, "chorus {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
+    match mcp::serve(chorus).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("chorus: the MCP session failed: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Loads chorus, warning about missing API keys: the server starts anyway,
+/// so an MCP client shows each call's readable failure instead of "server
+/// disconnected".
+fn load(config: Option<&Path>) -> Result<std::sync::Arc<crate::app::Chorus>, ExitCode> {
+    let chorus = super::load(config)?;
+    for problem in chorus.runner.llm.key_problems() {
+        tracing::warn!("{problem}; its calls will fail");
+    }
+    Ok(chorus)
+}

@@ -1,0 +1,452 @@
+//! Who may use chorus over HTTP, decided before a request reaches MCP, in
+//! this order:
+//!
+//! 1. the `Host` header names this server (a guard against DNS rebinding:
+//!    a web page cannot point its own domain at 127.0.0.1 and talk to us);
+//! 2. a browser's `Origin`, when there is one, is an allowed origin (MCP's
+//!    transport spec: a present, invalid Origin gets 403; requests without
+//!    one — every non-browser client — pass);
+//! 3. the bearer token, when the server has one (401 with
+//!    `WWW-Authenticate: Bearer` otherwise), compared in constant time.
+//!
+//! Each refusal says what was wrong and what to do about it: as a JSON-RPC
+//! error to an MCP client (one that accepts `application/json`), so the
+//! SDKs show the message rather than a bare status; as plain text to
+//! anything else (curl, a browser).
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::uri::Authority;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// The server's bearer token. Only its digest is kept, so the secret is in
+/// no struct, log or error; comparing digests also hides its length.
+pub struct Token {
+    digest: [u8; 32],
+}
+
+impl Token {
+    pub fn new(secret: &str) -> Result<Self, String> {
+        if secret.trim().is_empty() {
+            return Err("CHORUS_TOKEN is set but empty: set it to a long random secret (e.g. `openssl rand -hex 32`), or unset it".into());
+        }
+        if secret.trim() != secret {
+            return Err("CHORUS_TOKEN starts or ends with whitespace; clients would have to send it too — remove it".into());
+        }
+        Ok(Self {
+            digest: Sha256::digest(secret.as_bytes()).into(),
+        })
+    }
+
+    /// Whether `given` is the token, in time independent of where they differ.
+    pub fn matches(&self, given: &str) -> bool {
+        let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+        given.ct_eq(&self.digest).into()
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(…)")
+    }
+}
+
+/// The names a client may use to reach the server (the `Host` header).
+#[derive(Debug, Clone)]
+pub struct Hosts {
+    any: bool,
+    /// Lowercase host (IPv6 without brackets), and a port when the entry
+    /// names one; an entry without a port matches any port.
+    names: Vec<(String, Option<u16>)>,
+}
+
+impl Hosts {
+    /// `entries` are host names or addresses, optionally with a port;
+    /// `*` accepts any Host.
+    pub fn new<'a>(entries: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
+        let mut hosts = Self {
+            any: false,
+            names: Vec::new(),
+        };
+        for entry in entries {
+            let entry = entry.trim();
+            if entry == "*" {
+                hosts.any = true;
+                continue;
+            }
+            let name = parse_host(entry).ok_or_else(|| {
+                format!("`{entry}` is not a host name (expected e.g. `chorus.example.com` or `10.0.0.5:8080`)")
+            })?;
+            if !hosts.names.contains(&name) {
+                hosts.names.push(name);
+            }
+        }
+        Ok(hosts)
+    }
+
+    pub fn allows(&self, host: &str) -> bool {
+        if self.any {
+            return true;
+        }
+        let Some((name, port)) = parse_host(host) else {
+            return false;
+        };
+        self.names.iter().any(|(allowed, allowed_port)| {
+            *allowed == name && allowed_port.is_none_or(|p| Some(p) == port)
+        })
+    }
+
+    /// For the startup message.
+    pub fn describe(&self) -> String {
+        if self.any {
+            return "any".into();
+        }
+        let names: Vec<String> = self
+            .names
+            .iter()
+            .map(|(name, port)| match port {
+                Some(port) if name.contains(':') => format!("[{name}]:{port}"),
+                Some(port) => format!("{name}:{port}"),
+                None => name.clone(),
+            })
+            .collect();
+        names.join(", ")
+    }
+}
+
+fn parse_host(text: &str) -> Option<(String, Option<u16>)> {
+    let bare_v6 = text.contains("::") && !text.starts_with('[');
+    let text = if bare_v6 {
+        format!("[{text}]")
+    } else {
+        text.to_owned()
+    };
+    let authority = Authority::from_str(&text).ok()?;
+    if authority.as_str().contains('@') {
+        return None;
+    }
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    (!host.is_empty()).then_some((host, authority.port_u16()))
+}
+
+/// The browser origins allowed to call chorus, as browsers write them
+/// (`https://app.example.com`, `http://localhost:6274`).
+#[derive(Debug, Clone, Default)]
+pub struct Origins {
+    allowed: Vec<String>,
+}
+
+impl Origins {
+    pub fn new<'a>(entries: impl IntoIterator<Item = &'a str>) -> Result<Self, String> {
+        let mut allowed = Vec::new();
+        for entry in entries {
+            let origin = canonical_origin(entry.trim()).ok_or_else(|| {
+                format!("`{entry}` is not an origin (expected scheme://host[:port], e.g. `https://app.example.com` or `http://localhost:6274`, with no path)")
+            })?;
+            if !allowed.contains(&origin) {
+                allowed.push(origin);
+            }
+        }
+        Ok(Self { allowed })
+    }
+
+    pub fn allows(&self, origin: &str) -> bool {
+        canonical_origin(origin).is_some_and(|origin| self.allowed.contains(&origin))
+    }
+
+    pub fn list(&self) -> &[String] {
+        &self.allowed
+    }
+}
+
+/// `scheme://host[:port]` with the default port left out and the host in
+/// lowercase, as a browser sends it; `None` for anything else (`null`, a
+/// path, a scheme that has no network origin).
+fn canonical_origin(text: &str) -> Option<String> {
+    let url = url::Url::parse(text).ok()?;
+    let bare = matches!(url.path(), "" | "/") && url.query().is_none() && url.fragment().is_none();
+    let plain = url.username().is_empty() && url.password().is_none();
+    if !bare || !plain || !matches!(url.scheme(), "http" | "https") {
+        return None;
+    }
+    match url.origin() {
+        url::Origin::Tuple(..) => Some(url.origin().ascii_serialization()),
+        url::Origin::Opaque(_) => None,
+    }
+}
+
+/// Everything [`check`] needs.
+#[derive(Debug)]
+pub struct Access {
+    pub token: Option<Token>,
+    pub hosts: Hosts,
+    pub origins: Origins,
+}
+
+/// The middleware: refuses what [`Access`] does not allow, passes the rest.
+pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Next) -> Response {
+    // Decided before awaiting: a borrowed request would make the future
+    // not Send (a body is not Sync).
+    let refusal = access.refusal(&request);
+    match refusal {
+        Some(refusal) => refusal,
+        None => next.run(request).await,
+    }
+}
+
+impl Access {
+    fn refusal(&self, request: &Request) -> Option<Response> {
+        let headers = request.headers();
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned)
+            .or_else(|| request.uri().authority().map(|a| a.to_string()));
+        match host {
+            Some(host) if self.hosts.allows(&host) => {}
+            Some(host) => {
+                tracing::info!(%host, "refused a request for a host name not allowed");
+                let bare = parse_host(&host).map_or(host.clone(), |(name, _)| name);
+                return Some(refuse(
+                    headers,
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "chorus: Host `{host}` is not one of this server's names ({}); this guards against DNS rebinding. \
+                         If clients reach chorus by this name, start it with `--allow-host {bare}`.\n",
+                        self.hosts.describe()
+                    ),
+                ));
+            }
+            None => {
+                return Some(refuse(
+                    headers,
+                    StatusCode::BAD_REQUEST,
+                    "chorus: the request has no Host header.\n".into(),
+                ));
+            }
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = String::from_utf8_lossy(origin.as_bytes());
+            if !self.origins.allows(&origin) {
+                tracing::info!(%origin, "refused a browser request from an origin not allowed");
+                return Some(refuse(
+                    headers,
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "chorus: requests from the web origin `{origin}` are not allowed. \
+                         To let a browser app call chorus, start it with `--allow-origin {origin}`.\n"
+                    ),
+                ));
+            }
+        }
+        let token = self.token.as_ref()?;
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| {
+                let (scheme, credentials) = value.trim().split_once(' ')?;
+                scheme
+                    .eq_ignore_ascii_case("bearer")
+                    .then(|| credentials.trim())
+            });
+        match given {
+            Some(given) if token.matches(given) => None,
+            Some(_) => {
+                tracing::info!("refused a request with a wrong bearer token");
+                Some(unauthorized(
+                    headers,
+                    "Bearer realm=\"chorus\", error=\"invalid_token\"",
+                    "chorus: the bearer token is wrong: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
+                ))
+            }
+            None => Some(unauthorized(
+                headers,
+                "Bearer realm=\"chorus\"",
+                "chorus: this server needs a bearer token: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
+            )),
+        }
+    }
+}
+
+fn unauthorized(headers: &HeaderMap, challenge: &'static str, message: &'static str) -> Response {
+    let mut response = refuse(headers, StatusCode::UNAUTHORIZED, message.into());
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
+    response
+}
+
+/// JSON-RPC's range for errors a server defines; chorus's HTTP refusals
+/// use this one, with the HTTP status in `data`.
+const REFUSED: i64 = -32000;
+
+/// A refusal in the form the client reads: a JSON-RPC error (with a null
+/// id: the request was not read) when it accepts `application/json`, as
+/// every MCP client's POST does; plain text otherwise.
+pub fn refuse(headers: &HeaderMap, status: StatusCode, message: String) -> Response {
+    let json = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|kind| {
+            let kind = kind.split(';').next().unwrap_or_default().trim();
+            kind.eq_ignore_ascii_case("application/json")
+        });
+    if !json {
+        return plain(status, message);
+    }
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": REFUSED,
+            "message": message.trim_end(),
+            "data": {"http_status": status.as_u16()},
+        },
+    });
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+pub fn plain(status: StatusCode, message: String) -> Response {
+    let mut response = Response::new(Body::from(message));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_matches_itself_only() {
+        let token = Token::new("s3cret-token").unwrap();
+        assert!(token.matches("s3cret-token"));
+        for wrong in [
+            "",
+            "s3cret-toke",
+            "s3cret-token2",
+            "S3CRET-TOKEN",
+            " s3cret-token",
+        ] {
+            assert!(!token.matches(wrong), "{wrong:?}");
+        }
+        assert!(Token::new("").is_err());
+        assert!(Token::new("  ").is_err());
+        assert!(Token::new("abc\n").is_err());
+        assert!(!format!("{token:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn hosts_match_by_name_and_by_port_when_one_is_given() {
+        let hosts =
+            Hosts::new(["localhost", "127.0.0.1", "::1", "chorus.example.com:8443"]).unwrap();
+        for ok in [
+            "localhost",
+            "localhost:8080",
+            "LOCALHOST:1",
+            "127.0.0.1:9",
+            "[::1]:8080",
+            "chorus.example.com:8443",
+        ] {
+            assert!(hosts.allows(ok), "{ok}");
+        }
+        for refused in [
+            "evil.example",
+            "localhost.evil.example",
+            "chorus.example.com",
+            "chorus.example.com:80",
+            "127.0.0.2",
+            "user@localhost",
+            "",
+        ] {
+            assert!(!hosts.allows(refused), "{refused}");
+        }
+        assert!(Hosts::new(["*"]).unwrap().allows("anything:1"));
+        assert!(Hosts::new(["not a host"]).is_err());
+    }
+
+    #[test]
+    fn origins_match_as_browsers_write_them() {
+        let origins = Origins::new(["https://App.Example.com", "http://localhost:6274"]).unwrap();
+        assert!(origins.allows("https://app.example.com"));
+        assert!(origins.allows("https://app.example.com:443"));
+        assert!(origins.allows("http://localhost:6274"));
+        for refused in [
+            "http://app.example.com",
+            "https://app.example.com:8443",
+            "http://localhost:6275",
+            "https://evil.example",
+            "null",
+            "",
+        ] {
+            assert!(!origins.allows(refused), "{refused}");
+        }
+        assert!(!Origins::default().allows("http://localhost"));
+        for bad in [
+            "app.example.com",
+            "https://app.example.com/path",
+            "null",
+            "file:///x",
+        ] {
+            assert!(Origins::new([bad]).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn refusals_are_json_rpc_errors_to_mcp_clients_and_text_to_others() {
+        let read = |response: Response| {
+            let content_type = response.headers()[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .to_owned();
+            let body =
+                futures::executor::block_on(axum::body::to_bytes(response.into_body(), usize::MAX))
+                    .unwrap();
+            (content_type, String::from_utf8(body.to_vec()).unwrap())
+        };
+        let mut mcp = HeaderMap::new();
+        mcp.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream, Application/JSON;q=0.9"),
+        );
+        let response = refuse(&mcp, StatusCode::UNAUTHORIZED, "send the token\n".into());
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        let (content_type, body) = read(response);
+        assert_eq!(content_type, "application/json");
+        let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(error["id"], serde_json::Value::Null);
+        assert_eq!(error["error"]["message"], "send the token");
+        assert_eq!(error["error"]["data"]["http_status"], 401);
+
+        let mut curl = HeaderMap::new();
+        curl.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        for headers in [curl, HeaderMap::new()] {
+            let (content_type, body) = read(refuse(&headers, StatusCode::FORBIDDEN, "no\n".into()));
+            assert!(content_type.starts_with("text/plain"), "{content_type}");
+            assert_eq!(body, "no\n");
+        }
+    }
+}

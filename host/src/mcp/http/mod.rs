@@ -1,0 +1,190 @@
+//! `chorus serve --http ADDR`: the same MCP [`Server`] as on stdio, over
+//! Streamable HTTP at `/mcp` — rmcp's service mounted in axum, stateless
+//! (as MCP 2026-07-28 prefers): every POST is served on its own, so any
+//! instance behind a load balancer can answer any request. Around it:
+//!
+//! - [`access`]: the Host and Origin checks and the bearer token;
+//! - [`cancel`]: `notifications/cancelled` from pre-2026 clients;
+//! - [`setup`]: the listen address and what it takes to listen there (a
+//!   token for anything but loopback);
+//! - here: the routes, and the shutdown on SIGINT/SIGTERM — every run
+//!   stops, the listener closes, the process exits.
+
+mod access;
+mod cancel;
+mod setup;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
+
+use super::Server;
+use super::transport::Session;
+use crate::app::Chorus;
+pub use access::Token;
+pub use setup::{Options, SetupError};
+
+/// The path MCP is served at.
+pub const PATH: &str = "/mcp";
+/// How long open connections get to finish after a shutdown signal, once
+/// every run has been stopped.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// The smallest bound on a request body; a larger `max_prompt_bytes`
+/// raises it (a prompt grows when escaped as JSON).
+const MIN_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// Serves until SIGINT or SIGTERM. The address is printed on stderr once
+/// the listener is bound (port 0 picks a free port).
+pub async fn serve(chorus: Arc<Chorus>, options: Options) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.addr))?;
+    let local = listener.local_addr()?;
+    let max_body = (chorus.loaded().config.limits.max_prompt_bytes * 4).max(MIN_REQUEST_BYTES);
+    let session = Session::new();
+    let server = Server::new(chorus, session.clone());
+    let stop = CancellationToken::new();
+    let app = router(server.clone(), &options, max_body);
+    eprintln!("chorus: serving MCP at http://{local}{PATH}");
+    eprintln!("chorus: {}", options.describe());
+    tokio::spawn(on_signal(stop.clone()));
+
+    let serving = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(stop.clone().cancelled_owned());
+    let stopped = async {
+        stop.cancelled().await;
+        // Each call and task watches the session: every upstream request
+        // is dropped now, and every open stream ends with its call.
+        session.end("shutting down");
+        server.shutdown();
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        served = serving => served.context("the HTTP server failed")?,
+        () = stopped => tracing::warn!("connections still open {SHUTDOWN_GRACE:?} after shutdown began; closing them"),
+    }
+    eprintln!("chorus: stopped");
+    Ok(())
+}
+
+fn router(server: Server, options: &Options, max_body: usize) -> Router {
+    // rmcp gets no shutdown token of its own: ending the session stops
+    // every call, whose response then ends its stream the ordinary way.
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_max_request_body_bytes(max_body)
+        // Checked by `access`, with messages that say what to do.
+        .disable_allowed_hosts()
+        .disable_allowed_origins();
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    let in_flight = Arc::new(cancel::InFlight::new(max_body));
+    let access = options.access();
+    let protected = Router::new()
+        .route_service(PATH, mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            in_flight,
+            cancel::track,
+        ))
+        .layer(axum::middleware::from_fn_with_state(access, access::check));
+    let app = Router::new()
+        .route("/health", get(health))
+        .merge(protected)
+        .fallback(not_found);
+    match cors(options) {
+        Some(cors) => app.layer(cors),
+        None => app,
+    }
+}
+
+/// For load balancers and probes: no token needed, nothing revealed but
+/// that the process is up.
+async fn health() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        format!(
+            "{{\"status\":\"ok\",\"version\":\"{}\"}}\n",
+            env!("CARGO_PKG_VERSION")
+        ),
+    )
+        .into_response()
+}
+
+async fn not_found() -> Response {
+    access::plain(
+        StatusCode::NOT_FOUND,
+        format!("chorus: nothing here; MCP is served at {PATH}.\n"),
+    )
+}
+
+/// CORS for the browser origins allowed with `--allow-origin`, so a web
+/// app there can make its preflight and read the answer. None without any.
+fn cors(options: &Options) -> Option<CorsLayer> {
+    let origins: Vec<HeaderValue> = options
+        .origins()
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(origin).ok())
+        .collect();
+    if origins.is_empty() {
+        return None;
+    }
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([Method::POST, Method::GET, Method::DELETE])
+            // MCP's headers include `Mcp-Param-*`, named by each tool.
+            .allow_headers(AllowHeaders::mirror_request())
+            .expose_headers([
+                HeaderName::from_static("mcp-session-id"),
+                header::WWW_AUTHENTICATE,
+            ])
+            .max_age(Duration::from_secs(600)),
+    )
+}
+
+/// Fires `stop` on the first SIGINT (Ctrl-C) or SIGTERM.
+async fn on_signal(stop: CancellationToken) {
+    let interrupt = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!("cannot listen for Ctrl-C: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                term.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    eprintln!("chorus: shutting down: stopping every run");
+    stop.cancel();
+}
