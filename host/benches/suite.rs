@@ -31,7 +31,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{Mutex, oneshot};
 
 const PANEL: [&str; 5] = ["m1", "m2", "m3", "m4", "m5"];
-const SLOW: [&str; 5] = ["s1", "s2", "s3", "s4", "s5"];
+const SLOW: [&str; 5] = ["slow1", "slow2", "slow3", "slow4", "slow5"];
 /// How long a slow model takes, for the in-flight memory measurement.
 const SLOW_FOR: Duration = Duration::from_secs(20);
 
@@ -94,7 +94,7 @@ async fn serve_connection(stream: TcpStream) {
         let response = if get {
             "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_owned()
         } else {
-            if memchr::memmem::find(&body, b"\"model\":\"s").is_some() {
+            if memchr::memmem::find(&body, b"\"model\":\"slow").is_some() {
                 tokio::time::sleep(SLOW_FOR).await;
             }
             format!(
@@ -267,7 +267,7 @@ builtin = "static-panel"
 settings = {{ panel = ["m1", "m2", "m3", "m4", "m5"], synthesizers = ["synth"] }}
 [plugins.slow-panel]
 builtin = "static-panel"
-settings = {{ panel = ["s1", "s2", "s3", "s4", "s5"], synthesizers = ["synth"] }}
+settings = {{ panel = ["slow1", "slow2", "slow3", "slow4", "slow5"], synthesizers = ["synth"] }}
 [plugins.passthrough]
 builtin = "passthrough"
 [plugins.synthesize]
@@ -378,6 +378,7 @@ async fn measure(quick: bool) -> Vec<Row> {
     let mut rows = Vec::new();
 
     // Spawn → initialize: the first start compiles the plugins.
+    eprintln!("spawn → initialize, cold and warm…");
     let cold_dir = tempfile::tempdir().unwrap();
     let (server, cold) = Server::start(&config, cold_dir.path()).await;
     drop(server);
@@ -413,6 +414,7 @@ async fn measure(quick: bool) -> Vec<Row> {
     ));
 
     // Added latency at concurrency 1: chorus's run against the bare client's.
+    eprintln!("added latency at concurrency 1…");
     let client = reqwest::Client::new();
     for _ in 0..scale(200) {
         server.ask("ask").await;
@@ -452,6 +454,7 @@ async fn measure(quick: bool) -> Vec<Row> {
 
     // Throughput, CPU per run, and connections after warm-up.
     for concurrency in [16, 64] {
+        eprintln!("throughput at concurrency {concurrency}…");
         throughput(&server, concurrency, scale(1000)).await;
         let connections = provider.connections.load(Ordering::Relaxed);
         let runs = scale(5000);
@@ -479,6 +482,7 @@ async fn measure(quick: bool) -> Vec<Row> {
 
     // Memory per in-flight run: many runs waiting on slow models.
     let in_flight = scale(2000);
+    eprintln!("memory with {in_flight} runs in flight…");
     let before = rss_kib(server.pid());
     let server = Arc::new(server);
     let runs: Vec<_> = (0..in_flight)
