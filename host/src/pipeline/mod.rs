@@ -297,10 +297,17 @@ impl Runner {
         let completions = context.fan_out("fan-out", prompts.requests).await;
 
         context.emit(Event::Stage(Stage::Synthesize));
-        let mut answer = synthesizer
+        let merged = synthesizer
             .synthesize(host(), request, &plan, &completions)
-            .await?;
-        check_answer(&synthesizer.name, &mut answer, &completions)?;
+            .await
+            .and_then(|mut answer| {
+                check_answer(&synthesizer.name, &mut answer, &completions).map(|()| answer)
+            });
+        let mut answer = match merged {
+            Ok(answer) => answer,
+            // The answers are paid for: a merge that fails returns them.
+            Err(error) => side_by_side(&completions, &error).ok_or(error)?,
+        };
 
         let mut notes = plan.notes.clone();
         notes.extend(prompts.notes);
@@ -451,6 +458,38 @@ fn check_answer(
         ));
     }
     Ok(())
+}
+
+/// The answers that arrived, side by side, when the synthesizer failed
+/// outright (a trap, its memory cap, an answer that cannot be used);
+/// `None` when no answer arrived.
+fn side_by_side(completions: &[Completion], error: &PluginError) -> Option<Answer> {
+    let answered: Vec<(u32, &Completion, &str)> = completions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let reply = c.outcome.as_ref().ok()?;
+            Some((u32::try_from(i).ok()?, c, reply.content.as_str()))
+        })
+        .collect();
+    if answered.is_empty() {
+        return None;
+    }
+    let text = answered
+        .iter()
+        .map(|(_, c, content)| format!("### {}\n\n{}", c.model, content.trim()))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    Some(Answer {
+        kind: AnswerKind::Unmerged,
+        text,
+        sources: answered.iter().map(|(i, ..)| *i).collect(),
+        notes: vec![format!(
+            "Merging failed: {error}. The {} answers that arrived are given side by side.",
+            answered.len()
+        )],
+        details: None,
+    })
 }
 
 /// The run's cost ceiling: the configured one, lowered by the call's
