@@ -45,7 +45,7 @@ fn componentize_py() -> PathBuf {
 fn build_medoid() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let source = root.join("plugins/examples/python-medoid");
-    let wit = root.join("wit");
+    let wit = root.join("wit/0.2.0");
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("medoid.wasm");
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     let fresh = modified(&out).is_some_and(|built| {

@@ -76,10 +76,21 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         ("limits.run_timeout", limits.run_timeout.is_zero()),
         ("limits.max_calls_per_run", limits.max_calls_per_run == 0),
         ("limits.max_runs_kept", limits.max_runs_kept == 0),
+        (
+            "limits.max_concurrent_runs",
+            limits.max_concurrent_runs == 0,
+        ),
     ] {
         if zero {
             return Err((key.into(), "must be greater than zero".into()));
         }
+    }
+
+    if limits.max_concurrent_runs > 1024 {
+        return Err((
+            "limits.max_concurrent_runs".into(),
+            "must be at most 1024 (each run reserves a slot of the plugins' instance pool)".into(),
+        ));
     }
 
     for (name, p) in &config.providers {
@@ -199,6 +210,9 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         }
         if plugin.cpu_time.is_zero() {
             return Err((key("cpu_time"), "must be greater than zero".into()));
+        }
+        if plugin.wall_time.is_zero() {
+            return Err((key("wall_time"), "must be greater than zero".into()));
         }
         if plugin.max_memory_mib == 0 || plugin.max_memory_mib > 4096 {
             return Err((key("max_memory_mib"), "must be between 1 and 4096".into()));

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::events::{Event, Progress};
 use crate::llm::{ChatRequest, Completion, Failure, FailureKind, Llm, ModelInfo};
-use crate::plugins::HostServices;
+use crate::plugins::{Budget, HostServices};
 use crate::record::{CallError, CallRecord};
 
 pub struct RunContext {
@@ -203,5 +203,14 @@ impl HostServices for RunContext {
 
     fn models(&self) -> Vec<ModelInfo> {
         self.llm.catalog().cloned().collect()
+    }
+
+    fn budget(&self) -> Budget {
+        Budget {
+            calls_left: self.calls_left.load(Ordering::Acquire),
+            // The run has no cost ceiling yet.
+            cost_left: None,
+            time_left: self.deadline.saturating_duration_since(Instant::now()),
+        }
     }
 }

@@ -19,7 +19,7 @@ use crate::llm::{Completion, Llm};
 use crate::plugins::{
     Answer, AnswerKind, Kind, Plan, Plugin, PluginError, Prompts, Registry, Request,
 };
-use crate::record::{RunRecord, Totals};
+use crate::record::{CallRecord, RunRecord, Totals};
 use context::RunContext;
 
 /// Time a run gets past its deadline to turn what it has into an answer.
@@ -41,6 +41,10 @@ pub enum RunError {
     Plugin(#[from] PluginError),
     #[error("the run did not finish within its deadline of {0:?}")]
     Timeout(Duration),
+    #[error(
+        "the run waited its whole deadline of {waited:?} for a free slot: {limit} runs were in progress (limits.max_concurrent_runs); try again later, or raise the limit"
+    )]
+    Busy { waited: Duration, limit: u32 },
 }
 
 /// What running a pipeline needs: the checked config, the loaded plugins and
@@ -49,6 +53,8 @@ pub struct Runner {
     pub loaded: Loaded,
     pub registry: Registry,
     pub llm: Arc<Llm>,
+    /// One permit per run in progress (limits.max_concurrent_runs).
+    run_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Runner {
@@ -68,10 +74,14 @@ impl Runner {
                 }
             }
         }
+        let run_slots = Arc::new(tokio::sync::Semaphore::new(
+            loaded.config.limits.max_concurrent_runs as usize,
+        ));
         Ok(Self {
             loaded,
             registry,
             llm,
+            run_slots,
         })
     }
 
@@ -131,12 +141,18 @@ impl Runner {
             run_timeout,
             limits.max_calls_per_run,
         ));
+        let _slot = self.run_slot(&context, run_timeout).await?;
         let steps = self.steps(pipeline, &request, &context);
         let (mut answer, fan_out) = tokio::time::timeout_at(context.deadline() + WRAP_UP, steps)
             .await
             .map_err(|_| RunError::Timeout(run_timeout))??;
 
         let calls = context.records();
+        check_answer(
+            &self.plugin(&pipeline.synthesizer).name,
+            &mut answer,
+            &calls,
+        )?;
         let mut notes = std::mem::take(&mut answer.notes);
         if context.refused() > 0 {
             notes.push(format!(
@@ -149,7 +165,7 @@ impl Runner {
             run_id: request.run_id.clone(),
             pipeline: request.pipeline.clone(),
             kind: answer.kind,
-            summary: summary(&answer, &fan_out),
+            summary: summary(&answer, &fan_out, &calls),
             answer: answer.text,
             notes,
             usage: Totals::of(&calls),
@@ -189,13 +205,39 @@ impl Runner {
         let mut answer = synthesizer
             .synthesize(host(), request, &plan, &completions)
             .await?;
-        check_answer(&synthesizer.name, &mut answer, &completions)?;
 
         let mut notes = plan.notes.clone();
         notes.extend(prompts.notes);
         notes.append(&mut answer.notes);
         answer.notes = notes;
         Ok((answer, completions))
+    }
+
+    /// A slot among the runs in progress: at once if one is free, else
+    /// after waiting (said in the progress) within the run's deadline.
+    async fn run_slot(
+        &self,
+        context: &RunContext,
+        run_timeout: Duration,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, RunError> {
+        if let Ok(permit) = self.run_slots.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        let limit = self.loaded.config.limits.max_concurrent_runs;
+        context.emit(Event::Note {
+            plugin: "chorus".to_owned(),
+            message: format!(
+                "waiting for a free slot: {limit} runs are in progress (limits.max_concurrent_runs)"
+            ),
+        });
+        let waiting = self.run_slots.clone().acquire_owned();
+        match tokio::time::timeout_at(context.deadline(), waiting).await {
+            Ok(permit) => Ok(permit.expect("the run semaphore is never closed")),
+            Err(_) => Err(RunError::Busy {
+                waited: run_timeout,
+                limit,
+            }),
+        }
     }
 
     fn plugin(&self, name: &str) -> &Plugin {
@@ -278,36 +320,43 @@ fn roles(pipeline: &Pipeline) -> [(&'static str, Kind, &str); 3] {
     ]
 }
 
-/// Holds the synthesizer to the contract: sources must exist and have
-/// answered, and a "synthesis" of fewer than two answers is relabelled —
-/// degradation is said out loud, never dressed up.
+/// Holds the synthesizer to the contract: sources must be calls of this run
+/// that answered, and a "synthesis" of fewer than two answers is relabelled
+/// — degradation is said out loud, never dressed up.
 fn check_answer(
     plugin: &str,
     answer: &mut Answer,
-    completions: &[Completion],
+    calls: &[CallRecord],
 ) -> Result<(), PluginError> {
-    if let Some(bad) = answer
-        .sources
-        .iter()
-        .find(|&&i| i as usize >= completions.len())
-    {
-        return Err(PluginError::Invalid {
-            plugin: plugin.to_owned(),
-            message: format!(
-                "its answer cites completion {bad}, but the fan-out has {}",
-                completions.len()
-            ),
-        });
+    let invalid = |message: String| PluginError::Invalid {
+        plugin: plugin.to_owned(),
+        message,
+    };
+    for &id in &answer.sources {
+        match calls.iter().find(|c| c.id == id) {
+            None => {
+                return Err(invalid(format!(
+                    "its answer cites call {id}, but the run made {} calls",
+                    calls.len()
+                )));
+            }
+            Some(call) if call.error.is_some() => {
+                return Err(invalid(format!(
+                    "its answer cites call {id} ({}), which failed",
+                    call.model
+                )));
+            }
+            Some(_) => {}
+        }
     }
-    // A completion cited twice is still one answer.
+    // A call cited twice is still one answer.
     let mut seen = std::collections::HashSet::new();
     answer.sources.retain(|source| seen.insert(*source));
     if answer.kind == AnswerKind::Synthesis && answer.sources.len() < 2 {
         if answer.sources.is_empty() {
-            return Err(PluginError::Invalid {
-                plugin: plugin.to_owned(),
-                message: "its answer is labelled a synthesis but cites no completions".to_owned(),
-            });
+            return Err(invalid(
+                "its answer is labelled a synthesis but cites no completions".to_owned(),
+            ));
         }
         answer.kind = AnswerKind::Single;
         answer.notes.push(format!(
@@ -317,14 +366,15 @@ fn check_answer(
     Ok(())
 }
 
-fn summary(answer: &Answer, fan_out: &[Completion]) -> String {
+fn summary(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -> String {
     let n = fan_out.len();
     let answered = fan_out.iter().filter(|c| c.outcome.is_ok()).count();
     let k = answer.sources.len();
     let models = |sources: &[u32]| -> String {
         sources
             .iter()
-            .map(|&i| fan_out[i as usize].model.as_str())
+            .filter_map(|&id| calls.iter().find(|c| c.id == id))
+            .map(|c| c.model.as_str())
             .collect::<Vec<_>>()
             .join(", ")
     };

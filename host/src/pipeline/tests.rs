@@ -5,9 +5,9 @@ use proptest::prelude::*;
 use super::*;
 use crate::llm::{Failure, FailureKind, Reply};
 
-fn completion(ok: bool) -> Completion {
+fn completion(id: u32, ok: bool) -> Completion {
     Completion {
-        id: Some(0),
+        id: Some(id),
         label: "panel".into(),
         model: "m".into(),
         latency_ms: 1,
@@ -23,6 +23,46 @@ fn completion(ok: bool) -> Completion {
             Err(Failure::new(FailureKind::Timeout, "slow"))
         },
     }
+}
+
+fn records(completions: &[Completion]) -> Vec<CallRecord> {
+    completions
+        .iter()
+        .map(|c| context::call_record(c.id.unwrap(), "fan-out", c))
+        .collect()
+}
+
+#[test]
+fn an_answer_may_cite_any_call_of_the_run_that_answered_but_no_other() {
+    let completions = [
+        completion(0, true),
+        completion(1, false),
+        completion(2, true),
+    ];
+    let calls = records(&completions);
+    let answer = |sources: Vec<u32>| Answer {
+        kind: AnswerKind::Synthesis,
+        text: "t".into(),
+        sources,
+        notes: vec![],
+        details: None,
+    };
+    // Call 2 was a plugin's own (a later round): citable.
+    check_answer("p", &mut answer(vec![0, 2]), &calls).unwrap();
+    let failed = check_answer("p", &mut answer(vec![0, 1]), &calls).unwrap_err();
+    assert!(
+        failed
+            .to_string()
+            .contains("cites call 1 (m), which failed"),
+        "{failed}"
+    );
+    let unknown = check_answer("p", &mut answer(vec![0, 7]), &calls).unwrap_err();
+    assert!(
+        unknown
+            .to_string()
+            .contains("cites call 7, but the run made 3 calls"),
+        "{unknown}"
+    );
 }
 
 fn kind() -> impl Strategy<Value = AnswerKind> {
@@ -42,14 +82,17 @@ proptest! {
         kind in kind(),
         sources in prop::collection::vec(0u32..12, 0..10),
         outcomes in prop::collection::vec(any::<bool>(), 0..8),
+        fan_out in 0usize..8,
     ) {
-        let completions: Vec<Completion> = outcomes.iter().map(|&ok| completion(ok)).collect();
+        let completions: Vec<Completion> = outcomes.iter().enumerate().map(|(id, &ok)| completion(id as u32, ok)).collect();
+        let calls = records(&completions);
+        let fan_out = &completions[..fan_out.min(completions.len())];
         let mut answer = Answer { kind, text: "t".into(), sources: sources.clone(), notes: vec![], details: None };
-        match check_answer("p", &mut answer, &completions) {
+        match check_answer("p", &mut answer, &calls) {
             Err(PluginError::Invalid { plugin, .. }) => prop_assert_eq!(plugin, "p"),
             Err(other) => prop_assert!(false, "unexpected error {other}"),
             Ok(()) => {
-                prop_assert!(answer.sources.iter().all(|&i| (i as usize) < completions.len()));
+                prop_assert!(answer.sources.iter().all(|&id| completions[id as usize].outcome.is_ok()), "only calls that answered");
                 let mut distinct = answer.sources.clone();
                 distinct.sort_unstable();
                 distinct.dedup();
@@ -57,7 +100,7 @@ proptest! {
                 if answer.kind == AnswerKind::Synthesis {
                     prop_assert!(answer.sources.len() >= 2, "a synthesis rests on two answers or more");
                 }
-                let line = summary(&answer, &completions);
+                let line = summary(&answer, fan_out, &calls);
                 prop_assert!(!line.is_empty());
             }
         }
@@ -66,7 +109,8 @@ proptest! {
 
 #[test]
 fn a_synthesis_of_one_answer_is_relabelled_single() {
-    let completions = [completion(true), completion(false)];
+    let completions = [completion(0, true), completion(1, false)];
+    let calls = records(&completions);
     let mut answer = Answer {
         kind: AnswerKind::Synthesis,
         text: "t".into(),
@@ -74,11 +118,11 @@ fn a_synthesis_of_one_answer_is_relabelled_single() {
         notes: vec![],
         details: None,
     };
-    check_answer("p", &mut answer, &completions).unwrap();
+    check_answer("p", &mut answer, &calls).unwrap();
     assert_eq!(answer.kind, AnswerKind::Single);
     assert_eq!(answer.sources, [0]);
     assert_eq!(
-        summary(&answer, &completions),
+        summary(&answer, &completions, &calls),
         "Single answer from m (1 of 2 failed); not a synthesis."
     );
 }
