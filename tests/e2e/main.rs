@@ -11,6 +11,8 @@ mod load;
 mod polyglot;
 mod runs;
 mod sandbox;
+mod scaffold;
 mod selectors;
 mod strategies;
+mod toolchains;
 mod upstream;

@@ -3,6 +3,7 @@
 
 mod ask;
 mod check;
+mod plugin;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +39,9 @@ enum Command {
     Ask(ask::Args),
     /// Validate the configuration, load every plugin, and describe them.
     Check,
+    /// Write strategy plugins: `chorus plugin new NAME --kind KIND --lang LANG`.
+    #[command(subcommand)]
+    Plugin(plugin::Command),
 }
 
 pub fn main() -> ExitCode {
@@ -62,6 +66,7 @@ pub fn main() -> ExitCode {
                 Err(code) => code,
             },
             Command::Check => check::run(config),
+            Command::Plugin(command) => plugin::run(command),
         }
     })
 }

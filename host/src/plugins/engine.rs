@@ -55,9 +55,15 @@ impl Slots {
 }
 
 /// Builds the engine; falls back to on-demand allocation (with a warning)
-/// where the pool's address-space reservation is not available.
+/// where the pool's address-space reservation is not available, and uses
+/// it when `CHORUS_INSTANCE_ALLOCATOR=on-demand` says so (for hosts that
+/// limit address space, and to measure the pool's effect).
 pub fn engine(sizing: Sizing) -> (Engine, Slots) {
     let slots = Slots(Arc::new(Semaphore::new(sizing.slots as usize)));
+    if std::env::var("CHORUS_INSTANCE_ALLOCATOR").is_ok_and(|v| v == "on-demand") {
+        let engine = Engine::new(&base_config()).expect("the engine configuration is valid");
+        return (engine, slots);
+    }
     let mut config = base_config();
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool(sizing)));
     match Engine::new(&config) {
