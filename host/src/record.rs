@@ -3,7 +3,7 @@
 //! data that the pipeline produces and every surface reads, depending on
 //! nothing else in chorus.
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 /// What kind of answer a run produced. Never dress one kind up as another.
@@ -53,7 +53,9 @@ pub struct CallRecord {
     pub stage: String,
     pub label: String,
     pub model: String,
-    /// `ok` or `failed`.
+    /// `ok`, `failed`, `cut` (stopped by the fan-out policy: the quorum
+    /// had answered, or the time kept for the merge began) or `skipped`
+    /// (never sent: its worst-case cost would cross `max_cost_usd`).
     pub status: String,
     pub latency_ms: u32,
     pub attempts: u32,
@@ -61,8 +63,16 @@ pub struct CallRecord {
     pub prompt_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completion_tokens: Option<u32>,
+    /// Of the completion tokens, those spent reasoning, when reported.
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u32>,
+    /// USD: the provider's figure, or an estimate (`cost_estimated`).
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "usd_option")]
     pub cost_usd: Option<f64>,
+    /// True when `cost_usd` is chorus's estimate from prices and tokens,
+    /// not the provider's figure.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cost_estimated: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<CallError>,
 }
@@ -70,7 +80,8 @@ pub struct CallRecord {
 #[derive(Debug, Clone, Serialize)]
 pub struct CallError {
     /// timeout, rate-limited, http-status, connection, malformed-response,
-    /// response-too-large, cancelled, over-budget, unknown-model, missing-api-key
+    /// response-too-large, cancelled, over-budget, unknown-model,
+    /// missing-api-key, cut, token-limit
     pub kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
@@ -91,8 +102,12 @@ impl std::fmt::Display for CallError {
 pub struct Totals {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
-    /// Sum of the costs that are known.
+    /// Sum of the costs that are known, in USD (to 1e-9).
+    #[serde(serialize_with = "usd")]
     pub cost_usd: f64,
+    /// True when part of `cost_usd` is chorus's estimate.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cost_estimated: bool,
 }
 
 impl Totals {
@@ -101,7 +116,67 @@ impl Totals {
             t.prompt_tokens += u64::from(c.prompt_tokens.unwrap_or(0));
             t.completion_tokens += u64::from(c.completion_tokens.unwrap_or(0));
             t.cost_usd += c.cost_usd.unwrap_or(0.0);
+            t.cost_estimated |= c.cost_estimated && c.cost_usd.is_some();
             t
         })
+    }
+}
+
+/// USD rounded to 1e-9: exact enough to add up, free of float noise
+/// (`0.0006000000000000001` is `0.0006`).
+pub fn round_usd(usd: f64) -> f64 {
+    if usd.is_finite() {
+        (usd * 1e9).round() / 1e9
+    } else {
+        0.0
+    }
+}
+
+/// USD for people: cents for dollars, more digits for fractions of a cent,
+/// never float noise. `0.0006` → `$0.0006`, `1.5` → `$1.50`.
+pub fn show_usd(usd: f64) -> String {
+    let usd = round_usd(usd);
+    if usd == 0.0 {
+        return "$0".to_owned();
+    }
+    if usd.abs() >= 1.0 {
+        return format!("${usd:.2}");
+    }
+    let text = format!("{usd:.6}");
+    let trimmed = text.trim_end_matches('0');
+    let digits = trimmed.split('.').nth(1).map_or(0, str::len);
+    if digits < 2 {
+        format!("${usd:.2}")
+    } else {
+        format!("${trimmed}")
+    }
+}
+
+fn usd<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_f64(round_usd(*value))
+}
+
+fn usd_option<S: Serializer>(value: &Option<f64>, serializer: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(v) => serializer.serialize_some(&round_usd(*v)),
+        None => serializer.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn money_prints_without_float_noise() {
+        let noisy = 0.0002 + 0.0004;
+        assert_ne!(noisy, 0.0006, "the float noise this guards against");
+        assert_eq!(round_usd(noisy), 0.0006);
+        assert_eq!(serde_json::to_string(&round_usd(noisy)).unwrap(), "0.0006");
+        assert_eq!(show_usd(noisy), "$0.0006");
+        assert_eq!(show_usd(1.5), "$1.50");
+        assert_eq!(show_usd(0.1), "$0.10");
+        assert_eq!(show_usd(0.123456789), "$0.123457");
+        assert_eq!(show_usd(0.0), "$0");
     }
 }

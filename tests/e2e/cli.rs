@@ -232,7 +232,10 @@ async fn serve_uses_chorus_config_or_the_builtin_default_from_any_directory() {
 
 async fn tool_names(command: tokio::process::Command) -> Vec<String> {
     use rmcp::ServiceExt;
-    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let client = ().serve(transport).await.unwrap();
     let names = client
         .list_all_tools()

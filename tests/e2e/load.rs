@@ -23,10 +23,18 @@ async fn five_hundred_concurrent_calls_are_all_answered_each_with_its_own_result
             }],
         );
     }
-    let config_text = config(&mock, "").replace(
-        "read_timeout = \"10s\"",
-        "read_timeout = \"10s\"\nmax_concurrency = 4",
-    );
+    // Every answer is needed to check for mix-ups: no straggler is cut
+    // (calls wait their turn behind max_concurrency), however loaded the
+    // machine.
+    let config_text = config(&mock, "")
+        .replace(
+            "read_timeout = \"10s\"",
+            "read_timeout = \"10s\"\nmax_concurrency = 4",
+        )
+        .replace(
+            "[limits]\nrun_timeout = \"20s\"",
+            "[fan_out]\nquorum = \"all\"\nmerge_reserve = \"0%\"\n\n[limits]\nrun_timeout = \"200s\"",
+        );
     let server = Server::start(&config_text).await;
 
     let calls = (0..500).map(|i| {

@@ -5,14 +5,26 @@
 mod support;
 
 mod cancel;
+mod catalog;
 mod cli;
+mod clients;
 mod failures;
+mod first_contact;
 mod load;
+mod money;
 mod polyglot;
+mod protocol;
+mod providers;
 mod runs;
 mod sandbox;
 mod scaffold;
+mod schema;
+mod secrets;
 mod selectors;
+mod stragglers;
 mod strategies;
+mod streaming;
+mod tasks;
+mod timeouts;
 mod toolchains;
 mod upstream;

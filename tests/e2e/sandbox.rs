@@ -332,6 +332,16 @@ async fn plugins_see_fixed_clocks_and_their_budget() {
         notes.contains("budget: 64 calls left, cost left None"),
         "{notes}"
     );
+
+    // With a cost ceiling (here the call's own), the plugin sees what is left.
+    let capped = server
+        .call(
+            "budget",
+            serde_json::json!({"prompt": "q", "max_cost_usd": 0.25}),
+        )
+        .await;
+    let notes = structured(&capped)["notes"].to_string();
+    assert!(notes.contains("cost left Some(0.25)"), "{notes}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -65,8 +65,20 @@ async fn broken_bodies_end_as_typed_failures() {
     let result = server.ask("ask", "q").await;
     assert_eq!(result.is_error, Some(true));
     let result = structured(&result);
-    assert_failure(result, "m1", "timeout", 1, "timed out");
-    assert_failure(result, "m2", "timeout", 1, "timed out");
+    assert_failure(
+        result,
+        "m1",
+        "timeout",
+        1,
+        "the attempt did not finish within request_timeout = 2s (providers.mock)",
+    );
+    assert_failure(
+        result,
+        "m2",
+        "timeout",
+        1,
+        "the response went silent for idle_timeout = 500ms (providers.mock)",
+    );
     assert_failure(
         result,
         "m3",
@@ -156,7 +168,7 @@ async fn a_refused_connection_is_a_connection_failure() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_run_deadline_holds_and_names_itself() {
+async fn the_run_deadline_keeps_time_for_the_merge_and_names_itself() {
     let mock = Mock::start().await;
     for model in PANEL {
         mock.script(model, [Step::Hang]);
@@ -173,14 +185,21 @@ async fn the_run_deadline_holds_and_names_itself() {
         started.elapsed() < Duration::from_secs(10),
         "the run ended at its deadline"
     );
+    // The fan-out ends a quarter of the deadline early (merge_reserve =
+    // "25%" by default), so a merge would still have time.
     for model in PANEL {
-        assert_failure(
-            structured(&result),
-            model,
-            "timeout",
-            0,
-            "the run's deadline (1s) passed",
+        let call = outcome(structured(&result), model);
+        assert_eq!(call["status"], "cut", "{call}");
+        assert_eq!(call["error"]["kind"], "cut", "{call}");
+        let said = call["error"]["message"].as_str().unwrap();
+        assert!(
+            said.contains(
+                "before the run's deadline of 1s (merge_reserve = 25%, fan_out.merge_reserve)"
+            ),
+            "{said}"
         );
+        let latency = call["latency_ms"].as_u64().unwrap();
+        assert!((700..2000).contains(&latency), "cut at 750 ms: {latency}");
     }
 }
 
@@ -201,11 +220,9 @@ async fn a_missing_api_key_is_named_at_startup_and_in_every_failure() {
         );
     }
     assert!(mock.requests().is_empty(), "nothing was sent without a key");
-    assert!(
-        server
-            .stderr()
-            .contains("needs the environment variable CHORUS_TEST_UNSET_KEY, which is not set")
-    );
+    assert!(server.stderr().contains(
+        "needs an API key in the environment variable CHORUS_TEST_UNSET_KEY, which is not set"
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -224,6 +241,12 @@ async fn a_connect_timeout_is_a_retried_timeout() {
     let server = Server::start(&text).await;
     let result = server.ask("ask", "q").await;
     for model in PANEL {
-        assert_failure(structured(&result), model, "timeout", 2, "timed out");
+        assert_failure(
+            structured(&result),
+            model,
+            "timeout",
+            2,
+            "within connect_timeout = 300ms (providers.mock)",
+        );
     }
 }

@@ -1,8 +1,14 @@
 //! A mock OpenAI-compatible provider on 127.0.0.1, scripted per model: each
 //! request to a model takes the next step of its script (the last step
 //! repeats). It records every request body and counts requests in flight —
-//! a request stops counting when its connection is dropped, which is how
-//! tests see cancellation reach the network.
+//! a request stops counting when its connection is dropped (streamed bodies
+//! included), which is how tests see cancellation reach the network.
+//!
+//! Like real providers, it answers a request that asks for `"stream": true`
+//! with server-sent events (deltas, usage in the last chunk, `[DONE]`), and
+//! can be scripted to send keep-alive comments, reasoning, CRLF, an error
+//! chunk mid-stream, plain JSON to a streaming request, redirects, errors
+//! that echo the Authorization header, and a model list at `GET /v1/models`.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,7 +20,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 /// What the mock does with one request.
@@ -44,6 +50,42 @@ pub enum Step {
     /// Answers with the last user message, prefixed: shows which request a
     /// result came from.
     Echo { prefix: String, delay: Duration },
+    /// A 200 `text/event-stream` made of these events, whatever the
+    /// request asked for; lines end in CRLF when `crlf`.
+    Sse { events: Vec<Sse>, crlf: bool },
+    /// A redirect (`status`, e.g. 307) to `location`.
+    Redirect { status: u16, location: String },
+    /// An error whose message quotes the request's API key (what followed
+    /// `Bearer `), from character `from`, at most `len` characters.
+    EchoKey { code: u16, from: usize, len: usize },
+    /// A plain-JSON completion whose content is `parts` content parts of
+    /// `part_bytes` each (sent as JSON even to a streaming request).
+    BigParts { parts: usize, part_bytes: usize },
+}
+
+/// One piece of a scripted event stream.
+#[derive(Clone, Debug)]
+pub enum Sse {
+    /// `: text` — a keep-alive comment.
+    Comment(String),
+    /// A chunk with `delta.content`.
+    Content(String),
+    /// A chunk with `delta.reasoning`.
+    Reasoning(String),
+    /// A chunk with `finish_reason`.
+    Finish(String),
+    /// A chunk with this `usage` object and no choices.
+    Usage(Value),
+    /// A chunk with an `error` object and `finish_reason: "error"`.
+    Error { code: u16, message: String },
+    /// Exactly these bytes.
+    Raw(String),
+    /// Silence for this long.
+    Wait(Duration),
+    /// `data: [DONE]`.
+    Done,
+    /// Silence forever.
+    Hang,
 }
 
 impl Step {
@@ -73,6 +115,50 @@ impl Step {
             retry_after: Some(retry_after.into()),
         }
     }
+    /// A stream of `text` in a few deltas, then usage and `[DONE]`.
+    pub fn stream(text: &str) -> Self {
+        let mut events: Vec<Sse> = pieces(text).into_iter().map(Sse::Content).collect();
+        events.extend(finish_events());
+        Self::Sse {
+            events,
+            crlf: false,
+        }
+    }
+    /// Keep-alive comments every `every` for `for_`, then `text`.
+    pub fn keep_alive_then(every: Duration, for_: Duration, text: &str) -> Self {
+        let mut events = vec![];
+        let mut waited = Duration::ZERO;
+        while waited < for_ {
+            events.push(Sse::Comment("OPENROUTER PROCESSING".into()));
+            events.push(Sse::Wait(every));
+            waited += every;
+        }
+        events.extend(pieces(text).into_iter().map(Sse::Content));
+        events.extend(finish_events());
+        Self::Sse {
+            events,
+            crlf: false,
+        }
+    }
+}
+
+/// `text` in up to four deltas.
+fn pieces(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.is_empty() {
+        return vec![String::new()];
+    }
+    let size = chars.len().div_ceil(4).max(1);
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+/// How a stream ends: finish reason, usage with cost, `[DONE]`.
+pub fn finish_events() -> Vec<Sse> {
+    vec![
+        Sse::Finish("stop".into()),
+        Sse::Usage(json!({"prompt_tokens": 12, "completion_tokens": 34, "cost": 0.0005})),
+        Sse::Done,
+    ]
 }
 
 #[derive(Default)]
@@ -81,6 +167,11 @@ struct Shared {
     requests: Mutex<Vec<Recorded>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// What `GET /v1/models` returns; 404 when unset.
+    catalog: Mutex<Option<Value>>,
+    catalog_requests: AtomicUsize,
+    /// When set, requests without `Bearer <key>` get a 401.
+    required_key: Mutex<Option<String>>,
 }
 
 /// A request the mock received.
@@ -124,6 +215,7 @@ impl Mock {
         let shared = Arc::new(Shared::default());
         let app = Router::new()
             .route("/v1/chat/completions", post(handle))
+            .route("/v1/models", get(models))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -160,6 +252,22 @@ impl Mock {
             .into_iter()
             .filter(|r| r.model == model)
             .collect()
+    }
+
+    /// Serves `GET /v1/models` with `{"data": models}`.
+    pub fn catalog(&self, models: Value) -> &Self {
+        *self.shared.catalog.lock().unwrap() = Some(json!({ "data": models }));
+        self
+    }
+
+    pub fn catalog_requests(&self) -> usize {
+        self.shared.catalog_requests.load(Ordering::SeqCst)
+    }
+
+    /// Refuses requests that do not carry `Bearer key` (a 401).
+    pub fn require_key(&self, key: &str) -> &Self {
+        *self.shared.required_key.lock().unwrap() = Some(key.to_owned());
+        self
     }
 
     pub fn in_flight(&self) -> usize {
@@ -201,18 +309,40 @@ impl Drop for InFlight {
     }
 }
 
+async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    shared.catalog_requests.fetch_add(1, Ordering::SeqCst);
+    match shared.catalog.lock().unwrap().clone() {
+        Some(list) => json_response(StatusCode::OK, &list),
+        None => json_response(
+            StatusCode::NOT_FOUND,
+            &json!({"error": {"message": "no model list here", "code": 404}}),
+        ),
+    }
+}
+
 async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: String) -> Response {
-    let _guard = InFlight::enter(&shared);
+    let guard = InFlight::enter(&shared);
     let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let model = body["model"].as_str().unwrap_or_default().to_owned();
+    let stream = body["stream"] == true;
+    let authorization = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     shared.requests.lock().unwrap().push(Recorded {
         model: model.clone(),
         body: body.clone(),
-        authorization: headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
+        authorization: authorization.clone(),
     });
+    let required = shared.required_key.lock().unwrap().clone();
+    if let Some(key) = required
+        && authorization.as_deref() != Some(format!("Bearer {key}").as_str())
+    {
+        return json_response(
+            StatusCode::UNAUTHORIZED,
+            &json!({"error": {"message": "No auth credentials found", "code": 401}}),
+        );
+    }
     let step = {
         let mut scripts = shared.scripts.lock().unwrap();
         match scripts.get_mut(&model) {
@@ -224,7 +354,7 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
     match step {
         Step::Answer { delay, text } => {
             tokio::time::sleep(delay).await;
-            json_response(StatusCode::OK, &completion(&model, &text))
+            answer(guard, stream, &model, &text)
         }
         Step::Status {
             code,
@@ -281,9 +411,7 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
             });
             streaming(Body::from_stream(futures::StreamExt::chain(half, end)))
         }
-        Step::Big { bytes } => {
-            json_response(StatusCode::OK, &completion(&model, &"x".repeat(bytes)))
-        }
+        Step::Big { bytes } => answer(guard, stream, &model, &"x".repeat(bytes)),
         Step::Echo { prefix, delay } => {
             tokio::time::sleep(delay).await;
             let last = body["messages"]
@@ -291,12 +419,128 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
                 .and_then(|m| m.last())
                 .and_then(|m| m["content"].as_str())
                 .unwrap_or_default();
+            answer(guard, stream, &model, &format!("{prefix}{last}"))
+        }
+        Step::Sse { events, crlf } => sse(guard, &model, events, crlf),
+        Step::Redirect { status, location } => Response::builder()
+            .status(StatusCode::from_u16(status).unwrap())
+            .header("location", location)
+            .body(Body::empty())
+            .unwrap(),
+        Step::EchoKey { code, from, len } => {
+            let key = authorization
+                .as_deref()
+                .and_then(|a| a.strip_prefix("Bearer "))
+                .unwrap_or_default();
+            let echoed: String = key.chars().skip(from).take(len).collect();
             json_response(
-                StatusCode::OK,
-                &completion(&model, &format!("{prefix}{last}")),
+                StatusCode::from_u16(code).unwrap(),
+                &json!({"error": {"message": format!("Invalid credentials: {echoed}…"), "code": code}}),
             )
         }
+        Step::BigParts { parts, part_bytes } => {
+            let part = json!({"type": "text", "text": "y".repeat(part_bytes)}).to_string();
+            let mut text = String::with_capacity(parts * (part.len() + 1) + 300);
+            text.push_str(r#"{"id":"mock-big","model":""#);
+            text.push_str(&model);
+            text.push_str(r#"","choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":["#);
+            for i in 0..parts {
+                if i > 0 {
+                    text.push(',');
+                }
+                text.push_str(&part);
+            }
+            text.push_str(r#"]}}],"usage":{"prompt_tokens":12,"completion_tokens":34}}"#);
+            Response::builder()
+                .status(StatusCode::OK)
+                .header("content-type", "application/json")
+                .body(Body::from(text))
+                .unwrap()
+        }
     }
+}
+
+/// A completion as the request asked for it: streamed or whole.
+fn answer(guard: InFlight, stream: bool, model: &str, text: &str) -> Response {
+    if stream {
+        let mut events: Vec<Sse> = if text.len() > 64 * 1024 {
+            let chars: Vec<char> = text.chars().collect();
+            chars
+                .chunks(16 * 1024)
+                .map(|c| Sse::Content(c.iter().collect()))
+                .collect()
+        } else {
+            pieces(text).into_iter().map(Sse::Content).collect()
+        };
+        events.extend(finish_events());
+        sse(guard, model, events, false)
+    } else {
+        drop(guard);
+        json_response(StatusCode::OK, &completion(model, text))
+    }
+}
+
+/// A `text/event-stream` of `events`; the in-flight guard lives as long as
+/// the body, so a client that hangs up is seen.
+fn sse(guard: InFlight, model: &str, events: Vec<Sse>, crlf: bool) -> Response {
+    let model = model.to_owned();
+    let end = if crlf { "\r\n" } else { "\n" };
+    let stream = futures::stream::unfold(
+        (VecDeque::from(events), guard),
+        move |(mut events, guard)| {
+            let model = model.clone();
+            async move {
+                loop {
+                    let event = events.pop_front()?;
+                    let chunk = |value: Value| format!("data: {value}{end}{end}");
+                    let text = match event {
+                        Sse::Wait(d) => {
+                            tokio::time::sleep(d).await;
+                            continue;
+                        }
+                        Sse::Hang => {
+                            std::future::pending::<()>().await;
+                            unreachable!()
+                        }
+                        Sse::Comment(c) => format!(": {c}{end}{end}"),
+                        Sse::Content(c) => chunk(delta(&model, json!({"content": c}), None)),
+                        Sse::Reasoning(r) => chunk(delta(&model, json!({"reasoning": r}), None)),
+                        Sse::Finish(reason) => chunk(delta(&model, json!({}), Some(&reason))),
+                        Sse::Usage(usage) => chunk(json!({
+                            "id": "mock-1", "object": "chat.completion.chunk", "model": model,
+                            "choices": [], "usage": usage
+                        })),
+                        Sse::Error { code, message } => chunk(json!({
+                            "id": "mock-1", "object": "chat.completion.chunk", "model": model,
+                            "error": {"code": code, "message": message},
+                            "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]
+                        })),
+                        Sse::Raw(raw) => raw,
+                        Sse::Done => format!("data: [DONE]{end}{end}"),
+                    };
+                    return Some((
+                        Ok::<_, std::io::Error>(bytes::Bytes::from(text)),
+                        (events, guard),
+                    ));
+                }
+            }
+        },
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
+fn delta(model: &str, delta: Value, finish: Option<&str>) -> Value {
+    json!({
+        "id": "mock-1",
+        "object": "chat.completion.chunk",
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+    })
 }
 
 fn completion(model: &str, text: &str) -> Value {

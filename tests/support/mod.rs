@@ -1,5 +1,7 @@
 //! The test harness: a mock provider, a config pointing at it, and the real
-//! `chorus` binary spawned and driven over stdio by rmcp's MCP client.
+//! `chorus` binary spawned and driven over stdio by rmcp's MCP client (or by
+//! hand, JSON line by JSON line, with [`Raw`]). A child's stderr is kept, and
+//! printed only when the test fails: a passing suite prints nothing of it.
 
 #![allow(dead_code)]
 
@@ -15,9 +17,10 @@ use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 
-pub use mock::{Mock, Step};
+pub use mock::{Mock, Sse, Step};
 
 /// The environment variable the test config names for the API key, and a
 /// canary value for it that must never show up anywhere.
@@ -164,7 +167,7 @@ impl ClientHandler for Client {
 pub struct Server {
     pub client: RunningService<RoleClient, Client>,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
-    stderr: Arc<Mutex<String>>,
+    stderr: Log,
     _config: ConfigFile,
 }
 
@@ -182,21 +185,7 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn chorus serve");
-        let log = Arc::new(Mutex::new(String::new()));
-        if let Some(mut stderr) = stderr {
-            let log = log.clone();
-            tokio::spawn(async move {
-                let mut buf = [0u8; 8192];
-                while let Ok(n) = stderr.read(&mut buf).await {
-                    if n == 0 {
-                        break;
-                    }
-                    log.lock()
-                        .unwrap()
-                        .push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-            });
-        }
+        let log = capture(stderr);
         let handler = Client::default();
         let progress = handler.progress.clone();
         let client = handler
@@ -232,7 +221,146 @@ impl Server {
     }
 
     pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.stderr.text()
+    }
+}
+
+/// What a child wrote to stderr; replayed when dropped in a failing test
+/// (the harness shows it with the failure), silent otherwise.
+#[derive(Default)]
+pub struct Log(Arc<Mutex<String>>);
+
+impl Log {
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "----- chorus stderr -----\n{}----- end of chorus stderr -----",
+                self.text()
+            );
+        }
+    }
+}
+
+/// Keeps what a child writes to stderr.
+pub fn capture(stderr: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>) -> Log {
+    let log = Log::default();
+    if let Some(mut stderr) = stderr {
+        // The reader holds the buffer, not the `Log`: only the test's own
+        // handle replays it.
+        let buffer = log.0.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                buffer
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+    }
+    log
+}
+
+/// `chorus serve` driven by hand, one JSON line at a time.
+pub struct Raw {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: Option<Lines<BufReader<ChildStdout>>>,
+    stderr: Log,
+    _config: ConfigFile,
+}
+
+impl Raw {
+    pub async fn start(config: &str) -> Self {
+        let file = write_config(config);
+        let mut child = command(&["serve", "--config", file.path.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn chorus serve");
+        let stderr = capture(child.stderr.take());
+        Self {
+            stdin: child.stdin.take(),
+            stdout: Some(BufReader::new(child.stdout.take().unwrap()).lines()),
+            child,
+            stderr,
+            _config: file,
+        }
+    }
+
+    pub async fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("chorus reads stdin");
+    }
+
+    pub async fn send(&mut self, message: Value) {
+        self.send_line(&message.to_string()).await;
+    }
+
+    /// The next message chorus writes (within 30 s), checked to be JSON-RPC.
+    pub async fn recv(&mut self) -> Value {
+        let stdout = self.stdout.as_mut().expect("stdout is open");
+        let line = tokio::time::timeout(Duration::from_secs(30), stdout.next_line())
+            .await
+            .expect("chorus answers within 30 s")
+            .expect("stdout reads")
+            .expect("stdout stays open");
+        let message: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:.300}"));
+        assert_eq!(message["jsonrpc"], "2.0", "{line:.300}");
+        message
+    }
+
+    /// Reads until the response to `id`; returns it and every message
+    /// before it, in wire order.
+    pub async fn response(&mut self, id: &Value) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let message = self.recv().await;
+            if message.get("method").is_none() && &message["id"] == id {
+                return (message, before);
+            }
+            before.push(message);
+        }
+    }
+
+    /// `initialize` (2025-11-25) with `capabilities`, then `initialized`.
+    pub async fn initialize(&mut self, capabilities: Value) -> Value {
+        self.send(
+            serde_json::json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": capabilities,
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+        )
+        .await;
+        let (response, _) = self.response(&Value::from("init")).await;
+        self.send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        response
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    pub fn close_stdout(&mut self) {
+        self.stdout.take();
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.text()
     }
 }
 

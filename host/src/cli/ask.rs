@@ -1,14 +1,18 @@
 //! `chorus ask`: one run from the terminal. Live progress on stderr (which
-//! model answered, how long it took, which failed and why), the answer on
-//! stdout, or the whole record with `--json`. Ctrl-C cancels the run.
+//! model answered, how long it took, which failed and why — each distinct
+//! failure in full once), the answer on stdout, or the whole record with
+//! `--json`. Ctrl-C cancels the run. A first run that cannot work at all
+//! (no usable key, no reachable provider) says why in one line.
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use crate::app::Chorus;
 use crate::pipeline::Event;
-use crate::record::{AnswerKind, RunRecord};
+use crate::record::{AnswerKind, CallRecord, RunRecord, show_usd};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -61,10 +65,14 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
         );
         return ExitCode::from(2);
     };
+    if let Some(code) = first_contact(&chorus).await {
+        return code;
+    }
     let progress: crate::pipeline::Progress = if args.quiet {
         crate::pipeline::events::ignore()
     } else {
-        Arc::new(render)
+        let renderer = Renderer::new(std::io::stderr().is_terminal());
+        Arc::new(move |event| renderer.render(event))
     };
     let outcome = tokio::select! {
         outcome = chorus.run(pipeline, prompt, args.options.into_iter().collect(), progress) => outcome,
@@ -82,29 +90,218 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
     }
 }
 
-fn render(event: Event) {
-    let line = match event {
-        Event::Stage(stage) => format!("… {}", stage.as_str()),
-        Event::FanOut { calls } => format!("  {calls} requests in flight"),
-        Event::CallFinished(call) => {
-            let who = if call.stage == "fan-out" {
-                call.model.clone()
-            } else {
-                format!("{} [{}]", call.model, call.stage)
-            };
-            let secs = f64::from(call.latency_ms) / 1000.0;
-            match &call.error {
-                None => format!(
-                    "  ✓ {who:<40} {secs:>6.2}s  {} tokens",
-                    call.completion_tokens.unwrap_or(0)
-                ),
-                Some(error) => format!("  ✗ {who:<40} {secs:>6.2}s  {error}"),
-            }
+/// Fails at once, in one line per cause, when no call of the run could
+/// work: every provider the models use lacks a usable key, or cannot be
+/// connected to (seen when its model list is fetched).
+async fn first_contact(chorus: &Chorus) -> Option<ExitCode> {
+    let llm = &chorus.runner.llm;
+    let models = llm.models();
+    let mut used: Vec<&str> = models.values().map(|m| m.provider.as_str()).collect();
+    used.sort_unstable();
+    used.dedup();
+    if used.is_empty() {
+        return None;
+    }
+    let problems = llm.key_problems();
+    if used
+        .iter()
+        .all(|p| problems.iter().any(|k| k.provider == *p))
+    {
+        for problem in problems
+            .iter()
+            .filter(|k| used.contains(&k.provider.as_str()))
+        {
+            eprintln!("chorus: {problem}");
         }
-        Event::Note { plugin, message } => format!("  · {plugin}: {message}"),
-        Event::Started(_) | Event::Planned(_) | Event::CallStarted { .. } => return,
+        return Some(ExitCode::from(2));
+    }
+    for problem in &problems {
+        tracing::warn!("{problem}; its calls will fail");
+    }
+    let statuses = llm.load_catalogs(false).await;
+    let unreachable: Vec<_> = statuses
+        .iter()
+        .filter(|s| matches!(&s.result, Err(e) if e.unreachable))
+        .collect();
+    if used
+        .iter()
+        .all(|p| unreachable.iter().any(|s| s.provider == *p))
+    {
+        for status in unreachable {
+            let host = llm.host_of(&status.provider).unwrap_or_default();
+            let why = status
+                .result
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            eprintln!(
+                "chorus: cannot reach provider `{}` at {host} (providers.{}.base_url): {why}",
+                status.provider, status.provider
+            );
+        }
+        return Some(ExitCode::from(1));
+    }
+    None
+}
+
+/// Live progress on stderr. On a terminal, a status line counts the
+/// tokens streaming in; elsewhere each call's first token gets a line.
+/// A failure already shown in full is referred to, not repeated.
+struct Renderer {
+    terminal: bool,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Calls in flight: who, since when, tokens so far.
+    calls: HashMap<u32, (String, Instant, u32)>,
+    /// Failures shown so far, with the first call that had each.
+    failures: Vec<(String, String)>,
+    status_line: bool,
+}
+
+impl Renderer {
+    fn new(terminal: bool) -> Self {
+        Self {
+            terminal,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn render(&self, event: Event) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let line = match event {
+            Event::Stage(stage) => format!("… {}", stage.as_str()),
+            Event::FanOut { calls } => format!("  {calls} requests in flight"),
+            Event::CallStarted { id, stage, request } => {
+                let who = who(&request.model, &stage);
+                state.calls.insert(id, (who, Instant::now(), 0));
+                return;
+            }
+            Event::CallTokens { id, tokens } => {
+                let Some(call) = state.calls.get_mut(&id) else {
+                    return;
+                };
+                let first = call.2 == 0;
+                call.2 = tokens;
+                if self.terminal {
+                    self.status(&mut state);
+                    return;
+                }
+                if !first {
+                    return;
+                }
+                let secs = call.1.elapsed().as_secs_f64();
+                format!("  ▸ {:<40} {secs:>6.2}s  first token", call.0)
+            }
+            Event::CallFinished(call) => {
+                state.calls.remove(&call.id);
+                finished(&mut state, &call)
+            }
+            Event::Note { plugin, message } => format!("  · {plugin}: {message}"),
+            Event::Started(_) | Event::Planned(_) => return,
+        };
+        if state.status_line {
+            eprint!("\r\x1b[K");
+            state.status_line = false;
+        }
+        eprintln!("{line}");
+        if self.terminal && !state.calls.is_empty() {
+            self.status(&mut state);
+        }
+    }
+
+    /// Redraws the status line: tokens so far per call in flight.
+    fn status(&self, state: &mut State) {
+        let mut calls: Vec<&(String, Instant, u32)> = state.calls.values().collect();
+        calls.sort_by_key(|c| c.1);
+        let parts: Vec<String> = calls
+            .iter()
+            .take(6)
+            .map(|(who, _, tokens)| {
+                if *tokens == 0 {
+                    format!("{who} …")
+                } else {
+                    format!("{who} {tokens}")
+                }
+            })
+            .collect();
+        let more = calls.len().saturating_sub(6);
+        let mut line = format!("  ⋯ {}", parts.join(" · "));
+        if more > 0 {
+            line.push_str(&format!(" · {more} more"));
+        }
+        let line: String = line.chars().take(160).collect();
+        eprint!("\r\x1b[K{line}");
+        state.status_line = true;
+    }
+}
+
+fn who(model: &str, stage: &str) -> String {
+    if stage == "fan-out" {
+        model.to_owned()
+    } else {
+        format!("{model} [{stage}]")
+    }
+}
+
+/// A call's line; a failure seen before is referred to, not repeated.
+fn finished(state: &mut State, call: &CallRecord) -> String {
+    let who = who(&call.model, &call.stage);
+    let secs = f64::from(call.latency_ms) / 1000.0;
+    let Some(error) = &call.error else {
+        let cost = call
+            .cost_usd
+            .map(|c| {
+                let mark = if call.cost_estimated { "~" } else { "" };
+                format!("  {mark}{}", show_usd(c))
+            })
+            .unwrap_or_default();
+        return format!(
+            "  ✓ {who:<40} {secs:>6.2}s  {} tokens{cost}",
+            call.completion_tokens.unwrap_or(0)
+        );
     };
-    eprintln!("{line}");
+    let mark = match call.status.as_str() {
+        "cut" => "✂",
+        "skipped" => "–",
+        _ => "✗",
+    };
+    let text = error.to_string();
+    if let Some((_, first)) = state.failures.iter().find(|(t, _)| *t == text) {
+        return format!("  {mark} {who:<40} {secs:>6.2}s  (the same as {first})");
+    }
+    state.failures.push((text.clone(), who.clone()));
+    format!("  {mark} {who:<40} {secs:>6.2}s  {text}")
+}
+
+/// Notes saying "MODEL failed: WHY" with the same WHY become one note
+/// naming every model; other notes are kept as they are, in order.
+fn grouped(notes: &[String]) -> Vec<String> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for note in notes {
+        let failure = note
+            .split_once(" failed: ")
+            .filter(|(model, _)| !model.is_empty() && !model.contains(' '));
+        match failure {
+            Some((model, why)) => match out.iter_mut().find(|(w, m)| !m.is_empty() && w == why) {
+                Some((_, models)) => models.push(model.to_owned()),
+                None => out.push((why.to_owned(), vec![model.to_owned()])),
+            },
+            None => out.push((note.clone(), Vec::new())),
+        }
+    }
+    out.into_iter()
+        .map(|(text, models)| {
+            if models.is_empty() {
+                text
+            } else {
+                format!("{} failed: {text}", models.join(", "))
+            }
+        })
+        .collect()
 }
 
 fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
@@ -124,7 +321,12 @@ fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
     }
     if !quiet && !json {
         let cost = if result.usage.cost_usd > 0.0 {
-            format!(", ${:.4}", result.usage.cost_usd)
+            let estimated = if result.usage.cost_estimated {
+                " (estimated in part)"
+            } else {
+                ""
+            };
+            format!(", {}{estimated}", show_usd(result.usage.cost_usd))
         } else {
             String::new()
         };
@@ -138,7 +340,7 @@ fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
             result.summary,
             result.elapsed_ms as f64 / 1000.0
         );
-        for note in &result.notes {
+        for note in grouped(&result.notes) {
             eprintln!("  note: {note}");
         }
     }

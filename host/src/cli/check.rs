@@ -1,14 +1,20 @@
-//! `chorus check`: validates the configuration, loads every plugin, and
-//! says what is there. Exits non-zero with the precise problem otherwise.
+//! `chorus check`: validates the configuration, loads every plugin, fetches
+//! the providers' model lists, and says what is there — including every
+//! model id (in `[models]` and in plugin settings) that its provider does
+//! not list, with the closest ids it does. Exits 2 for an invalid
+//! configuration, 1 for unknown model ids, 0 otherwise.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
+use serde_json::Value;
+
+use crate::llm::{PriceSource, closest, show_price};
 use crate::pipeline::Runner;
 use crate::plugins::Source;
 
-pub fn run(config: Option<&Path>) -> ExitCode {
+pub async fn run(config: Option<&Path>) -> ExitCode {
     let chorus = match crate::config::Loaded::discover(config).and_then(Runner::load) {
         Ok(chorus) => chorus,
         Err(e) => {
@@ -16,13 +22,132 @@ pub fn run(config: Option<&Path>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match report(&chorus, &mut std::io::stdout().lock()) {
-        Ok(()) => ExitCode::SUCCESS,
+    let statuses = chorus.llm.load_catalogs(false).await;
+    let mut out = std::io::stdout().lock();
+    let written = report(&chorus, &mut out).and_then(|()| catalogs(&chorus, &statuses, &mut out));
+    match written {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("chorus: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The providers' lists, and every model id they do not list. Returns how
+/// many ids were flagged.
+fn catalogs(
+    chorus: &Runner,
+    statuses: &[crate::llm::CatalogStatus],
+    out: &mut impl Write,
+) -> std::io::Result<usize> {
+    writeln!(out, "\nmodel lists ({{base_url}}/models):")?;
+    for (name, provider) in &chorus.loaded.config.providers {
+        let state = match statuses.iter().find(|s| &s.provider == name) {
+            _ if !provider.catalog => "not fetched (catalog = false)".to_owned(),
+            Some(status) => match &status.result {
+                Ok(catalog) => catalog.describe(),
+                Err(why) => format!("unavailable: {why}"),
+            },
+            None => "not fetched".to_owned(),
+        };
+        writeln!(out, "  {name:<16} {state}")?;
+    }
+    let models = chorus.llm.models();
+    let mut flagged = Vec::new();
+    for model in models.values() {
+        if model.listed != Some(false) {
+            continue;
+        }
+        let listed = listed_ids(statuses, &model.provider);
+        flagged.push((
+            format!("models.\"{}\"", model.id),
+            model.id.clone(),
+            format!("not listed by provider `{}`", model.provider),
+            closest(&model.id, listed.iter().copied(), 3),
+        ));
+    }
+    for (plugin, spec) in &chorus.loaded.config.plugins {
+        let settings = serde_json::to_value(&spec.settings).unwrap_or(Value::Null);
+        let mut ids = Vec::new();
+        model_ids(&settings, &format!("plugins.{plugin}.settings"), &mut ids);
+        for (key, id) in ids {
+            if models.contains_key(&id) {
+                continue; // checked above, as a model of [models]
+            }
+            let mut candidates: Vec<&str> = models.keys().map(String::as_str).collect();
+            for status in statuses {
+                candidates.extend(listed_ids(statuses, &status.provider));
+            }
+            candidates.sort_unstable();
+            candidates.dedup();
+            flagged.push((
+                key,
+                id.clone(),
+                "not in [models], so no plugin may use it".to_owned(),
+                closest(&id, candidates.into_iter(), 3),
+            ));
+        }
+    }
+    if flagged.is_empty() {
+        return Ok(0);
+    }
+    writeln!(out, "\nunknown model ids:")?;
+    for (key, id, why, near) in &flagged {
+        let near = if near.is_empty() {
+            String::new()
+        } else {
+            format!("; closest: {}", near.join(", "))
+        };
+        let at = chorus
+            .loaded
+            .position(key)
+            .map(|(line, _)| format!("{}:{line}: ", chorus.loaded.origin))
+            .unwrap_or_default();
+        writeln!(out, "  {at}`{key}`: `{id}` is {why}{near}")?;
+    }
+    writeln!(
+        out,
+        "\n{} model id(s) will fail as written; fix them, or run `chorus models QUERY` to search the lists",
+        flagged.len()
+    )?;
+    Ok(flagged.len())
+}
+
+fn listed_ids<'a>(statuses: &'a [crate::llm::CatalogStatus], provider: &str) -> Vec<&'a str> {
+    statuses
+        .iter()
+        .filter(|s| s.provider == provider)
+        .filter_map(|s| s.result.as_ref().ok())
+        .flat_map(|c| c.models.iter().map(|m| m.id.as_str()))
+        .collect()
+}
+
+/// Strings in plugin settings that look like model ids (`vendor/model`),
+/// with the key where each is written (`...panel[2]`).
+fn model_ids(value: &Value, key: &str, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::String(s)
+            if s.contains('/')
+                && !s.contains("://")
+                && !s.chars().any(char::is_whitespace)
+                && s.len() < 200 =>
+        {
+            out.push((key.to_owned(), s.clone()));
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                model_ids(item, &format!("{key}[{i}]"), out);
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                model_ids(v, &format!("{key}.{k}"), out);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -36,14 +161,16 @@ fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<()> {
     )?;
 
     writeln!(out, "\nproviders:")?;
-    let missing = chorus.llm.missing_keys();
+    let problems = chorus.llm.key_problems();
     for (name, provider) in &config.providers {
-        let key = match &provider.api_key_env {
-            None => "no API key".to_owned(),
-            Some(var) if missing.iter().any(|(p, _)| p == name) => {
+        let problem = problems.iter().find(|k| &k.provider == name);
+        let key = match (&provider.api_key_env, problem) {
+            (None, _) => "no API key".to_owned(),
+            (Some(var), Some(p)) if p.unusable.is_none() => {
                 format!("key: ${var} NOT SET — calls will fail")
             }
-            Some(var) => format!("key: ${var} (set)"),
+            (Some(var), Some(_)) => format!("key: ${var} set but UNUSABLE — calls will fail"),
+            (Some(var), None) => format!("key: ${var} (set)"),
         };
         writeln!(
             out,
@@ -53,12 +180,25 @@ fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<()> {
     }
 
     writeln!(out, "\nmodels:")?;
-    for model in chorus.llm.catalog() {
+    for model in chorus.llm.models().values() {
         let window = model
             .context_window
             .map(|w| format!("  {w} tokens"))
             .unwrap_or_default();
-        writeln!(out, "  {:<40} {}{window}", model.id, model.provider)?;
+        let prices = match model.prices_source {
+            None => String::new(),
+            Some(source) => format!(
+                "  {}/{} per M{}",
+                show_price(model.input_price),
+                show_price(model.output_price),
+                if source == PriceSource::Catalog {
+                    " (from the catalog)"
+                } else {
+                    ""
+                }
+            ),
+        };
+        writeln!(out, "  {:<40} {}{window}{prices}", model.id, model.provider)?;
     }
 
     writeln!(out, "\nplugins:")?;
@@ -105,12 +245,11 @@ fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<()> {
             )?;
         }
     }
-    if !missing.is_empty() {
-        let vars: Vec<_> = missing.iter().map(|(_, v)| format!("${v}")).collect();
+    for problem in &problems {
         writeln!(
             out,
-            "\nwarning: {} not set; the configuration is valid, but calls will fail until it is",
-            vars.join(", ")
+            "\nwarning: {problem}; the configuration is valid, but calls to `{}` will fail until it is fixed",
+            problem.provider
         )?;
     }
     Ok(())

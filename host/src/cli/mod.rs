@@ -3,6 +3,7 @@
 
 mod ask;
 mod check;
+mod models;
 mod plugin;
 
 use std::path::PathBuf;
@@ -24,7 +25,8 @@ struct Cli {
     /// The configuration file. Default: $CHORUS_CONFIG, else the built-in plugins.toml.
     #[arg(long, short, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// More log output on stderr (-v info, -vv debug, -vvv trace). $CHORUS_LOG overrides.
+    /// More of chorus's log on stderr (-v info, -vv debug, -vvv trace). $CHORUS_LOG
+    /// overrides: a level (`debug`), or a filter (`chorus=debug,rmcp=debug`).
     #[arg(long, short, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
     #[command(subcommand)]
@@ -37,8 +39,10 @@ enum Command {
     Serve,
     /// Run a pipeline once: progress on stderr, the answer on stdout.
     Ask(ask::Args),
-    /// Validate the configuration, load every plugin, and describe them.
+    /// Validate the configuration, load every plugin, check model ids against the providers' lists.
     Check,
+    /// List the models the providers offer (cached on disk), matching QUERY.
+    Models(models::Args),
     /// Write strategy plugins: `chorus plugin new NAME --kind KIND --lang LANG`.
     #[command(subcommand)]
     Plugin(plugin::Command),
@@ -58,17 +62,25 @@ pub fn main() -> ExitCode {
         }
     };
     let config = cli.config.as_deref();
-    runtime.block_on(async {
+    let code = runtime.block_on(async {
         match cli.command.unwrap_or(Command::Serve) {
             Command::Serve => serve(config).await,
             Command::Ask(args) => match load(config) {
                 Ok(chorus) => ask::run(chorus, args).await,
                 Err(code) => code,
             },
-            Command::Check => check::run(config),
+            Command::Check => check::run(config).await,
+            Command::Models(args) => match load(config) {
+                Ok(chorus) => models::run(&chorus, args).await,
+                Err(code) => code,
+            },
             Command::Plugin(command) => plugin::run(command),
         }
-    })
+    });
+    // Do not wait for blocking threads: one may still be parked reading a
+    // stdin that the client never closed (after it closed our stdout).
+    runtime.shutdown_background();
+    code
 }
 
 /// Loads the configuration and every plugin, reporting problems on stderr.
@@ -77,11 +89,6 @@ fn load(config: Option<&std::path::Path>) -> Result<Arc<Chorus>, ExitCode> {
         eprintln!("chorus: {e}");
         ExitCode::from(2)
     })?;
-    for (provider, var) in chorus.runner.llm.missing_keys() {
-        tracing::warn!(
-            "provider `{provider}` needs the environment variable {var}, which is not set; its calls will fail"
-        );
-    }
     Ok(Arc::new(chorus))
 }
 
@@ -90,6 +97,11 @@ async fn serve(config: Option<&std::path::Path>) -> ExitCode {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
+    // The server starts anyway: an MCP client then shows each call's
+    // readable failure instead of "server disconnected".
+    for problem in chorus.runner.llm.key_problems() {
+        tracing::warn!("{problem}; its calls will fail");
+    }
     tracing::info!(config = %chorus.loaded().origin, "chorus {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
     match crate::mcp::serve(chorus).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -100,23 +112,40 @@ async fn serve(config: Option<&std::path::Path>) -> ExitCode {
     }
 }
 
+/// Logs on stderr: chorus's own events at the level asked for, other crates
+/// (wasmtime's compiler, hyper, rmcp) only when they report an error — their
+/// debug output would drown chorus's. `CHORUS_LOG` overrides: a bare level
+/// (`debug`) applies to chorus; a full filter (`chorus=debug,rmcp=trace`)
+/// is used as written.
 fn init_logging(verbose: u8) {
-    let default = match verbose {
+    let level = match verbose {
         0 => "warn",
         1 => "info",
         2 => "debug",
         _ => "trace",
     };
-    let filter = EnvFilter::try_from_env("CHORUS_LOG").unwrap_or_else(|_| {
-        EnvFilter::new(format!(
-            "{default},chorus={}",
-            if verbose == 0 { "warn" } else { default }
-        ))
-    });
+    let ours = |level: &str| format!("{OTHER_CRATES},chorus={level}");
+    let filter = match std::env::var("CHORUS_LOG") {
+        Ok(spec) if is_level(&spec) => EnvFilter::new(ours(spec.trim())),
+        Ok(spec) => EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+            eprintln!("chorus: CHORUS_LOG=`{spec}` is not a log filter ({e}); using `{level}`");
+            EnvFilter::new(ours(level))
+        }),
+        Err(_) => EnvFilter::new(ours(level)),
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .with_target(false)
         .try_init();
+}
+
+/// The level for every crate but chorus.
+const OTHER_CRATES: &str = "error";
+
+fn is_level(spec: &str) -> bool {
+    ["off", "error", "warn", "info", "debug", "trace"]
+        .iter()
+        .any(|level| spec.trim().eq_ignore_ascii_case(level))
 }

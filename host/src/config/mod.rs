@@ -3,14 +3,20 @@
 //! Every error names the file, the key and what would be valid, because the
 //! person reading it is usually looking at an MCP client's log, not a debugger.
 
+mod fan_out;
+mod files;
+mod locate;
 mod schema;
 mod validate;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
+pub use files::{MAX_CONFIG_BYTES, MAX_PLUGIN_BYTES, read_regular_file};
 pub use schema::*;
-pub use validate::check_option;
+pub use validate::{FORBIDDEN_HEADERS, check_option, integral};
 
 /// The default configuration compiled into the binary: the repository's
 /// plugins.toml, so `chorus serve` works from any working directory.
@@ -27,6 +33,8 @@ pub struct Loaded {
     pub origin: String,
     /// Plugin paths are relative to this directory.
     pub base_dir: PathBuf,
+    /// The text it was parsed from, to locate keys in later errors.
+    pub text: Arc<str>,
 }
 
 /// A problem with the configuration, located as precisely as we can.
@@ -75,12 +83,15 @@ impl Loaded {
 
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        let unreadable = |message: String| ConfigError {
             origin: origin.clone(),
             key: String::new(),
             position: None,
-            message: format!("cannot read the config file: {e}"),
-        })?;
+            message: format!("cannot read the config file: {message}"),
+        };
+        let bytes = read_regular_file(path, MAX_CONFIG_BYTES).map_err(unreadable)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| unreadable(format!("it is not UTF-8 text ({e})")))?;
         let base_dir = path
             .parent()
             .map(Path::to_path_buf)
@@ -113,23 +124,54 @@ impl Loaded {
                 inner.message().to_owned(),
             )
         })?;
-        validate::validate(&config).map_err(|(key, message)| error(key, None, message))?;
+        validate::validate(&config).map_err(|(key, message)| {
+            let position = locate::position(text, &key);
+            error(key, position, message)
+        })?;
         Ok(Self {
             config,
             origin: origin.to_owned(),
             base_dir,
+            text: Arc::from(text),
         })
     }
 
     /// The error for a key that was well-formed but refers to something
     /// that turned out not to work (a plugin that does not load, say).
     pub fn error(&self, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        let key = key.into();
         ConfigError {
             origin: self.origin.clone(),
-            key: key.into(),
-            position: None,
+            position: self.position(&key),
+            key,
             message: message.into(),
         }
+    }
+
+    /// Where `key` is written in the configuration, if it is.
+    pub fn position(&self, key: &str) -> Option<(usize, usize)> {
+        locate::position(&self.text, key)
+    }
+
+    /// Where caches (compiled plugins, model catalogs) go: `[cache] dir`,
+    /// else `$XDG_CACHE_HOME/chorus`, else `~/.cache/chorus`; `None` when
+    /// caching is off.
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        let cache = &self.config.cache;
+        if !cache.enabled {
+            return None;
+        }
+        cache.dir.clone().or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME")
+                        .filter(|d| !d.is_empty())
+                        .map(|h| Path::new(&h).join(".cache"))
+                })
+                .map(|base| base.join("chorus"))
+        })
     }
 
     /// The pipeline `chorus ask` runs by default.
@@ -150,6 +192,19 @@ impl Loaded {
             // validate() guarantees exactly one provider in this case.
             None => self.config.providers.keys().next().map_or("", |p| p),
         }
+    }
+}
+
+/// A duration the way plugins.toml writes it: `300s`, `500ms`, `1.5s`.
+pub fn show_duration(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else if d.as_nanos().is_multiple_of(1_000_000) && d < Duration::from_secs(10) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.3}s", d.as_secs_f64())
+            .trim_end_matches('0')
+            .to_owned()
     }
 }
 

@@ -10,6 +10,8 @@ use indexmap::IndexMap;
 use serde::Deserialize;
 use url::Url;
 
+pub use super::fan_out::{FanOut, FanOutOverride, MergeReserve, Quorum};
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -21,6 +23,9 @@ pub struct Config {
     pub limits: Limits,
     #[serde(default)]
     pub cache: Cache,
+    /// How long a fan-out waits for slow models (overridable per pipeline).
+    #[serde(default)]
+    pub fan_out: FanOut,
     pub providers: BTreeMap<String, Provider>,
     /// In the order written: selectors that prefer earlier models see it.
     #[serde(default)]
@@ -45,6 +50,15 @@ pub struct Limits {
     /// How long a finished run stays readable.
     #[serde(with = "humantime_serde")]
     pub run_ttl: Duration,
+    /// How long an MCP task lives: a run still working after this is
+    /// stopped and failed, and a finished task stays readable (`tasks/get`)
+    /// for this long again. Keep it above the longest `run_timeout`.
+    #[serde(with = "humantime_serde")]
+    pub task_ttl: Duration,
+    /// The most one run may spend, in USD; none means no ceiling. A call
+    /// whose worst case would cross it is not started. A call's
+    /// `max_cost_usd` option may lower it.
+    pub max_cost_usd: Option<f64>,
     /// Runs at once; more wait for a free slot (with progress), within their
     /// own deadline. Also sizes the plugins' instance pool, so it caps the
     /// plugins' memory at this many times their largest `max_memory_mib`.
@@ -59,6 +73,8 @@ impl Default for Limits {
             max_calls_per_run: 64,
             max_runs_kept: 100,
             run_ttl: Duration::from_secs(3600),
+            task_ttl: Duration::from_secs(3600),
+            max_cost_usd: None,
             max_concurrent_runs: 64,
         }
     }
@@ -86,32 +102,58 @@ impl Default for Cache {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Provider {
-    /// The API root; chorus appends `/chat/completions`.
+    /// The API root; chorus appends `/chat/completions` and `/models`.
     pub base_url: Url,
     /// Name of the environment variable that holds the API key. Leave out
     /// for endpoints without authentication (a local server).
     #[serde(default)]
     pub api_key_env: Option<String>,
-    /// Extra HTTP headers sent with every request.
+    /// Extra HTTP headers sent with every request (not framing or auth
+    /// headers: chorus sets those).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Extra top-level JSON fields merged into every request body.
     #[serde(default)]
     pub extra_body: toml::Table,
+    /// Ask for server-sent events (`"stream": true`); `false` for servers
+    /// that cannot stream.
+    #[serde(default = "defaults::stream")]
+    pub stream: bool,
     /// Requests in flight to this provider at once, across all runs.
     #[serde(default = "defaults::max_concurrency")]
     pub max_concurrency: usize,
+    /// Establishing the TCP (and TLS) connection.
     #[serde(default = "defaults::connect_timeout", with = "humantime_serde")]
     pub connect_timeout: Duration,
-    /// Limit for one attempt, from sending the request to the last byte.
+    /// From sending the request to the first token of the answer or of its
+    /// reasoning. Keep-alive comments do not count: a model that only says
+    /// it is alive has not started. Without streaming, the whole answer is
+    /// the first token.
+    #[serde(default = "defaults::first_token_timeout", with = "humantime_serde")]
+    pub first_token_timeout: Duration,
+    /// Longest silence once the response body has started; keep-alive
+    /// comments count as life. `read_timeout` is the old name.
+    #[serde(
+        default = "defaults::idle_timeout",
+        with = "humantime_serde",
+        alias = "read_timeout"
+    )]
+    pub idle_timeout: Duration,
+    /// One attempt, end to end, from sending the request to the last byte.
     #[serde(default = "defaults::request_timeout", with = "humantime_serde")]
     pub request_timeout: Duration,
-    /// Longest silence between two chunks of a response body.
-    #[serde(default = "defaults::read_timeout", with = "humantime_serde")]
-    pub read_timeout: Duration,
-    /// Largest response body accepted, in bytes.
+    /// Largest response accepted, in bytes (a stream's total, or one body).
     #[serde(default = "defaults::max_response_bytes")]
     pub max_response_bytes: usize,
+    /// Fetch `{base_url}/models` to check model ids and fill in context
+    /// windows and prices the config leaves out.
+    #[serde(default = "defaults::catalog")]
+    pub catalog: bool,
+    /// How long a fetched model list is kept on disk. Default: one day,
+    /// or not at all for a server on this machine (its list changes as
+    /// models are loaded).
+    #[serde(default, with = "humantime_serde")]
+    pub catalog_ttl: Option<Duration>,
     #[serde(default)]
     pub retry: Retry,
 }
@@ -154,8 +196,17 @@ pub struct Model {
     /// USD per million completion tokens.
     #[serde(default)]
     pub output_price: Option<f64>,
+    /// The most tokens one reply may have (the catalog's figure otherwise);
+    /// bounds a call's worst-case cost when the request sets no max_tokens.
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// JSON fields merged into every request body for this model, over the
+    /// provider's `extra_body` and the plugins' sampling: e.g. OpenRouter's
+    /// `reasoning = { effort = "high" }`, `max_tokens`, `provider = { … }`.
+    #[serde(default)]
+    pub params: toml::Table,
 }
 
 /// A strategy plugin: a WebAssembly component and its settings.
@@ -197,6 +248,9 @@ pub struct Pipeline {
     /// Overrides `limits.run_timeout` for this pipeline.
     #[serde(default, with = "humantime_serde")]
     pub run_timeout: Option<Duration>,
+    /// Overrides keys of the top-level `[fan_out]` for this pipeline.
+    #[serde(default)]
+    pub fan_out: FanOutOverride,
     /// What the tool takes besides `prompt`; checked by chorus and handed
     /// to every plugin of the run as `request.options`.
     #[serde(default)]
@@ -244,17 +298,26 @@ impl OptionType {
 mod defaults {
     use std::time::Duration;
 
+    pub fn stream() -> bool {
+        true
+    }
+    pub fn catalog() -> bool {
+        true
+    }
     pub fn max_concurrency() -> usize {
         8
     }
     pub fn connect_timeout() -> Duration {
         Duration::from_secs(10)
     }
-    pub fn request_timeout() -> Duration {
-        Duration::from_secs(180)
+    pub fn first_token_timeout() -> Duration {
+        Duration::from_secs(300)
     }
-    pub fn read_timeout() -> Duration {
+    pub fn idle_timeout() -> Duration {
         Duration::from_secs(90)
+    }
+    pub fn request_timeout() -> Duration {
+        Duration::from_secs(600)
     }
     pub fn max_response_bytes() -> usize {
         8 * 1024 * 1024

@@ -115,7 +115,7 @@ fn semantic_errors_name_the_key_and_what_is_valid() {
                 "base_url = \"http://127.0.0.1:9/v1\"\nmax_concurrency = 0",
             ),
             "providers.p.max_concurrency",
-            "at least 1",
+            "must be from 1 to 1024, got 0",
         ),
         (
             MINIMAL.replace(
@@ -128,13 +128,222 @@ fn semantic_errors_name_the_key_and_what_is_valid() {
         (
             MINIMAL.replace("[models.m]", "[models.m]\ninput_price = -1.0"),
             "models.\"m\".input_price",
-            "zero or more",
+            "from 0 to 1000000",
         ),
     ];
     for (text, key, message) in cases {
         let error = parse(&text).unwrap_err();
         assert_eq!(error.key, key, "{error}");
         assert!(error.message.contains(message), "{error}");
+    }
+}
+
+fn with_provider_keys(keys: &str) -> String {
+    MINIMAL.replace(
+        "base_url = \"http://127.0.0.1:9/v1\"",
+        &format!("base_url = \"http://127.0.0.1:9/v1\"\n{keys}"),
+    )
+}
+
+#[test]
+fn absurd_values_are_refused_at_load_with_file_line_and_key() {
+    let cases = [
+        (
+            MINIMAL.replace(
+                "[providers.p]",
+                "[limits]\nrun_timeout = \"18446744073709551615s\"\n[providers.p]",
+            ),
+            "limits.run_timeout",
+        ),
+        (
+            MINIMAL.replace(
+                "[providers.p]",
+                "[limits]\nrun_timeout = \"30days\"\n[providers.p]",
+            ),
+            "limits.run_timeout",
+        ),
+        (
+            with_provider_keys("max_concurrency = 9223372036854775807"),
+            "providers.p.max_concurrency",
+        ),
+        (
+            with_provider_keys("max_response_bytes = 9223372036854775807"),
+            "providers.p.max_response_bytes",
+        ),
+        (
+            with_provider_keys("first_token_timeout = \"400days\""),
+            "providers.p.first_token_timeout",
+        ),
+        (
+            with_provider_keys("idle_timeout = \"0s\""),
+            "providers.p.idle_timeout",
+        ),
+        (
+            with_provider_keys("[providers.p.retry]\nmax_attempts = 4000000000"),
+            "providers.p.retry.max_attempts",
+        ),
+        (
+            with_provider_keys("[providers.p.retry]\nmax_backoff = \"3days\""),
+            "providers.p.retry.max_backoff",
+        ),
+        (
+            MINIMAL.replace(
+                "[providers.p]",
+                "[limits]\nmax_calls_per_run = 4294967295\n[providers.p]",
+            ),
+            "limits.max_calls_per_run",
+        ),
+        (
+            MINIMAL.replace(
+                "[providers.p]",
+                "[limits]\nmax_cost_usd = -1.0\n[providers.p]",
+            ),
+            "limits.max_cost_usd",
+        ),
+        (
+            MINIMAL.replace(
+                "[providers.p]",
+                "[limits]\nmax_cost_usd = nan\n[providers.p]",
+            ),
+            "limits.max_cost_usd",
+        ),
+        (
+            MINIMAL.replace(
+                "[providers.p]",
+                "[fan_out]\nstraggler_grace = \"99999days\"\n[providers.p]",
+            ),
+            "fan_out.straggler_grace",
+        ),
+    ];
+    for (text, key) in cases {
+        let error = parse(&text).unwrap_err();
+        assert_eq!(error.key, key, "{error}");
+        assert!(error.position.is_some(), "{error}");
+        assert!(error.to_string().starts_with("test.toml:"), "{error}");
+    }
+}
+
+#[test]
+fn framing_and_auth_headers_are_refused() {
+    for header in [
+        "Authorization",
+        "content-length",
+        "Transfer-Encoding",
+        "Host",
+    ] {
+        let error = parse(&with_provider_keys(&format!(
+            "headers = {{ \"{header}\" = \"x\" }}"
+        )))
+        .unwrap_err();
+        assert_eq!(
+            error.key,
+            format!("providers.p.headers.{header}"),
+            "{error}"
+        );
+        assert!(error.message.contains("may not be set"), "{error}");
+        assert_eq!(error.position.map(|p| p.0), Some(4), "{error}");
+    }
+    let error = parse(&with_provider_keys(
+        "headers = { Authorization = \"Bearer x\" }",
+    ))
+    .unwrap_err();
+    assert!(error.message.contains("api_key_env"), "{error}");
+}
+
+#[test]
+fn params_and_extra_body_may_not_take_over_the_request() {
+    let error = parse(&MINIMAL.replace("[models.m]", "[models.m]\nparams = { stream = false }"))
+        .unwrap_err();
+    assert_eq!(error.key, "models.\"m\".params.stream");
+    assert!(
+        error.message.contains("providers.NAME.stream = false"),
+        "{error}"
+    );
+    let error = parse(&with_provider_keys("extra_body = { model = \"x\" }")).unwrap_err();
+    assert_eq!(error.key, "providers.p.extra_body.model");
+    let loaded = parse(&MINIMAL.replace(
+        "[models.m]",
+        "[models.m]\nparams = { reasoning = { effort = \"high\" }, max_tokens = 8000 }",
+    ))
+    .unwrap();
+    assert_eq!(
+        loaded.config.models["m"].params["max_tokens"].as_integer(),
+        Some(8000)
+    );
+}
+
+#[test]
+fn read_timeout_is_still_accepted_as_the_idle_timeout() {
+    let loaded = parse(&with_provider_keys("read_timeout = \"7s\"")).unwrap();
+    let provider = &loaded.config.providers["p"];
+    assert_eq!(provider.idle_timeout, std::time::Duration::from_secs(7));
+    assert!(provider.stream, "streaming is the default");
+    assert_eq!(
+        provider.first_token_timeout,
+        std::time::Duration::from_secs(300)
+    );
+    let error = parse(&with_provider_keys(
+        "read_timeout = \"7s\"\nidle_timeout = \"8s\"",
+    ))
+    .unwrap_err();
+    assert!(error.message.contains("duplicate"), "{error}");
+}
+
+#[test]
+fn the_fan_out_policy_has_defaults_and_per_pipeline_overrides() {
+    let loaded = parse(&format!(
+        "[fan_out]\nquorum = 2\nstraggler_grace = \"3s\"\n{MINIMAL}\nfan_out = {{ quorum = \"all\", merge_reserve = \"5s\" }}\n"
+    ))
+    .unwrap();
+    let policy = loaded
+        .config
+        .fan_out
+        .with(&loaded.config.pipelines["ask"].fan_out);
+    assert_eq!(policy.quorum, Quorum::All);
+    assert_eq!(policy.straggler_grace, std::time::Duration::from_secs(3));
+    assert_eq!(
+        policy.merge_reserve,
+        MergeReserve::Fixed(std::time::Duration::from_secs(5))
+    );
+    assert_eq!(Quorum::Majority.of(5), 3);
+    assert_eq!(Quorum::Majority.of(1), 1);
+    assert_eq!(Quorum::Count(9).of(4), 4);
+    assert_eq!(
+        parse(MINIMAL).unwrap().config.fan_out.merge_reserve,
+        MergeReserve::Share(25)
+    );
+
+    for (bad, says) in [
+        ("quorum = 0", "\"majority\", \"all\", or a number"),
+        ("quorum = \"most\"", "\"majority\", \"all\", or a number"),
+        ("merge_reserve = \"95%\"", "a share of the deadline"),
+    ] {
+        let error = parse(&format!("[fan_out]\n{bad}\n{MINIMAL}")).unwrap_err();
+        assert!(error.key.starts_with("fan_out."), "{error}");
+        assert!(error.message.contains(says), "{error}");
+    }
+    let error = parse(&format!("[fan_out]\nmerge_reserve = \"20m\"\n{MINIMAL}")).unwrap_err();
+    assert_eq!(error.key, "fan_out.merge_reserve");
+    assert!(error.message.contains("no time for its fan-out"), "{error}");
+}
+
+#[test]
+fn builtin_option_names_are_reserved() {
+    let error = parse(&format!(
+        "{MINIMAL}\noptions.max_cost_usd = {{ type = \"number\", description = \"d\" }}\n"
+    ))
+    .unwrap_err();
+    assert_eq!(error.key, "pipelines.ask.options.max_cost_usd");
+}
+
+#[test]
+fn a_directory_a_device_or_a_fifo_as_config_fails_at_once() {
+    for path in ["/", "/dev/zero"] {
+        let error = Loaded::from_file(std::path::Path::new(path)).unwrap_err();
+        assert!(
+            error.message.contains("cannot read the config file: it is"),
+            "{error}"
+        );
     }
 }
 

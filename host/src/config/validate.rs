@@ -2,7 +2,44 @@
 //! names that must be valid elsewhere (MCP tool names, HTTP headers). Each
 //! failure is `(key, message)`; the caller adds the file and position.
 
-use super::{Config, OptionSpec, OptionType};
+use std::time::Duration;
+
+use super::{Config, MergeReserve, OptionSpec, OptionType, show_duration};
+
+/// Headers chorus sets itself: framing (which the HTTP client must own) and
+/// authorization (which comes from `api_key_env`, so it can be scrubbed).
+pub const FORBIDDEN_HEADERS: [&str; 10] = [
+    "authorization",
+    "proxy-authorization",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "host",
+    "connection",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// Request-body fields chorus owns; `params` and `extra_body` may not set them.
+const RESERVED_BODY_FIELDS: [&str; 3] = ["model", "messages", "stream"];
+
+/// Option names every pipeline tool takes (see `pipeline::options`).
+pub const BUILTIN_OPTIONS: [&str; 1] = ["max_cost_usd"];
+
+/// Upper bounds that keep every value usable in arithmetic and timers.
+const DAY: Duration = Duration::from_secs(24 * 3600);
+const MAX_TIMEOUT: Duration = DAY;
+const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+const MAX_BACKOFF: Duration = Duration::from_secs(3600);
+const MAX_PROMPT_BYTES: usize = 64 << 20;
+const MAX_RESPONSE_BYTES: usize = 256 << 20;
+const MAX_CALLS_PER_RUN: u32 = 10_000;
+const MAX_RUNS_KEPT: usize = 100_000;
+const MAX_CONCURRENCY: usize = 1024;
+const MAX_ATTEMPTS: u32 = 20;
+const MAX_USD: f64 = 1_000_000.0;
+const MAX_PRICE: f64 = 1_000_000.0;
 
 /// Checks one option value against its spec; the message says what is wrong.
 pub fn check_option(
@@ -11,9 +48,8 @@ pub fn check_option(
     value: &serde_json::Value,
 ) -> Result<(), String> {
     let number = match (spec.kind, value) {
-        (OptionType::Integer, serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => {
-            n.as_f64()
-        }
+        // JSON Schema's integer includes integral floats such as `2.0`.
+        (OptionType::Integer, serde_json::Value::Number(n)) if integral(n).is_some() => n.as_f64(),
         (OptionType::Number, serde_json::Value::Number(n)) => n.as_f64(),
         (OptionType::String, serde_json::Value::String(_))
         | (OptionType::Boolean, serde_json::Value::Bool(_)) => None,
@@ -37,6 +73,15 @@ pub fn check_option(
     }
 
     Ok(())
+}
+
+/// The integer `n` stands for, written as `2` or `2.0`.
+pub fn integral(n: &serde_json::Number) -> Option<i64> {
+    n.as_i64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0)
+            .map(|f| f as i64)
+    })
 }
 
 fn article(kind: OptionType) -> &'static str {
@@ -71,27 +116,48 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         ));
     }
     let limits = &config.limits;
-    for (key, zero) in [
-        ("limits.max_prompt_bytes", limits.max_prompt_bytes == 0),
-        ("limits.run_timeout", limits.run_timeout.is_zero()),
-        ("limits.max_calls_per_run", limits.max_calls_per_run == 0),
-        ("limits.max_runs_kept", limits.max_runs_kept == 0),
-        (
-            "limits.max_concurrent_runs",
-            limits.max_concurrent_runs == 0,
-        ),
-    ] {
-        if zero {
-            return Err((key.into(), "must be greater than zero".into()));
-        }
-    }
-
-    if limits.max_concurrent_runs > 1024 {
+    count(
+        "limits.max_prompt_bytes",
+        limits.max_prompt_bytes,
+        1,
+        MAX_PROMPT_BYTES,
+    )?;
+    duration("limits.run_timeout", limits.run_timeout, MAX_TIMEOUT)?;
+    count(
+        "limits.max_calls_per_run",
+        limits.max_calls_per_run as usize,
+        1,
+        MAX_CALLS_PER_RUN as usize,
+    )?;
+    count(
+        "limits.max_runs_kept",
+        limits.max_runs_kept,
+        1,
+        MAX_RUNS_KEPT,
+    )?;
+    duration_or_zero("limits.run_ttl", limits.run_ttl, MAX_TTL)?;
+    duration("limits.task_ttl", limits.task_ttl, MAX_TTL)?;
+    if let Some(usd) = limits.max_cost_usd
+        && !(usd.is_finite() && usd > 0.0 && usd <= MAX_USD)
+    {
         return Err((
-            "limits.max_concurrent_runs".into(),
-            "must be at most 1024 (each run reserves a slot of the plugins' instance pool)".into(),
+            "limits.max_cost_usd".into(),
+            format!("must be an amount in USD above 0 and at most {MAX_USD}, got {usd}"),
         ));
     }
+    duration_or_zero(
+        "fan_out.straggler_grace",
+        config.fan_out.straggler_grace,
+        MAX_TIMEOUT,
+    )?;
+
+    // Each run reserves a slot of the plugins' instance pool.
+    count(
+        "limits.max_concurrent_runs",
+        limits.max_concurrent_runs as usize,
+        1,
+        MAX_CONCURRENCY,
+    )?;
 
     for (name, p) in &config.providers {
         let key = |k: &str| format!("providers.{name}.{k}");
@@ -112,31 +178,67 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
                 format!("`{var}` is not an environment variable name"),
             ));
         }
-        if p.max_concurrency == 0 {
-            return Err((key("max_concurrency"), "must be at least 1".into()));
-        }
-        if p.retry.max_attempts == 0 {
+        count(
+            &key("max_concurrency"),
+            p.max_concurrency,
+            1,
+            MAX_CONCURRENCY,
+        )?;
+        if p.retry.max_attempts == 0 || p.retry.max_attempts > MAX_ATTEMPTS {
             return Err((
                 key("retry.max_attempts"),
-                "must be at least 1 (1 means no retries)".into(),
+                format!(
+                    "must be from 1 to {MAX_ATTEMPTS} (1 means no retries), got {}",
+                    p.retry.max_attempts
+                ),
             ));
         }
-        if p.max_response_bytes == 0 {
-            return Err((
-                key("max_response_bytes"),
-                "must be greater than zero".into(),
-            ));
-        }
-        for (k, zero) in [
-            ("connect_timeout", p.connect_timeout.is_zero()),
-            ("request_timeout", p.request_timeout.is_zero()),
-            ("read_timeout", p.read_timeout.is_zero()),
+        duration_or_zero(
+            &key("retry.initial_backoff"),
+            p.retry.initial_backoff,
+            MAX_BACKOFF,
+        )?;
+        duration_or_zero(&key("retry.max_backoff"), p.retry.max_backoff, MAX_BACKOFF)?;
+        count(
+            &key("max_response_bytes"),
+            p.max_response_bytes,
+            1,
+            MAX_RESPONSE_BYTES,
+        )?;
+        for (k, value) in [
+            ("connect_timeout", p.connect_timeout),
+            ("first_token_timeout", p.first_token_timeout),
+            ("idle_timeout", p.idle_timeout),
+            ("request_timeout", p.request_timeout),
         ] {
-            if zero {
-                return Err((key(k), "must be greater than zero".into()));
+            duration(&key(k), value, MAX_TIMEOUT)?;
+        }
+        if let Some(ttl) = p.catalog_ttl {
+            duration_or_zero(&key("catalog_ttl"), ttl, MAX_TTL)?;
+        }
+        for field in RESERVED_BODY_FIELDS {
+            if p.extra_body.contains_key(field) {
+                return Err((
+                    key(&format!("extra_body.{field}")),
+                    format!("`{field}` is set by chorus{}", stream_hint(field, name)),
+                ));
             }
         }
         for (header, value) in &p.headers {
+            if FORBIDDEN_HEADERS.contains(&header.to_ascii_lowercase().as_str()) {
+                let why = if header.eq_ignore_ascii_case("authorization")
+                    || header.eq_ignore_ascii_case("proxy-authorization")
+                {
+                    "chorus sends the key itself: name its environment variable in `api_key_env` \
+                     (so the key stays out of this file and out of every log)"
+                } else {
+                    "it is a framing header the HTTP client sets itself"
+                };
+                return Err((
+                    key(&format!("headers.{header}")),
+                    format!("`{header}` may not be set here: {why}"),
+                ));
+            }
             let name_ok = !header.is_empty()
                 && header
                     .bytes()
@@ -182,10 +284,25 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
             ("input_price", model.input_price),
             ("output_price", model.output_price),
         ] {
-            if price.is_some_and(|p| !p.is_finite() || p < 0.0) {
+            if price.is_some_and(|p| !p.is_finite() || !(0.0..=MAX_PRICE).contains(&p)) {
                 return Err((
                     format!("models.\"{id}\".{k}"),
-                    "must be a price in USD per million tokens, zero or more".into(),
+                    format!("must be a price in USD per million tokens, from 0 to {MAX_PRICE}"),
+                ));
+            }
+        }
+        if model.max_output_tokens == Some(0) {
+            return Err((
+                format!("models.\"{id}\".max_output_tokens"),
+                "must be at least 1".into(),
+            ));
+        }
+        for field in RESERVED_BODY_FIELDS {
+            if model.params.contains_key(field) {
+                let provider = model.provider.as_deref().unwrap_or("NAME");
+                return Err((
+                    format!("models.\"{id}\".params.{field}"),
+                    format!("`{field}` is set by chorus{}", stream_hint(field, provider)),
                 ));
             }
         }
@@ -208,12 +325,8 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
             }
             _ => {}
         }
-        if plugin.cpu_time.is_zero() {
-            return Err((key("cpu_time"), "must be greater than zero".into()));
-        }
-        if plugin.wall_time.is_zero() {
-            return Err((key("wall_time"), "must be greater than zero".into()));
-        }
+        duration(&key("cpu_time"), plugin.cpu_time, Duration::from_secs(600))?;
+        duration(&key("wall_time"), plugin.wall_time, MAX_TIMEOUT)?;
         if plugin.max_memory_mib == 0 || plugin.max_memory_mib > 4096 {
             return Err((key("max_memory_mib"), "must be between 1 and 4096".into()));
         }
@@ -249,6 +362,14 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         }
         for (option, spec) in &pipeline.options {
             let key = format!("pipelines.{name}.options.{option}");
+            if BUILTIN_OPTIONS.contains(&option.as_str()) {
+                return Err((
+                    key,
+                    format!(
+                        "`{option}` is an option every pipeline takes already; choose another name"
+                    ),
+                ));
+            }
             let valid_name = option != "prompt"
                 && !option.is_empty()
                 && option
@@ -270,10 +391,39 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
                 check_option(option, spec, &value).map_err(|m| (format!("{key}.default"), m))?;
             }
         }
-        if pipeline.run_timeout.is_some_and(|t| t.is_zero()) {
+        if let Some(timeout) = pipeline.run_timeout {
+            duration(
+                &format!("pipelines.{name}.run_timeout"),
+                timeout,
+                MAX_TIMEOUT,
+            )?;
+        }
+        if let Some(grace) = pipeline.fan_out.straggler_grace {
+            duration_or_zero(
+                &format!("pipelines.{name}.fan_out.straggler_grace"),
+                grace,
+                MAX_TIMEOUT,
+            )?;
+        }
+        let run_timeout = pipeline.run_timeout.unwrap_or(limits.run_timeout);
+        let (reserve_key, reserve) = match pipeline.fan_out.merge_reserve {
+            Some(r) => (format!("pipelines.{name}.fan_out.merge_reserve"), r),
+            None => (
+                "fan_out.merge_reserve".to_owned(),
+                config.fan_out.merge_reserve,
+            ),
+        };
+        if let MergeReserve::Fixed(d) = reserve
+            && d >= run_timeout
+        {
             return Err((
-                format!("pipelines.{name}.run_timeout"),
-                "must be greater than zero".into(),
+                reserve_key,
+                format!(
+                    "{} leaves pipeline `{name}` no time for its fan-out: its run_timeout is {}; \
+                     use less, or a share such as \"25%\"",
+                    show_duration(d),
+                    show_duration(run_timeout)
+                ),
             ));
         }
     }
@@ -290,4 +440,44 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         ));
     }
     Ok(())
+}
+
+fn count(key: &str, value: usize, min: usize, max: usize) -> Result<(), Invalid> {
+    if value < min || value > max {
+        return Err((
+            key.into(),
+            format!("must be from {min} to {max}, got {value}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A duration that must be above zero and at most `max`.
+fn duration(key: &str, value: Duration, max: Duration) -> Result<(), Invalid> {
+    if value.is_zero() {
+        return Err((key.into(), "must be greater than zero".into()));
+    }
+    duration_or_zero(key, value, max)
+}
+
+fn duration_or_zero(key: &str, value: Duration, max: Duration) -> Result<(), Invalid> {
+    if value > max {
+        return Err((
+            key.into(),
+            format!(
+                "must be at most {}, got {}",
+                humantime::format_duration(max),
+                show_duration(value)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn stream_hint(field: &str, provider: &str) -> String {
+    if field == "stream" {
+        format!("; to turn streaming off, set providers.{provider}.stream = false")
+    } else {
+        String::new()
+    }
 }

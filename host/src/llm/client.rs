@@ -1,39 +1,54 @@
-//! One provider's HTTP client: a connection pool created once and shared by
-//! every run, a cap on requests in flight, per-attempt timeouts, and retries
-//! with exponential backoff and jitter for 429, 5xx and connection failures.
+//! One provider's client: a cap on requests in flight, one attempt at a
+//! time under its clocks (`timeouts`), streamed or whole responses, and
+//! retries with exponential backoff and jitter for 429, 5xx and broken
+//! connections. Everything a provider sends back is scrubbed of the API key
+//! before it leaves an attempt — before a retry notice logs it, before a
+//! record keeps it, before anything truncates it.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
 use backon::{ExponentialBuilder, Retryable};
-use reqwest::StatusCode;
-use reqwest::header::{
-    AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER,
-};
+use bytes::Bytes;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, LOCATION, RETRY_AFTER};
 use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 use url::Url;
 
+use super::http::{self, Auth, KeyProblem};
+use super::secret::Scrubber;
+use super::sse::{FeedError, SseParser};
+use super::stream::Assembler;
+use super::timeouts::{Limits, Watch};
 use super::types::{Failure, FailureKind, Reply};
 use super::wire;
-use crate::config::Provider;
+use crate::config::{Provider, Retry};
 
 /// How much of an error body we read to find the provider's message.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
+/// The largest model list accepted (OpenRouter's is a few MB).
+const CATALOG_LIMIT: usize = 32 << 20;
+/// A model list must arrive within this (and the provider's own limits).
+const CATALOG_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Told the number of answer and reasoning deltas so far, as they arrive.
+pub type OnTokens<'a> = &'a (dyn Fn(u32) + Send + Sync);
 
 pub struct ProviderClient {
     pub name: String,
+    pub base_url: Url,
     endpoint: Url,
+    models_url: Url,
     http: reqwest::Client,
     headers: HeaderMap,
     extra_body: Map<String, Value>,
-    /// `None` when the provider needs no key; `Some(Err(var))` when it
-    /// needs one and the variable is not set (reported per call).
-    api_key: Option<Result<HeaderValue, String>>,
-    /// The key itself, only to scrub it from what providers send back.
-    secret: Option<String>,
+    auth: Auth,
+    scrubber: Scrubber,
     permits: Semaphore,
-    config: Provider,
+    limits: Limits,
+    retry: Retry,
+    stream: bool,
+    max_response_bytes: usize,
 }
 
 /// One failed attempt and whether it is worth another.
@@ -58,114 +73,116 @@ impl AttemptError {
             retry_after: None,
         }
     }
+    /// A provider's status (in the head, or inside a 200), classified.
+    fn status(failure: Failure, retry_after: Option<Duration>) -> Self {
+        match failure.status {
+            Some(429) => Self {
+                failure: Failure {
+                    kind: FailureKind::RateLimited,
+                    ..failure
+                },
+                retryable: true,
+                retry_after,
+            },
+            Some(408) => Self::transient(Failure {
+                kind: FailureKind::Timeout,
+                ..failure
+            }),
+            Some(s) if s >= 500 => Self {
+                failure,
+                retryable: true,
+                retry_after,
+            },
+            _ => Self::fatal(failure),
+        }
+    }
 }
 
 impl ProviderClient {
-    /// Builds the client. Errors name the config key at fault.
+    /// Builds the client. Errors name the config key at fault (relative
+    /// to `providers.NAME`).
     pub fn new(name: &str, config: &Provider) -> Result<Self, (String, String)> {
         let key = |k: &str| format!("providers.{name}.{k}");
-        let mut endpoint = config.base_url.clone();
-        endpoint
-            .path_segments_mut()
-            .map_err(|()| (key("base_url"), "cannot be a base URL".to_owned()))?
-            .pop_if_empty()
-            .extend(["chat", "completions"]);
-
-        let mut headers = HeaderMap::new();
-        for (header, value) in &config.headers {
-            let name = HeaderName::try_from(header.as_str())
-                .map_err(|e| (key(&format!("headers.{header}")), e.to_string()))?;
-            let value = HeaderValue::try_from(value.as_str())
-                .map_err(|e| (key(&format!("headers.{header}")), e.to_string()))?;
-            headers.insert(name, value);
-        }
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-
-        let secret = config
-            .api_key_env
-            .as_ref()
-            .and_then(|var| std::env::var(var).ok())
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty());
-        let api_key = config.api_key_env.as_ref().map(|var| {
-            secret
-                .as_ref()
-                .and_then(|v| HeaderValue::try_from(format!("Bearer {v}")).ok())
-                .map(|mut v| {
-                    v.set_sensitive(true);
-                    v
-                })
-                .ok_or_else(|| var.clone())
-        });
-
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .read_timeout(config.read_timeout)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .user_agent(concat!("chorus/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| {
-                (
-                    format!("providers.{name}"),
-                    format!("cannot build an HTTP client: {e}"),
-                )
-            })?;
-
+        let join = |segments: &[&str]| {
+            let mut url = config.base_url.clone();
+            url.path_segments_mut()
+                .map_err(|()| (key("base_url"), "cannot be a base URL".to_owned()))?
+                .pop_if_empty()
+                .extend(segments);
+            Ok::<_, (String, String)>(url)
+        };
+        let endpoint = join(&["chat", "completions"])?;
+        let models_url = join(&["models"])?;
+        let headers = http::headers(config).map_err(|(k, m)| (key(&k), m))?;
+        let http = http::client(config).map_err(|e| {
+            (
+                format!("providers.{name}"),
+                format!("cannot build an HTTP client: {e}"),
+            )
+        })?;
         let extra_body = serde_json::to_value(&config.extra_body)
             .ok()
             .and_then(|v| v.as_object().cloned())
             .unwrap_or_default();
-
+        let auth = Auth::from_env(name, config);
         Ok(Self {
             name: name.to_owned(),
+            base_url: config.base_url.clone(),
             endpoint,
+            models_url,
             http,
             headers,
             extra_body,
-            api_key,
-            secret,
+            scrubber: auth.scrubber(),
+            auth,
             permits: Semaphore::new(config.max_concurrency),
-            config: config.clone(),
+            limits: Limits::of(name, config),
+            retry: config.retry.clone(),
+            stream: config.stream,
+            max_response_bytes: config.max_response_bytes,
         })
     }
 
-    /// The API-key variable this provider needs but cannot find.
-    pub fn missing_key(&self) -> Option<&str> {
-        match &self.api_key {
-            Some(Err(var)) => Some(var),
-            _ => None,
-        }
+    /// Why this provider's key cannot be used, if it cannot.
+    pub fn key_problem(&self) -> Option<&KeyProblem> {
+        self.auth.problem()
     }
 
     pub fn extra_body(&self) -> &Map<String, Value> {
         &self.extra_body
     }
 
+    pub fn streams(&self) -> bool {
+        self.stream
+    }
+
     /// Sends `body`, retrying as configured. Returns the outcome and the
     /// number of attempts made.
-    pub async fn send(&self, body: &Value, model: &str) -> (Result<Reply, Failure>, u32) {
-        if let Some(Err(var)) = &self.api_key {
-            let failure = Failure::new(
-                FailureKind::MissingApiKey,
-                format!(
-                    "provider `{}` needs an API key in the environment variable {var}, which is not set; \
-                     set it in the environment chorus runs in (for an MCP client, its `env` setting)",
-                    self.name
-                ),
+    pub async fn send(
+        &self,
+        body: Bytes,
+        model: &str,
+        on_tokens: OnTokens<'_>,
+    ) -> (Result<Reply, Failure>, u32) {
+        if let Some(problem) = self.auth.problem() {
+            return (
+                Err(Failure::new(
+                    FailureKind::MissingApiKey,
+                    problem.to_string(),
+                )),
+                0,
             );
-            return (Err(failure), 0);
         }
         let attempts = AtomicU32::new(0);
-        let retry = &self.config.retry;
-        let max_backoff = retry.max_backoff;
+        let max_backoff = self.retry.max_backoff;
         let backoff = ExponentialBuilder::default()
-            .with_min_delay(retry.initial_backoff)
+            .with_min_delay(self.retry.initial_backoff)
             .with_max_delay(max_backoff)
-            .with_max_times(retry.max_attempts.saturating_sub(1) as usize)
+            .with_max_times(self.retry.max_attempts.saturating_sub(1) as usize)
             .with_jitter();
         let result = (|| async {
             attempts.fetch_add(1, Ordering::Relaxed);
-            self.attempt(body, model).await
+            self.attempt(&body, model, on_tokens).await
         })
         .retry(backoff)
         .sleep(tokio::time::sleep)
@@ -176,147 +193,287 @@ impl ProviderClient {
             planned.map(|d| e.retry_after.map_or(d, |after| after.min(max_backoff).max(d)))
         })
         .notify(|e: &AttemptError, wait| {
+            // Already scrubbed: the notice is as safe as the record.
             tracing::debug!(provider = %self.name, model, "retrying in {wait:?} after {}", e.failure);
         })
         .await;
-        let result = match result {
-            Ok(reply) => Ok(Reply {
-                content: self.redact(reply.content),
-                ..reply
-            }),
-            Err(e) => Err(Failure {
-                message: self.redact(e.failure.message),
-                ..e.failure
-            }),
-        };
-        (result, attempts.load(Ordering::Relaxed))
+        (
+            result.map_err(|e| e.failure),
+            attempts.load(Ordering::Relaxed),
+        )
     }
 
-    /// Removes the API key from text a provider sent back: some echo the
-    /// request's credentials in their error messages.
-    fn redact(&self, text: String) -> String {
-        match &self.secret {
-            Some(secret) if text.contains(secret.as_str()) => {
-                text.replace(secret.as_str(), "[redacted]")
+    /// One attempt, its outcome scrubbed of the key.
+    async fn attempt(
+        &self,
+        body: &Bytes,
+        model: &str,
+        on_tokens: OnTokens<'_>,
+    ) -> Result<Reply, AttemptError> {
+        match self.attempt_raw(body, model, on_tokens).await {
+            Ok(reply) => Ok(Reply {
+                content: self.scrubber.scrub_owned(reply.content),
+                served_by: self.scrubber.scrub_owned(reply.served_by),
+                finish_reason: reply.finish_reason.map(|r| self.scrubber.scrub_owned(r)),
+                usage: reply.usage,
+            }),
+            Err(mut e) => {
+                e.failure.message = self.scrubber.scrub_owned(e.failure.message);
+                Err(e)
             }
-            _ => text,
         }
     }
 
-    async fn attempt(&self, body: &Value, model: &str) -> Result<Reply, AttemptError> {
-        // Held for the attempt only, so backoff sleeps do not hold a slot.
+    async fn attempt_raw(
+        &self,
+        body: &Bytes,
+        model: &str,
+        on_tokens: OnTokens<'_>,
+    ) -> Result<Reply, AttemptError> {
+        // Held for the attempt only, so backoff sleeps do not hold a slot;
+        // the clocks start once the request can actually go.
         let _permit = self.permits.acquire().await.map_err(|_| {
             AttemptError::fatal(Failure::new(
                 FailureKind::Cancelled,
                 "the provider is shutting down",
             ))
         })?;
-        let mut request = self
-            .http
-            .post(self.endpoint.clone())
-            .headers(self.headers.clone())
-            .timeout(self.config.request_timeout)
-            .json(body);
-        if let Some(Ok(key)) = &self.api_key {
-            request = request.header(AUTHORIZATION, key.clone());
-        }
-        let response = request.send().await.map_err(|e| self.transport_error(&e))?;
-        let status = response.status();
-        if status.is_success() {
-            let body = self
-                .read_body(response, self.config.max_response_bytes)
-                .await?;
-            return wire::parse_reply(&body, model).map_err(AttemptError::fatal);
-        }
-        let retry_after = retry_after(response.headers());
-        let body = self
-            .read_body(response, ERROR_BODY_LIMIT)
+        let mut watch = Watch::start(&self.limits);
+        let request = self.auth.apply(
+            self.http
+                .post(self.endpoint.clone())
+                .headers(self.headers.clone())
+                .body(body.clone()),
+        );
+        let response = watch
+            .bound(request.send())
             .await
-            .unwrap_or_default();
-        let message = wire::error_message(&body);
-        let code = status.as_u16();
-        Err(match status {
-            StatusCode::TOO_MANY_REQUESTS => AttemptError {
-                failure: Failure::new(FailureKind::RateLimited, message).with_status(code),
-                retryable: true,
-                retry_after,
-            },
-            StatusCode::REQUEST_TIMEOUT => AttemptError::transient(
-                Failure::new(FailureKind::Timeout, message).with_status(code),
-            ),
-            s if s.is_server_error() => AttemptError {
-                failure: Failure::new(FailureKind::HttpStatus, message).with_status(code),
-                retryable: true,
-                retry_after,
-            },
-            _ => AttemptError::fatal(
-                Failure::new(FailureKind::HttpStatus, message).with_status(code),
-            ),
+            .map_err(AttemptError::fatal)?
+            .map_err(|e| self.transport_error(&e))?;
+        let status = response.status();
+        if status.is_redirection() {
+            return Err(AttemptError::fatal(self.redirect_failure(&response)));
+        }
+        if !status.is_success() {
+            let retry_after = retry_after(response.headers());
+            let body = self
+                .read_all(response, ERROR_BODY_LIMIT, &mut watch, true)
+                .await
+                .unwrap_or_default();
+            let text = self
+                .scrubber
+                .scrub_owned(String::from_utf8_lossy(&body).into_owned());
+            let failure = Failure::new(FailureKind::HttpStatus, wire::error_message(&text))
+                .with_status(status.as_u16());
+            return Err(AttemptError::status(failure, retry_after));
+        }
+        let event_stream = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+        if event_stream {
+            return self.read_stream(response, model, watch, on_tokens).await;
+        }
+        // A whole body: the answer arrives with its last byte. (Also what
+        // a server that ignores `stream: true` sends.)
+        let body = self
+            .read_all(response, self.max_response_bytes, &mut watch, false)
+            .await?;
+        let reply = wire::parse_reply(&body, model).map_err(|failure| {
+            if failure.status.is_some() {
+                AttemptError::status(failure, None)
+            } else {
+                AttemptError::fatal(failure)
+            }
+        })?;
+        Ok(reply)
+    }
+
+    async fn read_stream(
+        &self,
+        mut response: reqwest::Response,
+        model: &str,
+        mut watch: Watch<'_>,
+        on_tokens: OnTokens<'_>,
+    ) -> Result<Reply, AttemptError> {
+        let limit = self.max_response_bytes;
+        let mut parser = SseParser::new(limit);
+        let mut assembler = Assembler::new();
+        let mut total = 0usize;
+        let feed_error = |e: FeedError<Failure>| match e {
+            FeedError::TooLarge(_) => AttemptError::fatal(self.too_large(limit)),
+            FeedError::Event(f) if f.status.is_some() => AttemptError::status(f, None),
+            FeedError::Event(f) => AttemptError::fatal(f),
+        };
+        while !assembler.is_done() {
+            let chunk = watch
+                .bound(response.chunk())
+                .await
+                .map_err(AttemptError::fatal)?
+                .map_err(|e| self.transport_error(&e))?;
+            let Some(chunk) = chunk else { break };
+            watch.bytes();
+            total = total.saturating_add(chunk.len());
+            if total > limit {
+                return Err(AttemptError::fatal(self.too_large(limit)));
+            }
+            let before = assembler.tokens();
+            parser
+                .feed(&chunk, &mut |data: &str| assembler.event(data).map(|_| ()))
+                .map_err(feed_error)?;
+            if assembler.tokens() > before {
+                watch.token();
+                on_tokens(assembler.tokens());
+            }
+        }
+        parser
+            .finish(&mut |data: &str| assembler.event(data).map(|_| ()))
+            .map_err(feed_error)?;
+        assembler.finish(model).map_err(|failure| {
+            if failure.kind == FailureKind::Connection {
+                AttemptError::transient(failure)
+            } else {
+                AttemptError::fatal(failure)
+            }
         })
     }
 
-    /// Reads a body up to `limit` bytes; more is a `response-too-large` failure.
-    async fn read_body(
+    /// Reads a whole body up to `limit` bytes, under the attempt's clocks.
+    /// More is a `response-too-large` failure, or (for an error body,
+    /// `truncate`) simply the first `limit` bytes.
+    async fn read_all(
         &self,
         mut response: reqwest::Response,
         limit: usize,
+        watch: &mut Watch<'_>,
+        truncate: bool,
     ) -> Result<Vec<u8>, AttemptError> {
-        let too_large = || {
-            AttemptError::fatal(Failure::new(
-                FailureKind::ResponseTooLarge,
-                format!(
-                    "the response is larger than providers.{}.max_response_bytes ({limit} bytes)",
-                    self.name
-                ),
-            ))
-        };
-        if response.content_length().is_some_and(|n| n > limit as u64) {
-            return Err(too_large());
+        let declared = response.content_length().unwrap_or(0);
+        if !truncate && declared > limit as u64 {
+            return Err(AttemptError::fatal(self.too_large(limit)));
         }
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| self.transport_error(&e))?
-        {
+        let mut body = Vec::with_capacity(declared.min(limit as u64) as usize);
+        loop {
+            let chunk = watch
+                .bound(response.chunk())
+                .await
+                .map_err(AttemptError::fatal)?
+                .map_err(|e| self.transport_error(&e))?;
+            let Some(chunk) = chunk else { break };
+            watch.bytes();
             if body.len() + chunk.len() > limit {
-                return Err(too_large());
+                if truncate {
+                    body.extend_from_slice(&chunk[..limit - body.len()]);
+                    break;
+                }
+                return Err(AttemptError::fatal(self.too_large(limit)));
             }
             body.extend_from_slice(&chunk);
         }
         Ok(body)
     }
 
+    fn too_large(&self, limit: usize) -> Failure {
+        Failure::new(
+            FailureKind::ResponseTooLarge,
+            format!(
+                "the response is larger than providers.{}.max_response_bytes ({limit} bytes)",
+                self.name
+            ),
+        )
+    }
+
+    /// A 3xx we did not follow: to another origin, or one too many.
+    fn redirect_failure(&self, response: &reqwest::Response) -> Failure {
+        let status = response.status().as_u16();
+        let target = response
+            .headers()
+            .get(LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|l| response.url().join(l).ok());
+        let message = match target {
+            Some(target) if http::origin(&target) != http::origin(&self.endpoint) => {
+                let shown = wire::truncate(&self.scrubber.scrub(target.as_str()), 200);
+                format!(
+                    "the provider redirected to {shown}, another origin (scheme, host or port); \
+                     chorus does not follow such redirects, so the prompt and headers were not sent there \
+                     (if the provider moved, update providers.{}.base_url)",
+                    self.name
+                )
+            }
+            Some(_) => "the provider redirected more than 5 times within its own origin".to_owned(),
+            None => "the provider answered with a redirect without a usable Location".to_owned(),
+        };
+        Failure::new(FailureKind::HttpStatus, message).with_status(status)
+    }
+
     fn transport_error(&self, error: &reqwest::Error) -> AttemptError {
-        let message = chain(error);
-        if error.is_timeout() {
-            let failure = Failure::new(FailureKind::Timeout, message);
-            // A connect timeout is worth retrying; a whole request that ran
-            // out of time would most likely run out again.
-            return if error.is_connect() {
-                AttemptError::transient(failure)
-            } else {
-                AttemptError::fatal(failure)
-            };
+        let host = http::host_port(&self.endpoint);
+        if error.is_connect() && error.is_timeout() {
+            return AttemptError::transient(self.limits.connect_failure(&host));
         }
+        let message = if error.is_connect() {
+            chain(&format!("cannot connect to {host}"), error)
+        } else if error.is_body() || error.is_decode() {
+            chain("the connection broke while reading the response", error)
+        } else {
+            chain(&format!("the request to {host} failed"), error)
+        };
         AttemptError::transient(Failure::new(FailureKind::Connection, message))
+    }
+
+    /// `GET {base_url}/models`: the raw body, or why not (and whether the
+    /// host could not even be connected to). Bounded in size and time; the
+    /// key is sent when there is one (some servers need it).
+    pub async fn fetch_models(&self) -> Result<Vec<u8>, (Failure, bool)> {
+        let limits = Limits {
+            request: self.limits.request.min(CATALOG_TIMEOUT),
+            first_token: self.limits.request.min(CATALOG_TIMEOUT),
+            ..self.limits.clone()
+        };
+        let mut watch = Watch::start(&limits);
+        let request = self.auth.apply(
+            self.http
+                .get(self.models_url.clone())
+                .headers(self.headers.clone()),
+        );
+        let scrub = |mut f: Failure| {
+            f.message = self.scrubber.scrub_owned(f.message);
+            f
+        };
+        let response = watch
+            .bound(request.send())
+            .await
+            .map_err(|f| (f, false))?
+            .map_err(|e| (scrub(self.transport_error(&e).failure), e.is_connect()))?;
+        let status = response.status();
+        if status.is_redirection() {
+            return Err((self.redirect_failure(&response), false));
+        }
+        let ok = status.is_success();
+        let limit = if ok { CATALOG_LIMIT } else { ERROR_BODY_LIMIT };
+        let body = self
+            .read_all(response, limit, &mut watch, !ok)
+            .await
+            .map_err(|e| (scrub(e.failure), false))?;
+        if !ok {
+            let text = self
+                .scrubber
+                .scrub_owned(String::from_utf8_lossy(&body).into_owned());
+            let failure = Failure::new(FailureKind::HttpStatus, wire::error_message(&text))
+                .with_status(status.as_u16());
+            return Err((failure, false));
+        }
+        Ok(body)
     }
 }
 
-/// An error and its causes on one line, without the URL (which is config,
-/// not news, and could carry credentials someone put in a query string).
-fn chain(error: &reqwest::Error) -> String {
-    let mut parts = Vec::new();
+/// A head and an error's causes on one line — without the URL, which is
+/// config, not news, and could carry credentials in a query string.
+fn chain(head: &str, error: &reqwest::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
     let mut source: Option<&dyn std::error::Error> = std::error::Error::source(error);
-    let head = if error.is_timeout() {
-        "timed out"
-    } else if error.is_connect() {
-        "cannot connect"
-    } else if error.is_body() || error.is_decode() {
-        "the connection broke while reading the response"
-    } else {
-        "the request failed"
-    };
     while let Some(e) = source {
         let text = e.to_string();
         if !parts.contains(&text) {
@@ -335,7 +492,7 @@ fn chain(error: &reqwest::Error) -> String {
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
+        return Some(Duration::from_secs(seconds.min(86_400)));
     }
     if let Ok(seconds) = value.parse::<f64>()
         && seconds.is_finite()

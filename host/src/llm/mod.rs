@@ -1,73 +1,195 @@
 //! The OpenAI-compatible client: which provider serves which model, one
-//! shared connection pool per provider, retries, typed failures, usage and
-//! cost. Knows nothing about runs, plugins or MCP.
+//! shared connection pool per provider, streaming, honest timeouts,
+//! retries, typed failures, the providers' model catalogs, usage and cost,
+//! and keeping API keys out of everything. Knows nothing about runs,
+//! plugins or MCP.
 
+mod catalog;
 mod client;
+mod http;
+mod secret;
+mod sse;
+mod stream;
+mod timeouts;
 mod types;
 mod wire;
 
 use std::collections::HashMap;
-
-use indexmap::IndexMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
+use bytes::Bytes;
+use indexmap::IndexMap;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub use catalog::{Catalog, Listed, Origin, Unavailable, closest, show_age, show_price};
+pub use client::OnTokens;
+pub use http::KeyProblem;
+pub use secret::{MIN_RUN, REDACTED, Scrubber, Secret};
 pub use types::*;
 
-use crate::config::{ConfigError, Loaded};
+use crate::config::{ConfigError, Loaded, Model};
+use catalog::Catalogs;
 use client::ProviderClient;
 
-/// What chorus knows about a model it can call.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+/// What chorus knows about a model it can call: the configuration's word,
+/// completed by the provider's catalog where the configuration is silent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ModelInfo {
     pub id: String,
     pub provider: String,
     pub context_window: Option<u32>,
+    /// USD per million prompt tokens.
     pub input_price: Option<f64>,
+    /// USD per million completion tokens.
     pub output_price: Option<f64>,
     pub tags: Vec<String>,
+    /// The most tokens one reply may have, when known.
+    pub max_output_tokens: Option<u32>,
+    /// Request parameters the provider says the model accepts (`None`:
+    /// not known).
+    pub supported_parameters: Option<Vec<String>>,
+    /// Where the prices come from, when there are any.
+    pub prices_source: Option<PriceSource>,
+    /// Whether the provider's catalog lists the model (`None`: no catalog).
+    pub listed: Option<bool>,
 }
 
-/// All providers and the model catalog, built once at startup and shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PriceSource {
+    Config,
+    Catalog,
+}
+
+impl ModelInfo {
+    /// USD for these token counts, when both prices are known.
+    pub fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> Option<f64> {
+        let (input, output) = (self.input_price?, self.output_price?);
+        Some((prompt_tokens as f64 * input + completion_tokens as f64 * output) / 1_000_000.0)
+    }
+}
+
+/// A catalog's state for one provider, for `chorus check`/`chorus models`.
+pub struct CatalogStatus {
+    pub provider: String,
+    pub result: Result<Arc<Catalog>, Unavailable>,
+}
+
+/// All providers and the models, built once at startup and shared.
 pub struct Llm {
     providers: HashMap<String, Arc<ProviderClient>>,
-    /// In config order.
-    catalog: IndexMap<String, ModelInfo>,
+    /// `[models]` as configured, in config order.
+    configured: IndexMap<String, Model>,
+    /// Each model's `params`, as JSON.
+    params: HashMap<String, Map<String, Value>>,
+    catalogs: Catalogs,
+    /// Per provider: whether to fetch its catalog, and its disk expiry.
+    catalog_policy: HashMap<String, Option<std::time::Duration>>,
+    /// The configured models completed by the catalogs loaded so far.
+    models: RwLock<Arc<IndexMap<String, ModelInfo>>>,
+    provider_of: HashMap<String, String>,
 }
 
 impl Llm {
     pub fn new(loaded: &Loaded) -> Result<Self, ConfigError> {
+        big_buffers_go_back_to_the_system();
         let mut providers = HashMap::new();
+        let mut catalog_policy = HashMap::new();
         for (name, provider) in &loaded.config.providers {
             let client = ProviderClient::new(name, provider)
                 .map_err(|(key, message)| loaded.error(key, message))?;
             providers.insert(name.clone(), Arc::new(client));
+            catalog_policy.insert(
+                name.clone(),
+                provider.catalog.then(|| catalog::ttl(provider)),
+            );
         }
-        let catalog = loaded
-            .config
-            .models
+        let configured = loaded.config.models.clone();
+        let provider_of: HashMap<String, String> = configured
+            .iter()
+            .map(|(id, m)| (id.clone(), loaded.provider_of(m).to_owned()))
+            .collect();
+        let params = configured
             .iter()
             .map(|(id, m)| {
-                let info = ModelInfo {
-                    id: id.clone(),
-                    provider: loaded.provider_of(m).to_owned(),
-                    context_window: m.context_window,
-                    input_price: m.input_price,
-                    output_price: m.output_price,
-                    tags: m.tags.clone(),
-                };
-                (id.clone(), info)
+                let json = serde_json::to_value(&m.params)
+                    .ok()
+                    .and_then(|v| v.as_object().cloned())
+                    .unwrap_or_default();
+                (id.clone(), json)
             })
             .collect();
-        Ok(Self { providers, catalog })
+        let llm = Self {
+            catalogs: Catalogs::new(loaded.cache_dir(), providers.keys().cloned()),
+            providers,
+            configured,
+            params,
+            catalog_policy,
+            models: RwLock::new(Arc::default()),
+            provider_of,
+        };
+        llm.merge();
+        Ok(llm)
     }
 
-    pub fn catalog(&self) -> impl Iterator<Item = &ModelInfo> {
-        self.catalog.values()
+    /// The models plugins may use, in config order, with what the catalogs
+    /// add. A snapshot: cheap to take, never changes under the holder.
+    pub fn models(&self) -> Arc<IndexMap<String, ModelInfo>> {
+        self.models
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
-    pub fn model(&self, id: &str) -> Option<&ModelInfo> {
-        self.catalog.get(id)
+    /// The models as a list (see `models`).
+    pub fn catalog(&self) -> Vec<ModelInfo> {
+        self.models().values().cloned().collect()
+    }
+
+    pub fn model(&self, id: &str) -> Option<ModelInfo> {
+        self.models().get(id).cloned()
+    }
+
+    /// The `params` configured for `model`.
+    pub fn params(&self, model: &str) -> Option<&Map<String, Value>> {
+        self.params.get(model)
+    }
+
+    /// The `max_tokens` a request will be sent with (the model's params
+    /// win over the plugin's sampling), if any.
+    pub fn max_tokens(&self, request: &ChatRequest) -> Option<u32> {
+        match self.params.get(&request.model) {
+            Some(params) => wire::max_tokens(request, params),
+            None => request.sampling.max_tokens,
+        }
+    }
+
+    /// Where a provider is, as `host:port` (for first-contact messages).
+    pub fn host_of(&self, provider: &str) -> Option<String> {
+        self.providers
+            .get(provider)
+            .map(|p| http::host_port(&p.base_url))
+    }
+
+    /// The names of the providers, sorted.
+    pub fn providers(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.providers.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// Providers whose key is needed but not usable (not set, or set to
+    /// something that cannot be sent), sorted by provider.
+    pub fn key_problems(&self) -> Vec<KeyProblem> {
+        let mut problems: Vec<KeyProblem> = self
+            .providers
+            .values()
+            .filter_map(|p| p.key_problem().cloned())
+            .collect();
+        problems.sort_unstable_by(|a, b| a.provider.cmp(&b.provider));
+        problems
     }
 
     /// Providers whose API-key variable is not set: `(provider, variable)`.
@@ -75,17 +197,93 @@ impl Llm {
         let mut missing: Vec<_> = self
             .providers
             .values()
-            .filter_map(|p| p.missing_key().map(|var| (p.name.as_str(), var)))
+            .filter_map(|p| {
+                p.key_problem()
+                    .filter(|k| k.unusable.is_none())
+                    .map(|k| (p.name.as_str(), k.var.as_str()))
+            })
             .collect();
         missing.sort_unstable();
         missing
     }
 
+    /// Loads every provider's catalog that is not loaded yet (or all again,
+    /// with `refresh`), then completes the models with what they say.
+    /// Providers with `catalog = false` are skipped.
+    pub async fn load_catalogs(&self, refresh: bool) -> Vec<CatalogStatus> {
+        let loads = self.providers().into_iter().filter_map(|name| {
+            let ttl = (*self.catalog_policy.get(name)?)?;
+            let client = self.providers[name].clone();
+            Some(async move {
+                let result = self.catalogs.get(&client, ttl, refresh).await;
+                CatalogStatus {
+                    provider: name.to_owned(),
+                    result,
+                }
+            })
+        });
+        let statuses = futures::future::join_all(loads).await;
+        self.merge();
+        statuses
+    }
+
+    /// What is loaded for `provider`, without fetching.
+    pub fn loaded_catalog(&self, provider: &str) -> Option<Result<Arc<Catalog>, Unavailable>> {
+        self.catalogs.loaded(provider)
+    }
+
+    /// Rebuilds the model snapshot from the config and the loaded catalogs.
+    fn merge(&self) {
+        let merged: IndexMap<String, ModelInfo> = self
+            .configured
+            .iter()
+            .map(|(id, m)| {
+                let provider = self.provider_of[id].clone();
+                let catalog = self.catalogs.loaded(&provider).and_then(Result::ok);
+                let listed = catalog.as_ref().and_then(|c| c.get(id));
+                let config_prices = m.input_price.is_some() || m.output_price.is_some();
+                let input_price = m.input_price.or(listed.and_then(|l| l.input_price));
+                let output_price = m.output_price.or(listed.and_then(|l| l.output_price));
+                let prices_source = match (config_prices, input_price.or(output_price)) {
+                    (true, _) => Some(PriceSource::Config),
+                    (false, Some(_)) => Some(PriceSource::Catalog),
+                    (false, None) => None,
+                };
+                let info = ModelInfo {
+                    id: id.clone(),
+                    provider,
+                    context_window: m.context_window.or(listed.and_then(|l| l.context_window)),
+                    input_price,
+                    output_price,
+                    tags: m.tags.clone(),
+                    max_output_tokens: m
+                        .max_output_tokens
+                        .or(listed.and_then(|l| l.max_output_tokens)),
+                    supported_parameters: listed.map(|l| l.supported_parameters.clone()),
+                    prices_source,
+                    listed: catalog.as_ref().map(|_| listed.is_some()),
+                };
+                (id.clone(), info)
+            })
+            .collect();
+        *self.models.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(merged);
+    }
+
     /// Runs one chat completion. Never fails: a failure is in the outcome.
     /// Cancel by dropping the future; in-flight connections close with it.
     pub async fn complete(&self, request: &ChatRequest) -> Completion {
+        self.complete_watched(request, &|_| {}).await
+    }
+
+    /// `complete`, telling `on_tokens` how many answer and reasoning deltas
+    /// have arrived, as they arrive (streaming providers only).
+    pub async fn complete_watched(
+        &self,
+        request: &ChatRequest,
+        on_tokens: OnTokens<'_>,
+    ) -> Completion {
         let started = Instant::now();
-        let (outcome, attempts) = match self.catalog.get(&request.model) {
+        let (outcome, attempts) = match self.model(&request.model) {
             None => (
                 Err(Failure::new(
                     FailureKind::UnknownModel,
@@ -98,9 +296,17 @@ impl Llm {
             ),
             Some(info) => {
                 let provider = &self.providers[&info.provider];
-                let body = wire::request_body(request, provider.extra_body());
-                let (outcome, attempts) = provider.send(&body, &request.model).await;
-                (outcome.map(|reply| with_cost(reply, info)), attempts)
+                let empty = Map::new();
+                let params = self.params.get(&request.model).unwrap_or(&empty);
+                let body =
+                    wire::request_body(request, provider.extra_body(), params, provider.streams());
+                let (outcome, attempts) = provider
+                    .send(Bytes::from(body), &request.model, on_tokens)
+                    .await;
+                (
+                    outcome.map(|reply| with_cost(reply, &info, request)),
+                    attempts,
+                )
             }
         };
         Completion {
@@ -114,16 +320,60 @@ impl Llm {
     }
 }
 
-/// Fills in the cost from configured prices when the provider did not say.
-fn with_cost(mut reply: Reply, model: &ModelInfo) -> Reply {
-    if let Some(usage) = reply.usage.as_mut()
-        && usage.cost.is_none()
-        && let (Some(input), Some(output)) = (model.input_price, model.output_price)
+/// Responses make the process's largest buffers (an 8 MB body, the answer
+/// assembled from a stream). glibc raises its mmap threshold after the first
+/// big free, so later big buffers land in the heap, where freeing them does
+/// not return the memory and growing them copies. A fixed threshold of
+/// 1 MiB keeps them mmapped: growth is a remap, and a freed buffer goes
+/// back to the system when the run ends (measured: `cargo bench --bench
+/// memory`).
+fn big_buffers_go_back_to_the_system() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        usage.cost = Some(
-            (f64::from(usage.prompt_tokens) * input + f64::from(usage.completion_tokens) * output)
-                / 1_000_000.0,
-        );
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            // SAFETY: mallopt only sets a tuning parameter of the allocator;
+            // M_MMAP_THRESHOLD with a value below its 32 MiB maximum is
+            // valid at any time, before or after other allocations.
+            unsafe {
+                libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+            }
+        });
+    }
+}
+
+/// Rough tokens of a text: four bytes a token, as OpenAI's rule of thumb.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
+/// Rough prompt tokens of a request (with a few per message for framing).
+pub fn estimate_prompt_tokens(request: &ChatRequest) -> u64 {
+    request
+        .messages
+        .iter()
+        .map(|m| estimate_tokens(&m.content) + 4)
+        .sum()
+}
+
+/// Completes the usage: token counts estimated from the text when the
+/// provider gave none, and the cost estimated from prices when it gave
+/// no figure — both marked as estimates.
+fn with_cost(mut reply: Reply, model: &ModelInfo, request: &ChatRequest) -> Reply {
+    let usage = reply.usage.get_or_insert_with(|| Usage {
+        prompt_tokens: u32::try_from(estimate_prompt_tokens(request)).unwrap_or(u32::MAX),
+        completion_tokens: u32::try_from(estimate_tokens(&reply.content)).unwrap_or(u32::MAX),
+        tokens_estimated: true,
+        ..Usage::default()
+    });
+    if usage.cost.is_none()
+        && let Some(cost) = model.cost(
+            u64::from(usage.prompt_tokens),
+            u64::from(usage.completion_tokens),
+        )
+    {
+        usage.cost = Some(cost);
+        usage.cost_estimated = true;
     }
     reply
 }

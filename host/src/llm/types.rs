@@ -41,8 +41,15 @@ pub struct ChatRequest {
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
-    /// USD, as reported by the provider or computed from configured prices.
+    /// Of the completion tokens, those spent thinking, when reported.
+    pub reasoning_tokens: Option<u32>,
+    /// USD, as reported by the provider or estimated from prices.
     pub cost: Option<f64>,
+    /// True when `cost` is chorus's estimate, not the provider's figure.
+    pub cost_estimated: bool,
+    /// True when the provider reported no token counts and these are
+    /// estimated from the text's length.
+    pub tokens_estimated: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -68,6 +75,12 @@ pub enum FailureKind {
     OverBudget,
     UnknownModel,
     MissingApiKey,
+    /// Cut by the fan-out policy: the quorum had answered and the grace
+    /// period passed, or the time kept for the merge began.
+    Cut,
+    /// The model spent its whole token budget (often on reasoning) and
+    /// wrote no answer.
+    TokenLimit,
 }
 
 impl FailureKind {
@@ -83,6 +96,8 @@ impl FailureKind {
             Self::OverBudget => "over-budget",
             Self::UnknownModel => "unknown-model",
             Self::MissingApiKey => "missing-api-key",
+            Self::Cut => "cut",
+            Self::TokenLimit => "token-limit",
         }
     }
 }

@@ -1,74 +1,113 @@
-//! The OpenAI chat-completions wire format: building request bodies and
-//! turning response bodies into a `Reply` or a typed `Failure`.
+//! The OpenAI chat-completions wire format: building request bodies, and
+//! turning response bodies (whole, or assembled from a stream) into a
+//! `Reply` or a typed `Failure`.
 //!
 //! Responses are outside data: every shape a provider has been seen to send
-//! (no choices, null content, an `error` object with status 200, plain text)
-//! becomes a value, never a panic.
+//! (no choices, null content, content as parts, usage as floats or strings,
+//! an `error` object with status 200, plain text) becomes a value, never a
+//! panic — and a field of the wrong type never discards a complete answer.
 
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+pub mod lenient;
 
-use super::types::{ChatRequest, Failure, FailureKind, Reply, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-/// The request body for `POST {base_url}/chat/completions`.
-/// `extra` (the provider's `extra_body`) is merged in, but never overrides
-/// the model or the messages.
-pub fn request_body(request: &ChatRequest, extra: &Map<String, Value>) -> Value {
-    let mut body = extra.clone();
+use super::types::{ChatRequest, Failure, FailureKind, Message, Reply, Usage};
+use lenient::{Content, First, Text, WireError, WireUsage};
+
+/// The body of `POST {base_url}/chat/completions`. Later sources win:
+/// the provider's `extra_body`, then the plugin's sampling, then the
+/// model's `params` (the operator's word on that model). The model, the
+/// messages and `stream` are chorus's and never overridden.
+pub fn request_body(
+    request: &ChatRequest,
+    extra: &Map<String, Value>,
+    params: &Map<String, Value>,
+    stream: bool,
+) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Body<'a> {
+        #[serde(flatten)]
+        fields: Map<String, Value>,
+        model: &'a str,
+        messages: &'a [Message],
+        stream: bool,
+    }
+    let mut fields = extra.clone();
     let s = &request.sampling;
-    let optional = [
+    let sampling = [
         ("temperature", s.temperature.map(Value::from)),
         ("top_p", s.top_p.map(Value::from)),
         ("max_tokens", s.max_tokens.map(Value::from)),
         ("seed", s.seed.map(Value::from)),
     ];
-    for (key, value) in optional {
+    for (key, value) in sampling {
         if let Some(value) = value {
-            body.insert(key.to_owned(), value);
+            fields.insert(key.to_owned(), value);
         }
     }
-    body.insert("model".to_owned(), json!(request.model));
-    body.insert("messages".to_owned(), json!(request.messages));
-    body.insert("stream".to_owned(), json!(false));
-    Value::Object(body)
+    for (key, value) in params {
+        fields.insert(key.clone(), value.clone());
+    }
+    for key in ["model", "messages", "stream"] {
+        fields.remove(key);
+    }
+    let body = Body {
+        fields,
+        model: &request.model,
+        messages: &request.messages,
+        stream,
+    };
+    serde_json::to_vec(&body).expect("a map of JSON values serializes")
+}
+
+/// The `max_tokens` a request will be sent with: the model's params win
+/// over the plugin's sampling, as in `request_body`.
+pub fn max_tokens(request: &ChatRequest, params: &Map<String, Value>) -> Option<u32> {
+    params
+        .get("max_tokens")
+        .or_else(|| params.get("max_completion_tokens"))
+        .and_then(Value::as_u64)
+        .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+        .or(request.sampling.max_tokens)
 }
 
 #[derive(Deserialize)]
-struct Response {
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    choices: Option<Vec<Choice>>,
+struct Response<'a> {
+    #[serde(default, borrow)]
+    model: Text<'a>,
+    #[serde(default, borrow)]
+    choices: Option<First<Choice<'a>>>,
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
-    error: Option<Value>,
+    error: Option<WireError>,
 }
 
 #[derive(Deserialize)]
-struct Choice {
+struct Choice<'a> {
     #[serde(default)]
-    message: Option<ChoiceMessage>,
-    #[serde(default)]
-    finish_reason: Option<String>,
+    message: Option<ChoiceMessage<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Text<'a>,
 }
 
 #[derive(Deserialize)]
-struct ChoiceMessage {
+struct ChoiceMessage<'a> {
     #[serde(default)]
-    content: Option<Value>,
-    #[serde(default)]
-    refusal: Option<String>,
+    content: Content,
+    #[serde(default, borrow)]
+    refusal: Text<'a>,
 }
 
-#[derive(Deserialize)]
-struct WireUsage {
-    #[serde(default)]
-    prompt_tokens: Option<u64>,
-    #[serde(default)]
-    completion_tokens: Option<u64>,
-    #[serde(default)]
-    cost: Option<f64>,
+/// What an answer is made of, however it arrived (one body or a stream).
+#[derive(Debug, Default)]
+pub struct Parts {
+    pub content: Content,
+    pub refusal: Option<String>,
+    pub finish_reason: Option<String>,
+    pub served_by: Option<String>,
+    pub usage: Option<WireUsage>,
 }
 
 /// Parses a successful (2xx) response body.
@@ -83,86 +122,130 @@ pub fn parse_reply(body: &[u8], requested_model: &str) -> Result<Reply, Failure>
     if let Some(error) = response.error {
         // Some providers (OpenRouter among them) report upstream failures
         // inside a 200 response.
-        let (status, message) = error_details(&error);
-        let failure = Failure::new(FailureKind::HttpStatus, message);
-        return Err(match status {
-            Some(status) => failure.with_status(status),
-            None => failure,
-        });
+        return Err(provider_error(&error));
     }
     let choice = response
         .choices
-        .and_then(|c| c.into_iter().next())
+        .and_then(|c| c.0)
         .ok_or_else(|| malformed(format!("the response has no choices: {}", excerpt(body))))?;
     let message = choice
         .message
         .ok_or_else(|| malformed("the first choice has no message".to_owned()))?;
-    let content = match message.content {
-        Some(Value::String(text)) => text,
-        // Content given as parts: keep the text parts.
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join(""),
-        Some(Value::Null) | None => match message.refusal {
-            Some(refusal) => return Err(malformed(format!("the model refused: {refusal}"))),
-            None => return Err(malformed("the message content is null".to_owned())),
+    conclude(
+        Parts {
+            content: message.content,
+            refusal: message.refusal.into_string(),
+            finish_reason: choice.finish_reason.into_string(),
+            served_by: response.model.into_string(),
+            usage: response.usage,
         },
-        Some(other) => {
+        requested_model,
+    )
+}
+
+/// Turns the parts of an answer into a reply, or the failure they amount to.
+pub fn conclude(parts: Parts, requested_model: &str) -> Result<Reply, Failure> {
+    let malformed = |why: String| Failure::new(FailureKind::MalformedResponse, why);
+    let out_of_tokens = parts.finish_reason.as_deref() == Some("length");
+    let content = match parts.content {
+        Content::Text(text) if !(text.is_empty() && out_of_tokens) => text,
+        Content::Text(_) | Content::Null if out_of_tokens => {
+            return Err(token_limit(requested_model, parts.usage));
+        }
+        Content::Null | Content::Text(_) => match parts.refusal {
+            Some(refusal) if !refusal.is_empty() => {
+                return Err(malformed(format!("the model refused: {refusal}")));
+            }
+            _ => return Err(malformed("the message content is null".to_owned())),
+        },
+        Content::Other(kind) => {
             return Err(malformed(format!(
-                "the message content is not text: {other}"
+                "the message content is not text but {kind}"
             )));
         }
     };
-    let usage = response.usage.map(|u| Usage {
-        prompt_tokens: saturate(u.prompt_tokens),
-        completion_tokens: saturate(u.completion_tokens),
-        cost: u.cost.filter(|c| c.is_finite() && *c >= 0.0),
-    });
     Ok(Reply {
         content,
-        served_by: response.model.unwrap_or_else(|| requested_model.to_owned()),
-        finish_reason: choice.finish_reason,
-        usage,
+        served_by: parts
+            .served_by
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| requested_model.to_owned()),
+        finish_reason: parts.finish_reason,
+        usage: parts.usage.and_then(usage),
     })
 }
 
-/// The provider's own message from an error body (JSON or text).
-pub fn error_message(body: &[u8]) -> String {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(value) => {
-            let inner = value.get("error").unwrap_or(&value);
-            error_details(inner).1
-        }
-        Err(_) => excerpt(body),
+/// Token counts as the provider gave them; `None` when it gave none.
+fn usage(wire: WireUsage) -> Option<Usage> {
+    if wire.prompt_tokens.is_none() && wire.completion_tokens.is_none() && wire.cost.is_none() {
+        return None;
+    }
+    Some(Usage {
+        prompt_tokens: wire.prompt_tokens.unwrap_or(0),
+        completion_tokens: wire.completion_tokens.unwrap_or(0),
+        reasoning_tokens: wire.reasoning_tokens,
+        cost: wire.cost,
+        cost_estimated: false,
+        tokens_estimated: wire.prompt_tokens.is_none() || wire.completion_tokens.is_none(),
+    })
+}
+
+fn token_limit(model: &str, usage: Option<WireUsage>) -> Failure {
+    let spent = match usage {
+        Some(WireUsage {
+            completion_tokens: Some(n),
+            reasoning_tokens: Some(r),
+            ..
+        }) => format!(" ({n} completion tokens, {r} of them reasoning)"),
+        Some(WireUsage {
+            completion_tokens: Some(n),
+            ..
+        }) => format!(" ({n} completion tokens)"),
+        _ => String::new(),
+    };
+    Failure::new(
+        FailureKind::TokenLimit,
+        format!(
+            "the model spent its whole token budget{spent} without writing an answer \
+             (finish_reason = length), often on reasoning; raise max_tokens \
+             (models.\"{model}\".params or the plugin's settings) or lower the reasoning effort"
+        ),
+    )
+}
+
+/// A provider's error object as a failure: its status if it gave one.
+pub fn provider_error(error: &WireError) -> Failure {
+    let failure = Failure::new(FailureKind::HttpStatus, error.describe());
+    match error.status {
+        Some(status) => failure.with_status(status),
+        None => failure,
     }
 }
 
-fn error_details(error: &Value) -> (Option<u16>, String) {
-    let status = error
-        .get("code")
-        .and_then(Value::as_u64)
-        .and_then(|c| u16::try_from(c).ok())
-        .filter(|c| (100..600).contains(c));
-    let message = match error {
-        Value::String(s) => s.clone(),
-        _ => match error.get("message").and_then(Value::as_str) {
-            Some(m) => {
-                // OpenRouter puts the upstream provider's words in metadata.raw.
-                match error.pointer("/metadata/raw").and_then(Value::as_str) {
-                    Some(raw) if !raw.is_empty() => format!("{m} ({})", truncate(raw, 300)),
-                    _ => m.to_owned(),
-                }
-            }
-            None => truncate(&error.to_string(), 500),
-        },
-    };
-    (status, message)
+#[derive(Deserialize)]
+struct ErrorBody<'a> {
+    #[serde(default)]
+    error: Option<WireError>,
+    #[serde(default, borrow)]
+    message: Text<'a>,
+    /// FastAPI-based servers (vLLM among them) say `{"detail": "..."}`.
+    #[serde(default, borrow)]
+    detail: Text<'a>,
 }
 
-fn saturate(n: Option<u64>) -> u32 {
-    n.map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
+/// The provider's own message from an error body (JSON or text).
+pub fn error_message(body: &str) -> String {
+    match serde_json::from_str::<ErrorBody>(body) {
+        Ok(ErrorBody {
+            error: Some(error), ..
+        }) => error.describe(),
+        Ok(ErrorBody {
+            message, detail, ..
+        }) if message.is_nonempty() || detail.is_nonempty() => {
+            truncate(&message.0.or(detail.0).unwrap_or_default(), 500)
+        }
+        _ => excerpt(body.as_bytes()),
+    }
 }
 
 /// The start of a body, for messages: valid UTF-8, bounded.
@@ -176,7 +259,7 @@ pub fn excerpt(body: &[u8]) -> String {
     }
 }
 
-fn truncate(s: &str, max_chars: usize) -> String {
+pub fn truncate(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
         Some((at, _)) => format!("{}…", &s[..at]),
         None => s.to_owned(),

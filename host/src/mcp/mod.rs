@@ -1,175 +1,44 @@
-//! The MCP server over stdio (rmcp): one tool per pipeline, progress
-//! notifications while a run works, cancellation that drops the run's
+//! The MCP server over stdio (rmcp): one tool per pipeline, runs answered
+//! in the call with progress or as tasks, cancellation that drops a run's
 //! in-flight requests, and recent runs as `chorus://runs/{id}` resources.
-//! Nothing here writes to stdout but rmcp's JSON-RPC.
+//! Nothing here writes to stdout but JSON-RPC.
+//!
+//! - [`transport`]: stdio framing, malformed input, request ids, the end of
+//!   the session;
+//! - [`server`]: the handler; [`tools`], [`resources`], [`tasks`] and
+//!   [`progress`] what it serves.
 
 mod progress;
+mod resources;
+mod server;
+mod tasks;
 mod tools;
+pub mod transport;
 
 use std::sync::Arc;
 
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
-    ServerCapabilities, ServerConfig, Tool,
-};
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
-
 use crate::app::Chorus;
+pub use server::Server;
+use transport::{LineTransport, Session};
 
-const RUN_URI_PREFIX: &str = "chorus://runs/";
-
-#[derive(Clone)]
-pub struct Server {
-    chorus: Arc<Chorus>,
-    tools: Arc<Vec<Tool>>,
-}
-
-impl Server {
-    pub fn new(chorus: Arc<Chorus>) -> Self {
-        let tools = chorus
-            .runner
-            .pipelines()
-            .map(|(name, pipeline)| tools::tool(name, pipeline))
-            .collect();
-        Self {
-            chorus,
-            tools: Arc::new(tools),
-        }
-    }
-}
-
-/// Serves MCP on stdin/stdout until the client closes the connection.
+/// Serves MCP on stdin/stdout until the client goes away (closes stdin, or
+/// closes our stdout); every run still going then is stopped at once.
+///
+/// The session is served directly: `initialize` is an ordinary request,
+/// answered by [`Server`] with rmcp's negotiation, so a notification (or
+/// anything else) arriving before it does not end the session.
 pub async fn serve(chorus: Arc<Chorus>) -> anyhow::Result<()> {
-    let running = Server::new(chorus).serve(rmcp::transport::stdio()).await?;
+    let session = Session::new();
+    transport::watch_stdout(session.clone());
+    let transport = LineTransport::new(tokio::io::stdin(), tokio::io::stdout(), session.clone());
+    let server = Server::new(chorus, session.clone());
+    // The transport ends rmcp's loop as soon as the session ends; every
+    // call and task watches the session too, so rmcp's drain of in-flight
+    // responses finds them already stopped.
+    let running = rmcp::service::serve_directly(server.clone(), transport, None);
     let reason = running.waiting().await?;
+    session.end("the service stopped");
+    server.shutdown();
     tracing::debug!("MCP session ended: {reason:?}");
     Ok(())
-}
-
-impl ServerHandler for Server {
-    fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_resources()
-            .build();
-        ServerConfig::new(capabilities)
-            .with_server_info(Implementation::new("chorus", env!("CARGO_PKG_VERSION")).with_title("chorus"))
-            .with_instructions(
-                "Each tool asks several LLMs the same question in parallel and merges their answers. \
-                 Pass the complete question as `prompt`. The result says what kind of answer it is \
-                 and which models failed and why.",
-            )
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
-    }
-
-    fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.iter().find(|t| t.name == name).cloned()
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.to_string();
-        if self.get_tool(&name).is_none() {
-            let known: Vec<&str> = self.tools.iter().map(|t| &*t.name).collect();
-            return Err(McpError::invalid_params(
-                format!("no tool named `{name}` (tools: {})", known.join(", ")),
-                None,
-            ));
-        }
-        let (prompt, options) = match tools::split_arguments(request.arguments) {
-            Ok(split) => split,
-            Err(message) => return Ok(tools::failure_text(&message).into()),
-        };
-        let progress = progress::forwarder(context.peer.clone(), context.meta.get_progress_token());
-        let run = self.chorus.run(&name, prompt, options, progress);
-        let outcome = tokio::select! {
-            outcome = run => outcome,
-            () = context.ct.cancelled() => {
-                // Dropping `run` above dropped every in-flight request.
-                tracing::info!(tool = %name, "call cancelled by the client");
-                return Err(McpError::invalid_request("the call was cancelled", None));
-            }
-        };
-        Ok(match outcome {
-            Ok(result) => tools::success(&result),
-            Err(error) => {
-                tracing::warn!(tool = %name, "run failed: {error}");
-                tools::failure(&error)
-            }
-        }
-        .into())
-    }
-
-    async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, McpError> {
-        let resources = self
-            .chorus
-            .runs
-            .list()
-            .iter()
-            .map(|run| {
-                Resource::new(
-                    format!("{RUN_URI_PREFIX}{}", run.run_id),
-                    format!("run {}", run.run_id),
-                )
-                .with_mime_type("application/json")
-                .with_description(format!("{}: {}", run.pipeline, run.summary))
-            })
-            .collect();
-        Ok(ListResourcesResult::with_all_items(resources))
-    }
-
-    async fn list_resource_templates(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(ListResourceTemplatesResult::with_all_items(vec![
-            ResourceTemplate::new(format!("{RUN_URI_PREFIX}{{run_id}}"), "run")
-                .with_mime_type("application/json")
-                .with_description("The full record of a recent run: answer, kind, every model call and its outcome."),
-        ]))
-    }
-
-    async fn read_resource(
-        &self,
-        request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, McpError> {
-        let run = request
-            .uri
-            .strip_prefix(RUN_URI_PREFIX)
-            .and_then(|id| self.chorus.runs.get(id))
-            .ok_or_else(|| {
-                McpError::resource_not_found(
-                    format!(
-                        "no run at `{}` (runs are kept for a limited time; see resources/list)",
-                        request.uri
-                    ),
-                    None,
-                )
-            })?;
-        let text = serde_json::to_string_pretty(&*run)
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        Ok(ReadResourceResult::new(vec![
-            ResourceContents::text(text, request.uri.clone()).with_mime_type("application/json"),
-        ])
-        .into())
-    }
 }

@@ -1,90 +1,243 @@
-//! Turns a run's events into MCP progress notifications, with a heartbeat
-//! while nothing else happens: clients (the TypeScript SDK among them)
-//! abandon a call after ~60 s without progress.
+//! A run's progress as MCP progress notifications: one when a stage begins,
+//! when a model answers or fails, when a plugin says something; a heartbeat
+//! after [`HEARTBEAT`] of silence naming who is still awaited and for how
+//! long. Values rise strictly (the spec requires it) on a fixed scale of
+//! [`TOTAL`], and reach it only with the notification that the result is
+//! ready — which [`Reporter::finish`] sends and waits for, so the call's
+//! response always comes after the last notification.
 
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::Peer;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
+use crate::pipeline::watch::Watch;
 use crate::pipeline::{Event, Progress};
 
-const HEARTBEAT: Duration = Duration::from_secs(10);
-/// Events buffered per run; past this a slow client misses some, the run
-/// never waits.
-const BUFFER: usize = 256;
+/// Longest silence between two notifications while a run works. Clients
+/// that reset their timeout on progress (the TypeScript SDK's
+/// `resetTimeoutOnProgress`) then never time a live run out.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// The scale's end: progress is reported as 0..=100, total 100.
+pub const TOTAL: f64 = 100.0;
+/// Lines waiting to be sent; past this the oldest are dropped (the state
+/// itself is never lost: heartbeats read it whole).
+const BACKLOG: usize = 64;
 
-/// A `Progress` for the pipeline and the task that forwards it. The task
-/// ends when the run (which owns the sender) is over or dropped.
-pub fn forwarder(peer: Peer<RoleServer>, token: Option<ProgressToken>) -> Progress {
-    let Some(token) = token else {
-        return crate::pipeline::events::ignore();
-    };
-    let (sender, receiver) = mpsc::channel(BUFFER);
-    tokio::spawn(forward(peer, token, receiver));
-    std::sync::Arc::new(move |event| {
-        let _ = sender.try_send(event);
-    })
+/// One run's state, fed by its events, read by whoever reports on it.
+#[derive(Default)]
+pub struct Live {
+    watch: Mutex<Watch>,
+    lines: Mutex<VecDeque<String>>,
+    changed: Notify,
 }
 
-async fn forward(peer: Peer<RoleServer>, token: ProgressToken, mut events: mpsc::Receiver<Event>) {
-    let mut step = 0.0;
-    let mut total: Option<f64> = None;
-    let mut heartbeat = tokio::time::interval(HEARTBEAT);
-    heartbeat.tick().await;
-    let mut last = String::from("starting");
-    loop {
-        let message = tokio::select! {
-            event = events.recv() => match event {
-                Some(event) => {
-                    heartbeat.reset();
-                    match describe(&event, &mut total) {
-                        Some(message) => message,
-                        None => continue,
-                    }
-                }
-                None => return,
-            },
-            _ = heartbeat.tick() => format!("still working: {last}"),
+impl Live {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// The `Progress` to hand the pipeline. Never blocks: it updates the
+    /// state and queues a line.
+    pub fn progress(self: &Arc<Self>) -> Progress {
+        let live = self.clone();
+        Arc::new(move |event: Event| {
+            let Some(line) = live.watch().observe(&event) else {
+                return;
+            };
+            let mut lines = live.lines.lock().unwrap_or_else(|e| e.into_inner());
+            if lines.len() == BACKLOG {
+                lines.pop_front();
+            }
+            lines.push_back(line);
+            drop(lines);
+            live.changed.notify_one();
+        })
+    }
+
+    pub fn watch(&self) -> MutexGuard<'_, Watch> {
+        self.watch.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Lines queued since the last call.
+    pub fn take_lines(&self) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect()
+    }
+
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+}
+
+/// Sends one call's progress notifications until [`Self::finish`]; dropping
+/// it (the call was cancelled) stops them at once.
+pub struct Reporter {
+    live: Arc<Live>,
+    finish: Option<oneshot::Sender<String>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Reporter {
+    /// Reports to `peer` under `token`; without a token (the client asked
+    /// for no progress) it only keeps the state.
+    pub fn start(peer: Peer<RoleServer>, token: Option<ProgressToken>) -> Self {
+        let live = Live::new();
+        let Some(token) = token else {
+            return Self {
+                live,
+                finish: None,
+                task: None,
+            };
         };
-        step += 1.0;
-        last.clone_from(&message);
-        let mut param = ProgressNotificationParam::new(token.clone(), step).with_message(message);
-        if let Some(total) = total {
-            param = param.with_total(total.max(step));
+        let (finish, finished) = oneshot::channel();
+        let task = tokio::spawn(forward(live.clone(), peer, token, finished));
+        Self {
+            live,
+            finish: Some(finish),
+            task: Some(task),
         }
-        if peer.notify_progress(param).await.is_err() {
-            return;
+    }
+
+    pub fn progress(&self) -> Progress {
+        self.live.progress()
+    }
+
+    /// The result is ready: sends what is queued, then the final
+    /// notification (at the total) saying `summary`, and returns once it is
+    /// handed to the transport.
+    pub async fn finish(mut self, summary: String) {
+        match (self.finish.take(), self.task.take()) {
+            (Some(finish), Some(task)) => {
+                let _ = finish.send(summary);
+                let _ = task.await;
+            }
+            _ => self.live.watch().finish(),
         }
     }
 }
 
-fn describe(event: &Event, total: &mut Option<f64>) -> Option<String> {
-    Some(match event {
-        Event::Stage(stage) => stage.as_str().to_owned(),
-        Event::FanOut { calls } => {
-            // select + prompt + each call + synthesis: a rough but honest scale.
-            *total = Some(*calls as f64 + 4.0);
-            return None;
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
         }
-        Event::CallFinished(call) => {
-            let who = if call.stage == "fan-out" {
-                call.model.clone()
-            } else {
-                format!("{} ({})", call.model, call.stage)
-            };
-            let secs = f64::from(call.latency_ms) / 1000.0;
-            match &call.error {
-                None => format!(
-                    "{who} answered in {secs:.1}s ({} tokens)",
-                    call.completion_tokens.unwrap_or(0)
-                ),
-                Some(error) => format!("{who} failed after {secs:.1}s: {error}"),
+    }
+}
+
+async fn forward(
+    live: Arc<Live>,
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    mut finished: oneshot::Receiver<String>,
+) {
+    let mut sender = Sender {
+        peer,
+        token,
+        last: 0.0,
+        open: true,
+    };
+    let mut quiet_until = Instant::now() + HEARTBEAT;
+    loop {
+        tokio::select! {
+            biased;
+            summary = &mut finished => {
+                // What happened before the result, then the result: only
+                // that last notification reaches the total.
+                for line in live.take_lines() {
+                    sender.send(&live, line).await;
+                }
+                live.watch().finish();
+                if let Ok(summary) = summary {
+                    sender.send(&live, summary).await;
+                }
+                return;
+            }
+            () = live.changed() => {
+                for line in live.take_lines() {
+                    sender.send(&live, line).await;
+                }
+            }
+            () = tokio::time::sleep_until(quiet_until) => {
+                let line = live.watch().status(std::time::Instant::now());
+                sender.send(&live, line).await;
             }
         }
-        Event::Started(_) | Event::Planned(_) | Event::CallStarted { .. } => return None,
-        Event::Note { plugin, message } => format!("{plugin}: {message}"),
-    })
+        quiet_until = Instant::now() + HEARTBEAT;
+    }
+}
+
+struct Sender {
+    peer: Peer<RoleServer>,
+    token: ProgressToken,
+    /// The last value sent: each must be greater.
+    last: f64,
+    /// False once the transport refused a notification.
+    open: bool,
+}
+
+impl Sender {
+    async fn send(&mut self, live: &Live, message: String) {
+        let value = {
+            let watch = live.watch();
+            next_value(self.last, watch.progress(), watch.next_milestone())
+        };
+        if !self.open || value <= self.last {
+            return;
+        }
+        self.last = value;
+        let param = ProgressNotificationParam::new(self.token.clone(), value)
+            .with_total(TOTAL)
+            .with_message(message);
+        if self.peer.notify_progress(param).await.is_err() {
+            self.open = false;
+        }
+    }
+}
+
+/// The next value to send after `last`, given the run's progress and where
+/// it is heading (fractions of 1). When nothing moved, creep a twentieth of the
+/// way toward the next milestone: always up, never reaching it.
+fn next_value(last: f64, progress: f64, milestone: f64) -> f64 {
+    let now = progress * TOTAL;
+    if now > last {
+        return now;
+    }
+    let target = milestone * TOTAL;
+    let target = if target > last {
+        target
+    } else {
+        // At the ceiling of unfinished work: creep toward the total itself.
+        TOTAL - 0.01
+    };
+    last + (target - last) / 20.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_rise_strictly_and_stay_below_the_total_until_done() {
+        let mut last = 0.0;
+        for (progress, milestone) in [(0.0, 0.05), (0.0, 0.05), (0.1, 0.25), (0.1, 0.25)]
+            .into_iter()
+            .chain(std::iter::repeat_n((0.99, 0.99), 200))
+        {
+            let value = next_value(last, progress, milestone);
+            assert!(value > last, "{value} after {last}");
+            assert!(value < TOTAL);
+            last = value;
+        }
+        assert_eq!(next_value(last, 1.0, 1.0), TOTAL);
+    }
 }

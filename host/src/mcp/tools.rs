@@ -1,15 +1,18 @@
 //! The tool surface: one MCP tool per pipeline, with a small input schema
 //! (the whole list should cost a client few tokens) and the run result as
-//! structured output.
+//! structured output. Every result — an answer, a run that failed, a call
+//! with bad arguments — carries `structuredContent` that validates against
+//! the tool's `outputSchema` (clients such as the TypeScript SDK check).
 
 use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
 use crate::config::Pipeline;
 use crate::pipeline::{RunError, options};
-use crate::record::{AnswerKind, RunRecord};
+use crate::record::{AnswerKind, RunRecord, Totals};
 
 /// The result's shape, kept compact: every tool repeats it in `tools/list`,
 /// and clients pay for it in tokens. (The full record is documented in the
@@ -19,6 +22,11 @@ static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
         "type": "object",
         "properties": {
             "run_id": {"type": "string"},
+            "error": {
+                "type": "object",
+                "properties": {"kind": {"type": "string"}, "message": {"type": "string"}},
+                "required": ["kind", "message"]
+            },
             "pipeline": {"type": "string"},
             "kind": {"enum": ["synthesis", "single", "vote", "pick", "unmerged", "none"]},
             "summary": {"type": "string"},
@@ -29,7 +37,7 @@ static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
             "elapsed_ms": {"type": "integer"},
             "details": {"type": "object"}
         },
-        "required": ["run_id", "pipeline", "kind", "summary", "answer", "notes", "calls", "usage", "elapsed_ms"]
+        "required": ["pipeline", "kind", "summary", "answer", "notes", "calls", "usage", "elapsed_ms", "details"]
     });
     Arc::new(schema.as_object().cloned().unwrap_or_default())
 });
@@ -88,7 +96,6 @@ fn type_name(value: &Value) -> &'static str {
 /// account of how it was made, and the full record as structured content.
 /// A run in which no model answered is an error result — with every cause.
 pub fn success(result: &RunRecord) -> CallToolResult {
-    let structured = serde_json::to_value(result).unwrap_or(Value::Null);
     let content = vec![
         ContentBlock::text(result.answer.clone()),
         ContentBlock::text(account(result)),
@@ -98,16 +105,53 @@ pub fn success(result: &RunRecord) -> CallToolResult {
     } else {
         CallToolResult::success(content)
     };
-    tool_result.structured_content = Some(structured);
+    tool_result.structured_content = Some(structured(result));
     tool_result
 }
 
-pub fn failure(error: &RunError) -> CallToolResult {
-    failure_text(&error.to_string())
+/// The record as the output schema describes it: `details` always an
+/// object (a plugin's non-object details are kept under `value`).
+pub fn structured(result: &RunRecord) -> Value {
+    let mut value = serde_json::to_value(result).unwrap_or_else(|_| json!({}));
+    let details = match value.get_mut("details").map(Value::take) {
+        None | Some(Value::Null) => json!({}),
+        Some(Value::Object(details)) => Value::Object(details),
+        Some(other) => json!({"value": other}),
+    };
+    value["details"] = details;
+    value
 }
 
-pub fn failure_text(message: &str) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(format!("chorus: {message}"))])
+/// A run that produced no result at all.
+pub fn failure(pipeline: &str, error: &RunError, elapsed: Duration) -> CallToolResult {
+    let kind = match error {
+        RunError::Plugin(_) => "plugin-failed",
+        RunError::Timeout(_) => "timeout",
+        _ => "invalid-arguments",
+    };
+    refusal_of_kind(pipeline, kind, &error.to_string(), elapsed)
+}
+
+/// A call whose arguments are wrong: no run was started.
+pub fn refusal(pipeline: &str, message: &str) -> CallToolResult {
+    refusal_of_kind(pipeline, "invalid-arguments", message, Duration::ZERO)
+}
+
+fn refusal_of_kind(pipeline: &str, kind: &str, message: &str, elapsed: Duration) -> CallToolResult {
+    let mut result = CallToolResult::error(vec![ContentBlock::text(format!("chorus: {message}"))]);
+    result.structured_content = Some(json!({
+        "pipeline": pipeline,
+        "kind": "none",
+        "summary": format!("No answer: {message}"),
+        "answer": "",
+        "notes": [],
+        "calls": [],
+        "usage": Totals::default(),
+        "elapsed_ms": u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        "details": {},
+        "error": {"kind": kind, "message": message},
+    }));
+    result
 }
 
 /// How the answer was made, in a few lines a model (or person) can act on.
@@ -132,10 +176,9 @@ fn account(result: &RunRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Totals;
 
     #[test]
-    fn the_output_schema_names_exactly_the_fields_of_a_result() {
+    fn the_output_schema_names_exactly_the_fields_of_a_result_and_of_a_failure() {
         let result = RunRecord {
             run_id: "r".into(),
             pipeline: "p".into(),
@@ -146,21 +189,47 @@ mod tests {
             calls: vec![],
             usage: Totals::default(),
             elapsed_ms: 1,
-            details: Some(json!({})),
+            details: None,
         };
-        let value = serde_json::to_value(&result).unwrap();
-        let mut fields: Vec<&String> = value.as_object().unwrap().keys().collect();
-        let mut declared: Vec<&String> = OUTPUT_SCHEMA["properties"]
+        let declared: std::collections::BTreeSet<&String> = OUTPUT_SCHEMA["properties"]
             .as_object()
             .unwrap()
             .keys()
             .collect();
-        fields.sort();
-        declared.sort();
-        assert_eq!(fields, declared);
-        for required in OUTPUT_SCHEMA["required"].as_array().unwrap() {
-            assert!(value.get(required.as_str().unwrap()).is_some());
+        let success = structured(&result);
+        let failure = refusal("p", "bad").structured_content.unwrap();
+        for value in [&success, &failure] {
+            let fields: std::collections::BTreeSet<&String> =
+                value.as_object().unwrap().keys().collect();
+            assert!(fields.is_subset(&declared), "{fields:?}");
+            for required in OUTPUT_SCHEMA["required"].as_array().unwrap() {
+                assert!(
+                    value.get(required.as_str().unwrap()).is_some(),
+                    "{required}"
+                );
+            }
+            assert!(value["details"].is_object());
         }
-        assert_eq!(value["kind"], "single");
+        assert_eq!(success["kind"], "single");
+        assert_eq!(failure["error"]["kind"], "invalid-arguments");
+    }
+
+    #[test]
+    fn details_are_always_an_object() {
+        let mut result = RunRecord {
+            run_id: "r".into(),
+            pipeline: "p".into(),
+            kind: AnswerKind::Vote,
+            summary: "s".into(),
+            answer: "a".into(),
+            notes: vec![],
+            calls: vec![],
+            usage: Totals::default(),
+            elapsed_ms: 1,
+            details: Some(json!([1, 2])),
+        };
+        assert_eq!(structured(&result)["details"], json!({"value": [1, 2]}));
+        result.details = Some(json!({"votes": 3}));
+        assert_eq!(structured(&result)["details"], json!({"votes": 3}));
     }
 }

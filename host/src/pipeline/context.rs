@@ -1,45 +1,79 @@
 //! One run's share of the host: the fan-out that every chat completion goes
 //! through (the panel's and the plugins' own), with the run's deadline, its
-//! call budget, progress events, and the record of every call.
+//! call and cost budgets, the straggler policy, progress events (tokens
+//! included), and the record of every call.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::{BoxFuture, join_all};
+use futures::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::events::{Event, Progress};
-use crate::llm::{ChatRequest, Completion, Failure, FailureKind, Llm, ModelInfo};
-use crate::plugins::{Budget, HostServices};
+use super::budget::{Budget, Ceiling, Reservation};
+use super::events::{Event, Progress, Stage, TOKENS_EVERY};
+use super::stragglers::{self, Ended, Policy};
+use crate::config::{FanOut, show_duration};
+use crate::llm::{
+    ChatRequest, Completion, Failure, FailureKind, Llm, ModelInfo, estimate_prompt_tokens,
+};
+use crate::plugins::{self, HostServices};
 use crate::record::{CallError, CallRecord};
+
+/// What a run is allowed: time, calls, money, and how its batches gather.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub run_timeout: Duration,
+    pub call_budget: u32,
+    pub fan_out: FanOut,
+    /// Where each fan-out setting comes from: `fan_out` or
+    /// `pipelines.NAME.fan_out`, for messages.
+    pub quorum_key: String,
+    pub grace_key: String,
+    pub reserve_key: String,
+    pub ceiling: Option<Ceiling>,
+}
 
 pub struct RunContext {
     llm: Arc<Llm>,
     progress: Progress,
     deadline: Instant,
-    run_timeout: Duration,
+    limits: Limits,
     calls_left: AtomicU32,
     /// Calls refused for the budget: counted, not recorded, so a plugin
     /// that keeps asking cannot grow the record.
     refused: AtomicU32,
-    call_budget: u32,
     next_id: AtomicU32,
+    budget: Budget,
+    /// The merge has begun: calls may use the time kept for it.
+    merging: AtomicBool,
     records: Mutex<Vec<Arc<CallRecord>>>,
+    /// What the policies did, for the result's notes.
+    notes: Mutex<Vec<String>>,
+}
+
+/// A call's live state, readable after it is cut.
+struct Live {
+    started: Instant,
+    tokens: AtomicU32,
+    /// Milliseconds after `started` of the last tokens event.
+    last_event_ms: AtomicU64,
 }
 
 impl RunContext {
-    pub fn new(llm: Arc<Llm>, progress: Progress, run_timeout: Duration, call_budget: u32) -> Self {
+    pub fn new(llm: Arc<Llm>, progress: Progress, limits: Limits) -> Self {
         Self {
             llm,
             progress,
-            deadline: Instant::now() + run_timeout,
-            run_timeout,
-            calls_left: AtomicU32::new(call_budget),
+            deadline: Instant::now() + limits.run_timeout,
+            calls_left: AtomicU32::new(limits.call_budget),
             refused: AtomicU32::new(0),
-            call_budget,
             next_id: AtomicU32::new(0),
+            budget: Budget::new(limits.ceiling.clone()),
+            merging: AtomicBool::new(false),
             records: Mutex::new(Vec::new()),
+            notes: Mutex::new(Vec::new()),
+            limits,
         }
     }
 
@@ -48,61 +82,237 @@ impl RunContext {
     }
 
     pub fn emit(&self, event: Event) {
+        if matches!(event, Event::Stage(Stage::Synthesize)) {
+            self.merging.store(true, Ordering::Relaxed);
+        }
         (self.progress)(event);
     }
 
-    /// Runs `requests` all at once (each provider's concurrency cap still
-    /// applies) and returns their outcomes in request order.
-    pub async fn fan_out(&self, stage: &str, requests: Vec<ChatRequest>) -> Vec<Completion> {
-        let stage: Arc<str> = Arc::from(stage);
-        // The budget and the ids are settled before anything is sent, in
-        // request order, so ids follow the order plugins see.
-        let admitted: Vec<(Option<u32>, Arc<ChatRequest>)> = requests
-            .into_iter()
-            .map(|request| (self.admit(), Arc::new(request)))
-            .collect();
-        for (id, request) in &admitted {
-            if let Some(id) = *id {
-                self.emit(Event::CallStarted {
-                    id,
-                    stage: stage.clone(),
-                    request: request.clone(),
-                });
-            }
+    /// How the next batch gathers: before the merge, it must end
+    /// `merge_reserve` ahead of the run's deadline.
+    fn policy(&self) -> Policy {
+        let limits = &self.limits;
+        let cut_at = (!self.merging.load(Ordering::Relaxed)).then(|| {
+            let reserve = limits.fan_out.merge_reserve.of(limits.run_timeout);
+            (
+                self.deadline - reserve,
+                format!(
+                    "calls before the merge must end {} before the run's deadline of {} \
+                     (merge_reserve = {}, {}.merge_reserve), so the answers that arrived can still be merged",
+                    show_duration(reserve),
+                    show_duration(limits.run_timeout),
+                    limits.fan_out.merge_reserve,
+                    limits.reserve_key
+                ),
+            )
+        });
+        Policy {
+            quorum: limits.fan_out.quorum,
+            grace: limits.fan_out.straggler_grace,
+            quorum_key: limits.quorum_key.clone(),
+            grace_key: limits.grace_key.clone(),
+            cut_at,
         }
-        join_all(admitted.iter().map(|(id, request)| async {
-            match *id {
-                Some(id) => self.call(id, &stage, request).await,
-                None => self.refuse(request),
-            }
-        }))
-        .await
     }
 
-    async fn call(&self, id: u32, stage: &str, request: &ChatRequest) -> Completion {
-        let mut completion =
-            match tokio::time::timeout_at(self.deadline, self.llm.complete(request)).await {
-                Ok(completion) => completion,
-                Err(_) => self.failed(
-                    request,
-                    Failure::new(
-                        FailureKind::Timeout,
-                        format!(
-                            "the run's deadline ({:?}) passed before this call finished",
-                            self.run_timeout
-                        ),
+    /// Runs `requests` all at once (each provider's concurrency cap still
+    /// applies) under the fan-out policy and the budgets, and returns their
+    /// outcomes in request order.
+    pub async fn fan_out(&self, stage: &str, requests: Vec<ChatRequest>) -> Vec<Completion> {
+        let stage: Arc<str> = Arc::from(stage);
+        let policy = self.policy();
+        // Ids and budgets are settled before anything is sent, in request
+        // order, so ids follow the order plugins see.
+        enum Admission {
+            Send(u32, Reservation),
+            Skip(u32, String),
+            Refuse,
+        }
+        let admitted: Vec<(Admission, Arc<ChatRequest>)> = requests
+            .into_iter()
+            .map(|request| {
+                let admission = match self.admit() {
+                    None => Admission::Refuse,
+                    Some(id) => match self.budget.reserve(&self.llm, &request) {
+                        Ok(reservation) => Admission::Send(id, reservation),
+                        Err(why) => Admission::Skip(id, why),
+                    },
+                };
+                (admission, Arc::new(request))
+            })
+            .collect();
+        let live: Vec<Live> = admitted
+            .iter()
+            .map(|_| Live {
+                started: Instant::now(),
+                tokens: AtomicU32::new(0),
+                last_event_ms: AtomicU64::new(u64::MAX),
+            })
+            .collect();
+        let mut outcomes: Vec<Option<Completion>> = Vec::with_capacity(admitted.len());
+        let mut sending = Vec::new();
+        let mut skipped = Vec::new();
+        for (i, (admission, request)) in admitted.iter().enumerate() {
+            match admission {
+                Admission::Refuse => outcomes.push(Some(self.refuse(request))),
+                Admission::Skip(id, why) => {
+                    let failure = Failure::new(FailureKind::OverBudget, why.clone());
+                    let mut completion = self.failed(request, failure, Duration::ZERO);
+                    completion.id = Some(*id);
+                    self.record(*id, &stage, &completion, None);
+                    skipped.push(request.model.clone());
+                    outcomes.push(Some(completion));
+                }
+                Admission::Send(id, reservation) => {
+                    outcomes.push(None);
+                    sending.push((i, *id, *reservation));
+                }
+            }
+        }
+        if let (Some(first), Some(ceiling)) = (skipped.first(), self.budget.ceiling()) {
+            self.note(format!(
+                "{} not started: the run may spend at most {} (max_cost_usd, from {}); the first skipped was {first}.",
+                plural(skipped.len(), "call was", "calls were"),
+                crate::record::show_usd(ceiling.usd),
+                ceiling.source
+            ));
+        }
+        let calls: Vec<_> = sending
+            .iter()
+            .map(|&(i, id, reservation)| {
+                self.call(id, &stage, &admitted[i].1, reservation, &live[i])
+            })
+            .collect();
+        let ended = stragglers::gather(calls, &policy, |c: &Completion| c.outcome.is_ok()).await;
+        let mut cut = Vec::new();
+        let mut reason = String::new();
+        for (&(i, id, reservation), end) in sending.iter().zip(ended) {
+            outcomes[i] = Some(match end {
+                Ended::Done(completion) => completion,
+                Ended::Cut(why) => {
+                    let completion =
+                        self.cut(id, &stage, &admitted[i].1, reservation, &live[i], &why);
+                    cut.push(admitted[i].1.model.clone());
+                    reason = why;
+                    completion
+                }
+            });
+        }
+        if !cut.is_empty() {
+            self.note(format!(
+                "{} cut ({}): {reason}; the answer rests on what arrived.",
+                plural(cut.len(), "call was", "calls were"),
+                cut.join(", "),
+            ));
+        }
+        outcomes.into_iter().flatten().collect()
+    }
+
+    async fn call(
+        &self,
+        id: u32,
+        stage: &Arc<str>,
+        request: &Arc<ChatRequest>,
+        reservation: Reservation,
+        live: &Live,
+    ) -> Completion {
+        self.emit(Event::CallStarted {
+            id,
+            stage: stage.clone(),
+            request: request.clone(),
+        });
+        let on_tokens = |tokens: u32| {
+            live.tokens.store(tokens, Ordering::Relaxed);
+            let now = u64::try_from(live.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let last = live.last_event_ms.load(Ordering::Relaxed);
+            let due =
+                last == u64::MAX || now.saturating_sub(last) >= TOKENS_EVERY.as_millis() as u64;
+            if due {
+                live.last_event_ms.store(now, Ordering::Relaxed);
+                self.emit(Event::CallTokens { id, tokens });
+            }
+        };
+        let mut completion = match tokio::time::timeout_at(
+            self.deadline,
+            self.llm.complete_watched(request, &on_tokens),
+        )
+        .await
+        {
+            Ok(completion) => completion,
+            Err(_) => self.failed(
+                request,
+                Failure::new(
+                    FailureKind::Timeout,
+                    format!(
+                        "the run's deadline ({}) passed before this call finished",
+                        show_duration(self.limits.run_timeout)
                     ),
-                    self.run_timeout,
                 ),
-            };
+                self.limits.run_timeout,
+            ),
+        };
         completion.id = Some(id);
-        let record = Arc::new(call_record(id, stage, &completion));
+        let spent = match &completion.outcome {
+            Ok(reply) => reply.usage.and_then(|u| u.cost),
+            Err(f) if f.kind == FailureKind::TokenLimit => None,
+            Err(_) => self.streamed_cost(request, live).or(Some(0.0)),
+        };
+        self.budget.settle(reservation, spent);
+        let failed_cost = match &completion.outcome {
+            Err(_) => self.streamed_cost(request, live),
+            Ok(_) => None,
+        };
+        self.record(id, stage, &completion, failed_cost);
+        completion
+    }
+
+    /// A call the policy stopped: recorded as `cut`, with what its
+    /// streamed tokens probably cost.
+    fn cut(
+        &self,
+        id: u32,
+        stage: &str,
+        request: &ChatRequest,
+        reservation: Reservation,
+        live: &Live,
+        why: &str,
+    ) -> Completion {
+        let cost = self.streamed_cost(request, live);
+        self.budget.settle(reservation, cost.or(Some(0.0)));
+        let failure = Failure::new(FailureKind::Cut, why);
+        let mut completion = self.failed(request, failure, live.started.elapsed());
+        completion.id = Some(id);
+        completion.attempts = 1;
+        self.record(id, stage, &completion, cost);
+        completion
+    }
+
+    /// The estimated cost of what a call streamed before it ended without
+    /// a reply (nothing streamed: nothing billed, we assume).
+    fn streamed_cost(&self, request: &ChatRequest, live: &Live) -> Option<f64> {
+        let tokens = live.tokens.load(Ordering::Relaxed);
+        if tokens == 0 {
+            return None;
+        }
+        self.llm
+            .model(&request.model)?
+            .cost(estimate_prompt_tokens(request), u64::from(tokens))
+    }
+
+    fn record(&self, id: u32, stage: &str, completion: &Completion, failed_cost: Option<f64>) {
+        let mut record = call_record(id, stage, completion);
+        if record.cost_usd.is_none()
+            && let Some(cost) = failed_cost
+        {
+            record.cost_usd = Some(cost);
+            record.cost_estimated = true;
+        }
+        let record = Arc::new(record);
         self.records
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(record.clone());
         self.emit(Event::CallFinished(record));
-        completion
     }
 
     /// A call over the budget: counted, not recorded, so a plugin that keeps
@@ -112,7 +322,7 @@ impl RunContext {
             FailureKind::OverBudget,
             format!(
                 "the run already made its {} chat completions (limits.max_calls_per_run)",
-                self.call_budget
+                self.limits.call_budget
             ),
         );
         self.refused.fetch_add(1, Ordering::Relaxed);
@@ -122,6 +332,18 @@ impl RunContext {
     /// How many calls the budget refused.
     pub fn refused(&self) -> u32 {
         self.refused.load(Ordering::Relaxed)
+    }
+
+    /// What the fan-out policy and the cost ceiling did, for the result.
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn note(&self, note: String) {
+        self.notes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(note);
     }
 
     /// Takes one call from the budget and numbers it; `None` when spent.
@@ -159,23 +381,40 @@ impl RunContext {
     }
 }
 
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
 /// A completion as the run's record keeps it.
 pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord {
-    let (usage, error) = match &completion.outcome {
-        Ok(reply) => (reply.usage, None),
-        Err(failure) => (None, Some(call_error(failure))),
+    let (usage, error, status) = match &completion.outcome {
+        Ok(reply) => (reply.usage, None, "ok"),
+        Err(failure) => {
+            let status = match failure.kind {
+                FailureKind::Cut => "cut",
+                FailureKind::OverBudget => "skipped",
+                _ => "failed",
+            };
+            (None, Some(call_error(failure)), status)
+        }
     };
     CallRecord {
         id,
         stage: stage.to_owned(),
         label: completion.label.clone(),
         model: completion.model.clone(),
-        status: if error.is_none() { "ok" } else { "failed" }.to_owned(),
+        status: status.to_owned(),
         latency_ms: completion.latency_ms,
         attempts: completion.attempts,
         prompt_tokens: usage.map(|u| u.prompt_tokens),
         completion_tokens: usage.map(|u| u.completion_tokens),
+        reasoning_tokens: usage.and_then(|u| u.reasoning_tokens),
         cost_usd: usage.and_then(|u| u.cost),
+        cost_estimated: usage.is_some_and(|u| u.cost_estimated),
         error,
     }
 }
@@ -202,14 +441,13 @@ impl HostServices for RunContext {
     }
 
     fn models(&self) -> Vec<ModelInfo> {
-        self.llm.catalog().cloned().collect()
+        self.llm.catalog()
     }
 
-    fn budget(&self) -> Budget {
-        Budget {
+    fn budget(&self) -> plugins::Budget {
+        plugins::Budget {
             calls_left: self.calls_left.load(Ordering::Acquire),
-            // The run has no cost ceiling yet.
-            cost_left: None,
+            cost_left: self.budget.left(),
             time_left: self.deadline.saturating_duration_since(Instant::now()),
         }
     }

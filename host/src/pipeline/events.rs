@@ -6,6 +6,7 @@
 //! a run while it happens, and a crash loses at most the calls in flight.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::llm::ChatRequest;
 use crate::plugins::{Plan, Request};
@@ -30,7 +31,13 @@ pub enum Event {
         stage: Arc<str>,
         request: Arc<ChatRequest>,
     },
-    /// A chat completion finished, well or not.
+    /// Tokens of a call's answer or reasoning are arriving (streaming
+    /// providers): `tokens` deltas so far. At most one event per call every
+    /// `TOKENS_EVERY`; a call that is not streamed has none.
+    CallTokens { id: u32, tokens: u32 },
+    /// A chat completion finished, well or not — or was cut, or skipped
+    /// (a call skipped for its cost was never sent: it has no
+    /// `CallStarted`).
     CallFinished(Arc<CallRecord>),
     /// A plugin said what it is doing.
     Note { plugin: String, message: String },
@@ -54,6 +61,9 @@ impl Stage {
         }
     }
 }
+
+/// The least time between two `CallTokens` events of one call.
+pub const TOKENS_EVERY: Duration = Duration::from_millis(250);
 
 /// Receives a run's events. Must not block.
 pub type Progress = Arc<dyn Fn(Event) + Send + Sync>;

@@ -3,9 +3,12 @@
 //! progress events, and checks every plugin output before using it. Knows
 //! nothing about MCP, the terminal, or where records are kept.
 
+mod budget;
 mod context;
 pub mod events;
 pub mod options;
+mod stragglers;
+pub mod watch;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,11 +22,15 @@ use crate::llm::{Completion, Llm};
 use crate::plugins::{
     Answer, AnswerKind, Kind, Plan, Plugin, PluginError, Prompts, Registry, Request,
 };
-use crate::record::{CallRecord, RunRecord, Totals};
+use crate::record::{CallRecord, RunRecord, Totals, show_usd};
+use budget::Ceiling;
 use context::RunContext;
 
 /// Time a run gets past its deadline to turn what it has into an answer.
 const WRAP_UP: Duration = Duration::from_secs(5);
+
+/// The longest a run waits for the providers' model lists.
+const CATALOG_WAIT: Duration = Duration::from_secs(2);
 
 /// Why a run produced no result at all. (Models failing is not one of
 /// these: that is a result whose kind is `none`.)
@@ -85,6 +92,18 @@ impl Runner {
         })
     }
 
+    /// The catalogs complete prices and context windows. They load once
+    /// (then from memory or disk) in a task of their own: a run waits for
+    /// them at most `CATALOG_WAIT`, and a slow or unreachable provider list
+    /// never holds a run longer than that.
+    async fn wait_for_catalogs(&self) {
+        let llm = self.llm.clone();
+        let load = tokio::spawn(async move {
+            llm.load_catalogs(false).await;
+        });
+        let _ = tokio::time::timeout(CATALOG_WAIT, load).await;
+    }
+
     pub fn pipelines(&self) -> impl Iterator<Item = (&String, &Pipeline)> {
         self.loaded.config.pipelines.iter()
     }
@@ -126,8 +145,10 @@ impl Runner {
         }
         let options =
             options::resolve(&pipeline.options, options).map_err(RunError::InvalidOptions)?;
+        let ceiling = ceiling(limits.max_cost_usd, &options).map_err(RunError::InvalidOptions)?;
         let started = Instant::now();
         let run_timeout = pipeline.run_timeout.unwrap_or(limits.run_timeout);
+        self.wait_for_catalogs().await;
         let request = Arc::new(Request {
             run_id: uuid::Uuid::now_v7().to_string(),
             pipeline: pipeline_name.to_owned(),
@@ -135,11 +156,25 @@ impl Runner {
             options,
         });
         progress(Event::Started(request.clone()));
+        let key = |set: bool| {
+            if set {
+                format!("pipelines.{pipeline_name}.fan_out")
+            } else {
+                "fan_out".to_owned()
+            }
+        };
         let context = Arc::new(RunContext::new(
             self.llm.clone(),
             progress,
-            run_timeout,
-            limits.max_calls_per_run,
+            context::Limits {
+                run_timeout,
+                call_budget: limits.max_calls_per_run,
+                fan_out: self.loaded.config.fan_out.with(&pipeline.fan_out),
+                quorum_key: key(pipeline.fan_out.quorum.is_some()),
+                grace_key: key(pipeline.fan_out.straggler_grace.is_some()),
+                reserve_key: key(pipeline.fan_out.merge_reserve.is_some()),
+                ceiling,
+            },
         ));
         let _slot = self.run_slot(&context, run_timeout).await?;
         let steps = self.steps(pipeline, &request, &context);
@@ -154,6 +189,7 @@ impl Runner {
             &calls,
         )?;
         let mut notes = std::mem::take(&mut answer.notes);
+        notes.extend(context.notes());
         if context.refused() > 0 {
             notes.push(format!(
                 "{} chat completions were refused: the run's budget of {} (limits.max_calls_per_run) was spent.",
@@ -303,7 +339,8 @@ impl Runner {
         if self.llm.model(model).is_some() {
             return Ok(());
         }
-        let known: Vec<_> = self.llm.catalog().map(|m| m.id.as_str()).collect();
+        let models = self.llm.models();
+        let known: Vec<&str> = models.keys().map(String::as_str).collect();
         Err(format!(
             "it chose model `{model}`, which is not in [models] (known: {})",
             known.join(", ")
@@ -366,7 +403,61 @@ fn check_answer(
     Ok(())
 }
 
+/// The run's cost ceiling: the configured one, lowered by the call's
+/// `max_cost_usd` option (which may not raise it).
+fn ceiling(configured: Option<f64>, options: &Value) -> Result<Option<Ceiling>, String> {
+    let asked = options.get(options::MAX_COST_USD).and_then(Value::as_f64);
+    match (configured, asked) {
+        (Some(limit), Some(asked)) if asked > limit => Err(format!(
+            "`max_cost_usd` can lower the configured ceiling of {} (limits.max_cost_usd), not raise it; got {}",
+            show_usd(limit),
+            show_usd(asked)
+        )),
+        (_, Some(asked)) => Ok(Some(Ceiling {
+            usd: asked,
+            source: "the call's max_cost_usd option".to_owned(),
+        })),
+        (Some(limit), None) => Ok(Some(Ceiling {
+            usd: limit,
+            source: "limits.max_cost_usd".to_owned(),
+        })),
+        (None, None) => Ok(None),
+    }
+}
+
 fn summary(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -> String {
+    let text = summary_line(answer, fan_out, calls);
+    let cut: Vec<&str> = fan_out
+        .iter()
+        .filter(|c| matches!(&c.outcome, Err(f) if f.kind == crate::llm::FailureKind::Cut))
+        .map(|c| c.model.as_str())
+        .collect();
+    let text = if cut.is_empty() {
+        text
+    } else {
+        format!("{text} Cut as stragglers: {}.", cut.join(", "))
+    };
+    if answer.kind != AnswerKind::None {
+        return text;
+    }
+    // When nothing answered, say why once per distinct cause, not once
+    // per model: a missing key or a dead host reads as one line.
+    let mut causes: Vec<(String, Vec<&str>)> = Vec::new();
+    for call in calls.iter().filter(|c| c.stage == "fan-out") {
+        let Some(error) = &call.error else { continue };
+        let cause = error.to_string();
+        match causes.iter_mut().find(|(c, _)| *c == cause) {
+            Some((_, models)) => models.push(&call.model),
+            None => causes.push((cause, vec![&call.model])),
+        }
+    }
+    match causes.as_slice() {
+        [(cause, models)] if models.len() > 1 => format!("{text} Every one: {cause}"),
+        _ => text,
+    }
+}
+
+fn summary_line(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -> String {
     let n = fan_out.len();
     let answered = fan_out.iter().filter(|c| c.outcome.is_ok()).count();
     let k = answer.sources.len();

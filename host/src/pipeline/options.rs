@@ -1,17 +1,38 @@
-//! A call's options: checked against the pipeline's declared options,
-//! defaults filled in, and turned into the JSON object plugins receive.
+//! A call's options: checked against the pipeline's declared options and
+//! the built-in ones every pipeline takes, defaults filled in, and turned
+//! into the JSON object plugins receive.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::config::{OptionSpec, check_option};
+use crate::config::{OptionSpec, OptionType, check_option, integral};
+
+/// The option that lowers the run's cost ceiling (`limits.max_cost_usd`).
+pub const MAX_COST_USD: &str = "max_cost_usd";
+
+/// Options every pipeline tool takes, whatever its plugins.
+pub fn builtin() -> BTreeMap<String, OptionSpec> {
+    BTreeMap::from([(
+        MAX_COST_USD.to_owned(),
+        OptionSpec {
+            kind: OptionType::Number,
+            description: "Most this call may spend, in USD: model calls that could cross it are not made. Can lower the server's limits.max_cost_usd, not raise it.".to_owned(),
+            minimum: Some(0.0),
+            maximum: None,
+            default: None,
+        },
+    )])
+}
 
 /// Resolves `given` (the call's arguments other than `prompt`).
 pub fn resolve(
     specs: &BTreeMap<String, OptionSpec>,
     given: Map<String, Value>,
 ) -> Result<Value, String> {
+    let mut all = builtin();
+    all.extend(specs.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let specs = &all;
     let mut options = Map::new();
     for (name, value) in given {
         let Some(spec) = specs.get(&name) else {
@@ -25,8 +46,12 @@ pub fn resolve(
                 )
             });
         };
+        if value.is_null() {
+            // `null` leaves the option unset: its default applies.
+            continue;
+        }
         check_option(&name, spec, &value)?;
-        options.insert(name, value);
+        options.insert(name, normalized(spec, value));
     }
     for (name, spec) in specs {
         if let (false, Some(default)) = (options.contains_key(name), &spec.default) {
@@ -39,10 +64,20 @@ pub fn resolve(
     Ok(Value::Object(options))
 }
 
-/// The JSON schema properties of a pipeline's options, for its tool.
+/// An integer option written `2.0` reaches plugins as `2`.
+fn normalized(spec: &OptionSpec, value: Value) -> Value {
+    match (&value, spec.kind) {
+        (Value::Number(n), OptionType::Integer) => integral(n).map_or(value, Value::from),
+        _ => value,
+    }
+}
+
+/// The JSON schema properties of a pipeline's options (and the built-in
+/// ones), for its tool.
 pub fn schema(specs: &BTreeMap<String, OptionSpec>) -> Map<String, Value> {
-    specs
-        .iter()
+    let mut all = builtin();
+    all.extend(specs.iter().map(|(k, v)| (k.clone(), v.clone())));
+    all.iter()
         .map(|(name, spec)| {
             let mut property = Map::new();
             property.insert("type".into(), spec.kind.as_str().into());
@@ -77,7 +112,6 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::config::OptionType;
 
     fn agents() -> BTreeMap<String, OptionSpec> {
         let spec = OptionSpec {
@@ -123,19 +157,46 @@ mod tests {
         );
         assert_eq!(
             error(json!({"agent": 4})),
-            "unknown argument `agent`: this tool takes `prompt`, agents"
+            "unknown argument `agent`: this tool takes `prompt`, agents, max_cost_usd"
         );
         assert_eq!(
             resolve(&BTreeMap::new(), given(json!({"x": 1}))).unwrap_err(),
-            "unknown argument `x`: this tool takes only `prompt`"
+            "unknown argument `x`: this tool takes `prompt`, max_cost_usd"
+        );
+        assert_eq!(
+            resolve(&BTreeMap::new(), given(json!({"max_cost_usd": -1}))).unwrap_err(),
+            "`max_cost_usd` must be between 0 and …, got -1"
+        );
+        assert_eq!(
+            resolve(&BTreeMap::new(), given(json!({"max_cost_usd": 0.25}))).unwrap(),
+            json!({"max_cost_usd": 0.25})
         );
     }
 
     #[test]
-    fn the_schema_lists_each_option() {
+    fn integral_floats_count_as_integers_and_null_means_unset() {
         assert_eq!(
-            Value::Object(schema(&agents())),
-            json!({"agents": {"type": "integer", "description": "How many agents.", "minimum": 1, "maximum": 16, "default": 4}})
+            resolve(&agents(), given(json!({"agents": 2.0}))).unwrap(),
+            json!({"agents": 2})
         );
+        assert_eq!(
+            resolve(&agents(), given(json!({"agents": null}))).unwrap(),
+            json!({"agents": 4})
+        );
+        assert_eq!(
+            resolve(&agents(), given(json!({"agents": 1e300}))).unwrap_err(),
+            "`agents` must be an integer, got 1e+300"
+        );
+    }
+
+    #[test]
+    fn the_schema_lists_each_option_and_the_builtin_ones() {
+        let schema = Value::Object(schema(&agents()));
+        assert_eq!(
+            schema["agents"],
+            json!({"type": "integer", "description": "How many agents.", "minimum": 1, "maximum": 16, "default": 4})
+        );
+        assert_eq!(schema["max_cost_usd"]["type"], "number");
+        assert_eq!(schema["max_cost_usd"]["minimum"], 0);
     }
 }

@@ -91,9 +91,11 @@ impl Registry {
                 (None, Some(path)) => {
                     let full: PathBuf = loaded.base_dir.join(path);
                     let key = format!("plugins.{name}.path");
-                    let bytes = std::fs::read(&full).map_err(|e| {
-                        loaded.error(&key, format!("cannot read {}: {e}", full.display()))
-                    })?;
+                    let bytes =
+                        crate::config::read_regular_file(&full, crate::config::MAX_PLUGIN_BYTES)
+                            .map_err(|e| {
+                                loaded.error(&key, format!("cannot read {}: {e}", full.display()))
+                            })?;
                     (bytes, full.display().to_string(), key)
                 }
                 (None, None) => unreachable!("validated: a plugin has builtin or path"),

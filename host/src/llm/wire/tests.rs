@@ -76,23 +76,122 @@ fn an_error_inside_a_200_is_reported_with_the_providers_words() {
 }
 
 #[test]
-fn error_messages_come_from_json_or_text_bodies() {
+fn odd_usage_fields_never_discard_an_answer() {
+    for usage in [
+        json!({"prompt_tokens": 12.0, "completion_tokens": "34", "cost": "0.0005"}),
+        json!({"prompt_tokens": -3, "completion_tokens": 1e30, "cost": -1}),
+        json!({"prompt_tokens": null, "completion_tokens": [1], "cost": {"usd": 1}}),
+        json!("lots"),
+        json!([1, 2]),
+        json!({"completion_tokens_details": "none", "prompt_tokens_details": 7}),
+    ] {
+        let reply = parse(json!({
+            "choices": [{"message": {"content": "kept"}, "finish_reason": "stop"}],
+            "usage": usage
+        }))
+        .unwrap_or_else(|f| panic!("{usage}: {f}"));
+        assert_eq!(reply.content, "kept", "{usage}");
+    }
+    let usage = parse(json!({
+        "choices": [{"message": {"content": "x"}}],
+        "usage": {"prompt_tokens": 12.0, "completion_tokens": "34", "cost": "0.0005",
+                  "completion_tokens_details": {"reasoning_tokens": 20}}
+    }))
+    .unwrap()
+    .usage
+    .unwrap();
     assert_eq!(
-        error_message(br#"{"error": {"message": "Invalid API key"}}"#),
-        "Invalid API key"
+        (
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.reasoning_tokens,
+            usage.cost
+        ),
+        (12, 34, Some(20), Some(0.0005))
     );
-    assert_eq!(error_message(br#"{"error": "plain"}"#), "plain");
+    let clamped = parse(json!({
+        "choices": [{"message": {"content": "x"}}],
+        "usage": {"prompt_tokens": -3, "completion_tokens": 1e30, "cost": -1}
+    }))
+    .unwrap()
+    .usage
+    .unwrap();
     assert_eq!(
-        error_message(b"<html>Bad Gateway</html>"),
-        "<html>Bad Gateway</html>"
+        (
+            clamped.prompt_tokens,
+            clamped.completion_tokens,
+            clamped.cost
+        ),
+        (0, u32::MAX, None)
     );
-    assert_eq!(error_message(b""), "(empty body)");
-    let long = "x".repeat(10_000);
-    assert!(error_message(long.as_bytes()).chars().count() <= 501);
+    assert!(
+        clamped.tokens_estimated,
+        "a count that was not given is not trusted"
+    );
 }
 
 #[test]
-fn the_request_body_carries_sampling_and_extra_fields_but_extra_never_overrides() {
+fn content_parts_skip_reasoning_and_non_text_parts() {
+    let reply = parse(json!({"choices": [{"message": {"content": [
+        "plain ",
+        {"type": "reasoning", "text": "hidden thoughts"},
+        {"type": "text", "text": "answer"},
+        {"type": "image_url", "image_url": {"url": "x"}},
+        7
+    ]}}]}))
+    .unwrap();
+    assert_eq!(reply.content, "plain answer");
+}
+
+#[test]
+fn an_empty_answer_cut_by_length_is_a_token_limit_failure() {
+    for content in [json!(""), json!(null)] {
+        let failure = parse(json!({
+            "choices": [{"message": {"content": content, "reasoning": "long thoughts"}, "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 4096,
+                      "completion_tokens_details": {"reasoning_tokens": 4096}}
+        }))
+        .unwrap_err();
+        assert_eq!(failure.kind, FailureKind::TokenLimit);
+        assert!(
+            failure
+                .message
+                .contains("4096 completion tokens, 4096 of them reasoning")
+                && failure.message.contains("max_tokens"),
+            "{}",
+            failure.message
+        );
+    }
+    // A truncated but non-empty answer is still an answer.
+    let reply =
+        parse(json!({"choices": [{"message": {"content": "half"}, "finish_reason": "length"}]}))
+            .unwrap();
+    assert_eq!(reply.finish_reason.as_deref(), Some("length"));
+}
+
+#[test]
+fn error_messages_come_from_json_or_text_bodies() {
+    assert_eq!(
+        error_message(r#"{"error": {"message": "Invalid API key", "code": "invalid_api_key"}}"#),
+        "Invalid API key"
+    );
+    assert_eq!(error_message(r#"{"error": "plain"}"#), "plain");
+    assert_eq!(
+        error_message(r#"{"error": {"code": "model_not_found"}}"#),
+        "model_not_found"
+    );
+    assert_eq!(error_message(r#"{"detail": "Not Found"}"#), "Not Found");
+    assert_eq!(
+        error_message("<html>Bad Gateway</html>"),
+        "<html>Bad Gateway</html>"
+    );
+    assert_eq!(error_message(""), "(empty body)");
+    let long = "x".repeat(10_000);
+    assert!(error_message(&long).chars().count() <= 501);
+}
+
+#[test]
+fn the_request_body_layers_extra_body_sampling_and_params() {
     let request = ChatRequest {
         label: "panel".into(),
         model: "a/b".into(),
@@ -106,14 +205,28 @@ fn the_request_body_carries_sampling_and_extra_fields_but_extra_never_overrides(
             ..Sampling::default()
         },
     };
-    let extra = json!({"usage": {"include": true}, "model": "evil/override"});
-    let body = request_body(&request, extra.as_object().unwrap());
-    assert_eq!(body["model"], "a/b");
+    let extra = json!({"transforms": [], "temperature": 1.0, "model": "evil/override"});
+    let params = json!({"reasoning": {"effort": "high"}, "max_tokens": 20000, "stream": false});
+    let bytes = request_body(
+        &request,
+        extra.as_object().unwrap(),
+        params.as_object().unwrap(),
+        true,
+    );
+    let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(body["model"], "a/b", "nobody overrides the model");
+    assert_eq!(body["stream"], true, "nor streaming");
     assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
-    assert_eq!(body["temperature"], 0.5);
-    assert_eq!(body["max_tokens"], 10);
+    assert_eq!(body["temperature"], 0.5, "sampling over extra_body");
+    assert_eq!(body["max_tokens"], 20000, "params over sampling");
+    assert_eq!(body["reasoning"], json!({"effort": "high"}));
     assert!(body.get("top_p").is_none());
-    assert_eq!(body["usage"], json!({"include": true}));
+    assert!(body.get("usage").is_none(), "nothing a provider may reject");
+    assert_eq!(
+        max_tokens(&request, params.as_object().unwrap()),
+        Some(20000)
+    );
+    assert_eq!(max_tokens(&request, &Map::new()), Some(10));
 }
 
 mod properties {
@@ -154,7 +267,7 @@ mod properties {
         #[test]
         fn any_bytes_become_a_reply_or_a_typed_failure(body in prop::collection::vec(any::<u8>(), 0..2048)) {
             let _ = parse_reply(&body, "m");
-            prop_assert!(error_message(&body).chars().count() <= 501);
+            prop_assert!(error_message(&String::from_utf8_lossy(&body)).chars().count() <= 501);
         }
 
         #[test]
@@ -162,9 +275,9 @@ mod properties {
             let body = value.to_string();
             match parse_reply(body.as_bytes(), "m") {
                 Ok(reply) => prop_assert!(!reply.served_by.is_empty()),
-                Err(failure) => prop_assert!(matches!(failure.kind, FailureKind::MalformedResponse | FailureKind::HttpStatus)),
+                Err(failure) => prop_assert!(matches!(failure.kind, FailureKind::MalformedResponse | FailureKind::HttpStatus | FailureKind::TokenLimit)),
             }
-            let _ = error_message(body.as_bytes());
+            let _ = error_message(&body);
         }
 
         #[test]

@@ -249,6 +249,9 @@ impl From<llm::FailureKind> for wit::FailureKind {
             K::OverBudget => Self::OverBudget,
             K::UnknownModel => Self::UnknownModel,
             K::MissingApiKey => Self::MissingApiKey,
+            // Not in contract 0.1: the nearest kind; the message says which.
+            K::Cut => Self::Cancelled,
+            K::TokenLimit => Self::MalformedResponse,
         }
     }
 }

@@ -307,6 +307,8 @@ impl From<llm::FailureKind> for wit::FailureKind {
             K::OverBudget => Self::OverBudget,
             K::UnknownModel => Self::UnknownModel,
             K::MissingApiKey => Self::MissingApiKey,
+            K::Cut => Self::Cut,
+            K::TokenLimit => Self::TokenLimit,
         }
     }
 }
@@ -327,7 +329,10 @@ impl From<&llm::Completion> for wit::Completion {
                     usage: reply.usage.map(|u| wit::Usage {
                         prompt_tokens: u.prompt_tokens,
                         completion_tokens: u.completion_tokens,
+                        reasoning_tokens: u.reasoning_tokens,
                         cost: u.cost,
+                        cost_estimated: u.cost_estimated,
+                        tokens_estimated: u.tokens_estimated,
                     }),
                 }),
                 Err(f) => Err(wit::Failure {
@@ -346,13 +351,20 @@ impl From<&llm::ModelInfo> for wit::ModelInfo {
             id: m.id.clone(),
             provider: m.provider.clone(),
             context_window: m.context_window,
-            // Not in chorus's catalog yet: the fields are in the contract so
-            // they can be filled without another contract version.
-            max_output_tokens: None,
+            max_output_tokens: m.max_output_tokens,
             input_price: m.input_price,
             output_price: m.output_price,
             tags: m.tags.clone(),
-            supported_parameters: Vec::new(),
+            supported_parameters: m.supported_parameters.clone(),
+            prices_source: m.prices_source.map(|source| {
+                match source {
+                    llm::PriceSource::Config => "config",
+                    llm::PriceSource::Catalog => "catalog",
+                }
+                .to_owned()
+            }),
+            listed: m.listed,
+            // Nothing beyond the named fields yet; later hosts add here first.
             extra: "{}".to_owned(),
         }
     }

@@ -1,0 +1,200 @@
+//! Assembles a streamed chat completion from its events: answer deltas are
+//! joined, reasoning deltas are counted (progress) but never enter the
+//! answer, usage and cost come from whichever chunk carries them (the last
+//! one, usually), and an `error` object inside the 200 stream is a typed
+//! failure carrying the provider's words. The result goes through the same
+//! `wire::conclude` as a whole body, so both paths agree on every answer.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use super::types::{Failure, FailureKind, Reply};
+use super::wire::lenient::{Content, First, Seen, Text, WireError, WireUsage};
+use super::wire::{self, Parts, excerpt};
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    model: Text<'a>,
+    #[serde(default, borrow)]
+    choices: First<DeltaChoice<'a>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct DeltaChoice<'a> {
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    /// Some servers put a whole message in a stream chunk.
+    #[serde(default, borrow)]
+    message: Option<Delta<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Text<'a>,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default)]
+    content: Content,
+    #[serde(default, borrow)]
+    refusal: Text<'a>,
+    #[serde(default)]
+    reasoning: Seen,
+    #[serde(default)]
+    reasoning_content: Seen,
+    #[serde(default)]
+    reasoning_details: Seen,
+}
+
+/// What one event changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Step {
+    /// A token of the answer or of its reasoning arrived.
+    pub token: bool,
+    /// `[DONE]`: nothing more will come.
+    pub done: bool,
+}
+
+/// A stream being assembled.
+#[derive(Debug, Default)]
+pub struct Assembler {
+    content: String,
+    /// Some server sent content (even empty): the answer is not "null".
+    has_content: bool,
+    refusal: String,
+    finish_reason: Option<String>,
+    served_by: Option<String>,
+    usage: Option<WireUsage>,
+    /// Deltas of answer or reasoning so far, for progress.
+    tokens: u32,
+    done: bool,
+}
+
+impl Assembler {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Answer and reasoning deltas received so far.
+    pub fn tokens(&self) -> u32 {
+        self.tokens
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Takes one event's data.
+    pub fn event(&mut self, data: &str) -> Result<Step, Failure> {
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(Step {
+                token: false,
+                done: true,
+            });
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            Failure::new(
+                FailureKind::MalformedResponse,
+                format!(
+                    "a stream event is not a completion chunk ({e}): {}",
+                    excerpt(data.as_bytes())
+                ),
+            )
+        })?;
+        if let Some(error) = chunk.error {
+            return Err(wire::provider_error(&error));
+        }
+        if self.served_by.is_none() {
+            self.served_by = chunk.model.into_string().filter(|m| !m.is_empty());
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(merge_usage(self.usage, usage));
+        }
+        let mut step = Step::default();
+        let Some(choice) = chunk.choices.0 else {
+            return Ok(step);
+        };
+        if let Some(error) = choice.error {
+            return Err(wire::provider_error(&error));
+        }
+        for delta in [choice.delta, choice.message].into_iter().flatten() {
+            if let Content::Text(text) = delta.content {
+                self.has_content = true;
+                if !text.is_empty() {
+                    self.content.push_str(&text);
+                    step.token = true;
+                }
+            }
+            if let Some(refusal) = delta.refusal.0.as_deref() {
+                self.refusal.push_str(refusal);
+                step.token |= !refusal.is_empty();
+            }
+            if delta.reasoning.0 || delta.reasoning_content.0 || delta.reasoning_details.0 {
+                step.token = true;
+            }
+        }
+        if let Some(reason) = choice.finish_reason.0.map(Cow::into_owned) {
+            if reason == "error" {
+                return Err(Failure::new(
+                    FailureKind::HttpStatus,
+                    "the provider ended the stream with finish_reason = error and no message",
+                ));
+            }
+            self.finish_reason = Some(reason);
+        }
+        if step.token {
+            self.tokens = self.tokens.saturating_add(1);
+        }
+        Ok(step)
+    }
+
+    /// The stream ended (with `[DONE]` or not): the reply it amounts to.
+    pub fn finish(mut self, requested_model: &str) -> Result<Reply, Failure> {
+        if !self.done && self.finish_reason.is_none() {
+            return Err(Failure::new(
+                FailureKind::Connection,
+                format!(
+                    "the stream ended before the answer was complete ({} characters in, no finish_reason, no [DONE])",
+                    self.content.chars().count()
+                ),
+            ));
+        }
+        self.content.shrink_to_fit();
+        let content = if self.has_content || !self.content.is_empty() {
+            Content::Text(self.content)
+        } else {
+            Content::Null
+        };
+        wire::conclude(
+            Parts {
+                content,
+                refusal: Some(self.refusal).filter(|r| !r.is_empty()),
+                finish_reason: self.finish_reason,
+                served_by: self.served_by,
+                usage: self.usage,
+            },
+            requested_model,
+        )
+    }
+}
+
+/// Later chunks may repeat or complete earlier usage: keep what is known.
+fn merge_usage(old: Option<WireUsage>, new: WireUsage) -> WireUsage {
+    let old = old.unwrap_or_default();
+    WireUsage {
+        prompt_tokens: new.prompt_tokens.or(old.prompt_tokens),
+        completion_tokens: new.completion_tokens.or(old.completion_tokens),
+        reasoning_tokens: new.reasoning_tokens.or(old.reasoning_tokens),
+        cost: new.cost.or(old.cost),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,545 @@
+//! Lenient, allocation-light readers for the parts of provider JSON whose
+//! shape varies between servers: numbers sent as floats, strings or
+//! negatives; content as a string or a list of parts; error objects with
+//! numeric or textual codes. A field of the wrong type becomes "unknown",
+//! never a failure that would discard a complete answer — and no reader
+//! builds a `serde_json::Value` tree, whose per-node overhead made an
+//! 8 MB body of many small parts cost hundreds of megabytes.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// The visitor methods for the JSON types a reader has no use for: each
+/// gives `$value`; lists and objects are drained without being built.
+macro_rules! otherwise {
+    ($de:lifetime, $value:expr; $($kind:ident),* $(,)?) => {
+        $( otherwise!(@ $kind, $de, $value); )*
+    };
+    (@ str, $de:lifetime, $v:expr) => {
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ u64, $de:lifetime, $v:expr) => {
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ i64, $de:lifetime, $v:expr) => {
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ f64, $de:lifetime, $v:expr) => {
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ bool, $de:lifetime, $v:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ unit, $de:lifetime, $v:expr) => {
+        fn visit_unit<E>(self) -> Result<Self::Value, E> { Ok($v) }
+        fn visit_none<E>(self) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ seq, $de:lifetime, $v:expr) => {
+        fn visit_seq<A: SeqAccess<$de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            drain_seq(seq).map(|()| $v)
+        }
+    };
+    (@ map, $de:lifetime, $v:expr) => {
+        fn visit_map<A: MapAccess<$de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            drain_map(map).map(|()| $v)
+        }
+    };
+}
+
+fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
+    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+fn drain_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
+    while seq.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+/// A non-negative number read from an integer, a float, or a numeric
+/// string; anything else (negative, NaN, text, objects) is `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Number(pub Option<f64>);
+
+impl Number {
+    /// As a token count, saturating at `u32::MAX`.
+    pub fn count(self) -> Option<u32> {
+        self.0.map(|n| {
+            if n >= f64::from(u32::MAX) {
+                u32::MAX
+            } else {
+                n.round() as u32
+            }
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Number {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Number;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("anything")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Number, E> {
+                Ok(Number(Some(v as f64)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Number, E> {
+                Ok(Number((v >= 0).then_some(v as f64)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Number, E> {
+                Ok(Number((v.is_finite() && v >= 0.0).then_some(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Number, E> {
+                match v.trim().parse::<f64>() {
+                    Ok(n) => self.visit_f64(n),
+                    Err(_) => Ok(Number(None)),
+                }
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Number, D::Error> {
+                Number::deserialize(d)
+            }
+            otherwise!('de, Number(None); bool, unit, seq, map);
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// A string, borrowed from the body when it has no escapes; anything that
+/// is not a string is `None`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Text<'a>(pub Option<Cow<'a, str>>);
+
+impl Text<'_> {
+    pub fn into_string(self) -> Option<String> {
+        self.0.map(Cow::into_owned)
+    }
+    pub fn is_nonempty(&self) -> bool {
+        self.0.as_deref().is_some_and(|t| !t.is_empty())
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("anything")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(Some(Cow::Owned(v))))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Text<'de>, D::Error> {
+                Text::deserialize(d)
+            }
+            otherwise!('de, Text(None); u64, i64, f64, bool, unit, seq, map);
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// Message content: a string, a list of parts (strings or objects with a
+/// `text`), or null. The parts are joined as they are read, so thousands of
+/// parts cost one string, not a tree.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Content {
+    #[default]
+    Null,
+    Text(String),
+    /// Content of another type (a number, an object): not an answer.
+    Other(&'static str),
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Content;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("text, a list of parts, or null")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Content, E> {
+                Ok(Content::Text(v.to_owned()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Content, E> {
+                Ok(Content::Text(v))
+            }
+            otherwise!('de, Content::Null; unit);
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Content, D::Error> {
+                Content::deserialize(d)
+            }
+            otherwise!('de, Content::Other("a number"); u64, i64, f64);
+            otherwise!('de, Content::Other("a boolean"); bool);
+            otherwise!('de, Content::Other("an object"); map);
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+                let mut text = String::new();
+                while let Some(part) = seq.next_element::<Part>()? {
+                    if let Some(t) = part.0 {
+                        text.push_str(&t);
+                    }
+                }
+                Ok(Content::Text(text))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// One content part: its text, if it has one.
+struct Part<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Part<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Part<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a content part")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Part<'de>, E> {
+                Ok(Part(Some(Cow::Borrowed(v))))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Part<'de>, E> {
+                Ok(Part(Some(Cow::Owned(v.to_owned()))))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Part<'de>, A::Error> {
+                let mut text = None;
+                let mut kind_is_text = true;
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    match &*key {
+                        "text" => text = map.next_value::<Text<'de>>()?.0,
+                        "type" => {
+                            let kind = map.next_value::<Text<'de>>()?;
+                            // Reasoning or refusal parts are not the answer.
+                            kind_is_text =
+                                matches!(kind.0.as_deref(), None | Some("text" | "output_text"));
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(Part(if kind_is_text { text } else { None }))
+            }
+            otherwise!('de, Part(None); seq, u64, i64, f64, bool, unit);
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// Token counts and cost, from whatever shape the provider used.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WireUsage {
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+    pub reasoning_tokens: Option<u32>,
+    pub cost: Option<f64>,
+}
+
+impl<'de> Deserialize<'de> for WireUsage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = WireUsage;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a usage object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WireUsage, A::Error> {
+                let mut usage = WireUsage::default();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    match &*key {
+                        "prompt_tokens" | "input_tokens" => {
+                            usage.prompt_tokens = map.next_value::<Number>()?.count();
+                        }
+                        "completion_tokens" | "output_tokens" => {
+                            usage.completion_tokens = map.next_value::<Number>()?.count();
+                        }
+                        "cost" => usage.cost = map.next_value::<Number>()?.0,
+                        "completion_tokens_details" | "output_tokens_details" => {
+                            usage.reasoning_tokens = map.next_value::<Details>()?.0;
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(usage)
+            }
+            otherwise!('de, WireUsage::default(); seq, str, u64, i64, f64, bool, unit);
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// `completion_tokens_details.reasoning_tokens`.
+struct Details(Option<u32>);
+
+impl<'de> Deserialize<'de> for Details {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Details;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("token details")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Details, A::Error> {
+                let mut reasoning = None;
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key == "reasoning_tokens" {
+                        reasoning = map.next_value::<Number>()?.count();
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(Details(reasoning))
+            }
+            otherwise!('de, Details(None); seq, str, u64, i64, f64, bool, unit);
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// A provider's error object: `{"message", "code", "metadata": {"raw"}}`
+/// or a bare string. Codes may be HTTP statuses or words.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WireError {
+    pub message: Option<String>,
+    /// A numeric code in the HTTP status range.
+    pub status: Option<u16>,
+    /// A textual code (`invalid_api_key`), when there was no message.
+    pub code: Option<String>,
+    /// OpenRouter's `metadata.raw`: the upstream provider's own words.
+    pub raw: Option<String>,
+}
+
+impl WireError {
+    /// The provider's words, as one line for a failure message.
+    pub fn describe(&self) -> String {
+        let message = self
+            .message
+            .clone()
+            .or_else(|| self.code.clone())
+            .unwrap_or_else(|| "the provider reported an error without a message".to_owned());
+        match &self.raw {
+            Some(raw) if !raw.is_empty() => {
+                format!("{message} ({})", super::truncate(raw, 300))
+            }
+            _ => message,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for WireError {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = WireError;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an error object")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<WireError, E> {
+                Ok(WireError {
+                    message: Some(v.to_owned()),
+                    ..WireError::default()
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WireError, A::Error> {
+                let mut error = WireError::default();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    match &*key {
+                        "message" => error.message = map.next_value::<Text>()?.into_string(),
+                        "code" | "status" => match map.next_value::<CodeValue>()? {
+                            CodeValue::Number(n) => {
+                                error.status =
+                                    u16::try_from(n).ok().filter(|c| (100..600).contains(c));
+                            }
+                            CodeValue::Text(t) => error.code = Some(t),
+                            CodeValue::None => {}
+                        },
+                        "metadata" => error.raw = map.next_value::<Metadata>()?.0,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(error)
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<WireError, E> {
+                Ok(WireError {
+                    status: u16::try_from(v).ok().filter(|c| (100..600).contains(c)),
+                    ..WireError::default()
+                })
+            }
+            otherwise!('de, WireError::default(); seq, i64, f64, bool, unit);
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+enum CodeValue {
+    Number(u64),
+    Text(String),
+    None,
+}
+
+impl<'de> Deserialize<'de> for CodeValue {
+    /// Integral numbers (or numeric strings) are numbers, other strings
+    /// are words.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = CodeValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a code")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<CodeValue, E> {
+                Ok(CodeValue::Number(v))
+            }
+            otherwise!('de, CodeValue::None; i64);
+            fn visit_f64<E>(self, v: f64) -> Result<CodeValue, E> {
+                Ok(if v.fract() == 0.0 && (0.0..1e6).contains(&v) {
+                    CodeValue::Number(v as u64)
+                } else {
+                    CodeValue::None
+                })
+            }
+            fn visit_str<E>(self, v: &str) -> Result<CodeValue, E> {
+                Ok(match v.trim().parse::<u64>() {
+                    Ok(n) => CodeValue::Number(n),
+                    Err(_) => CodeValue::Text(super::truncate(v, 100)),
+                })
+            }
+            otherwise!('de, CodeValue::None; bool, unit, seq, map);
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// `metadata.raw`, when it is text.
+struct Metadata(Option<String>);
+
+impl<'de> Deserialize<'de> for Metadata {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Metadata;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("metadata")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Metadata, A::Error> {
+                let mut raw = None;
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key == "raw" {
+                        raw = map.next_value::<Text>()?.into_string();
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(Metadata(raw))
+            }
+            otherwise!('de, Metadata(None); seq, str, u64, i64, f64, bool, unit);
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// The first element of a list, the rest skipped without being built.
+#[derive(Debug)]
+pub struct First<T>(pub Option<T>);
+
+impl<T> Default for First<T> {
+    fn default() -> Self {
+        Self(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for First<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = First<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<First<T>, A::Error> {
+                let first = seq.next_element::<T>()?;
+                drain_seq(seq)?;
+                Ok(First(first))
+            }
+            otherwise!('de, First(None); unit, map, str, u64, i64, f64, bool);
+        }
+        deserializer.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// Whether a reasoning field carried anything (its text is never kept).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Seen(pub bool);
+
+impl<'de> Deserialize<'de> for Seen {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Seen;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("anything")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Seen, E> {
+                Ok(Seen(!v.is_empty()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Seen, A::Error> {
+                let mut any = false;
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    any = true;
+                }
+                Ok(Seen(any))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Seen, A::Error> {
+                let mut any = false;
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
+                    any = true;
+                }
+                Ok(Seen(any))
+            }
+            otherwise!('de, Seen(false); u64, i64, f64, bool, unit);
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// A list of strings; other elements (and non-lists) are skipped.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Strings(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for Strings {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Strings;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of strings")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Strings, A::Error> {
+                let mut out = Vec::new();
+                while let Some(item) = seq.next_element::<Text>()? {
+                    if let Some(text) = item.into_string() {
+                        out.push(text);
+                    }
+                }
+                Ok(Strings(out))
+            }
+            otherwise!('de, Strings::default(); map, str, u64, i64, f64, bool, unit);
+        }
+        deserializer.deserialize_any(V)
+    }
+}

@@ -1,0 +1,380 @@
+//! The thin JSON-RPC layer between stdio and rmcp. It owns what rmcp's own
+//! stdio transport leaves to chance:
+//!
+//! - framing: one message per line, each line bounded ([`MAX_LINE`]);
+//! - malformed input: answered with JSON-RPC's codes and the request's id
+//!   wherever it can be read ([`wire`]); invalid params are -32602;
+//! - request ids: a request reusing the id of one in flight is refused, the
+//!   first untouched ([`ids`]);
+//! - order: messages are written in the order rmcp hands them over, and a
+//!   send completes once its bytes are written, so a notification awaited
+//!   before a response is on the wire before it;
+//! - the end: stdin closing, or the client closing our stdout (a failed
+//!   write, or [`hangup`] noticing it idle), ends the [`Session`] at once —
+//!   every run watches it — rather than after rmcp's drain.
+
+mod hangup;
+mod ids;
+pub mod wire;
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode, JsonRpcMessage, RequestId,
+    ServerJsonRpcMessage,
+};
+use rmcp::service::RoleServer;
+use rmcp::transport::Transport;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use hangup::watch_stdout;
+use ids::Ids;
+use wire::Parsed;
+
+/// Longest line accepted from the client.
+pub const MAX_LINE: usize = 16 * 1024 * 1024;
+/// How long closing waits for queued messages to be written.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// One client connection's life. Ends when the client goes away; every run
+/// started in it stops then.
+#[derive(Clone, Default)]
+pub struct Session {
+    ended: CancellationToken,
+}
+
+impl Session {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn end(&self, why: &str) {
+        if !self.ended.is_cancelled() {
+            tracing::info!("session over: {why}; stopping every run");
+            self.ended.cancel();
+        }
+    }
+
+    pub async fn ended(&self) {
+        self.ended.cancelled().await;
+    }
+
+    pub fn is_over(&self) -> bool {
+        self.ended.is_cancelled()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error("the client is gone: {0}")]
+    Closed(String),
+    #[error("cannot encode a message: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// Lines in, messages out, over any reader and writer (stdio in `serve`,
+/// in-memory pipes in tests).
+pub struct LineTransport<R> {
+    lines: BufReader<R>,
+    /// The line being read, and its size so far (past [`MAX_LINE`] the
+    /// bytes are dropped, the size still counted).
+    partial: Vec<u8>,
+    partial_size: usize,
+    ids: Arc<Mutex<Ids>>,
+    /// Our id of an `initialize` not yet answered: nothing else is handed
+    /// to rmcp until it is, so a client that pipelines its first requests
+    /// gets the handshake's answer first.
+    handshake: Arc<watch::Sender<Option<RequestId>>>,
+    outbox: mpsc::UnboundedSender<Outgoing>,
+    writer: Option<tokio::task::JoinHandle<()>>,
+    session: Session,
+}
+
+struct Outgoing {
+    bytes: Vec<u8>,
+    written: Option<oneshot::Sender<Result<(), String>>>,
+}
+
+impl<R: AsyncRead + Unpin + Send + 'static> LineTransport<R> {
+    pub fn new<W: AsyncWrite + Unpin + Send + 'static>(
+        reader: R,
+        writer: W,
+        session: Session,
+    ) -> Self {
+        let (outbox, queue) = mpsc::unbounded_channel();
+        let writer = tokio::spawn(write_all(writer, queue, session.clone()));
+        Self {
+            lines: BufReader::new(reader),
+            partial: Vec::new(),
+            partial_size: 0,
+            ids: Arc::default(),
+            handshake: Arc::new(watch::channel(None).0),
+            outbox,
+            writer: Some(writer),
+            session,
+        }
+    }
+
+    /// Queues `bytes` (one message) without waiting for the write.
+    fn queue(&self, mut bytes: Vec<u8>) {
+        bytes.push(b'\n');
+        let _ = self.outbox.send(Outgoing {
+            bytes,
+            written: None,
+        });
+    }
+
+    fn refuse(&self, error: &Value) {
+        if let Ok(bytes) = serde_json::to_vec(error) {
+            self.queue(bytes);
+        }
+    }
+
+    /// Gives rmcp our id for a request, or answers it here.
+    fn route(&self, message: ClientJsonRpcMessage) -> Option<ClientJsonRpcMessage> {
+        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        match message {
+            JsonRpcMessage::Request(mut request) => match ids.admit(&request.id) {
+                Some(ours) => {
+                    if matches!(request.request, ClientRequest::InitializeRequest(_)) {
+                        self.handshake.send_replace(Some(ours.clone()));
+                    }
+                    request.id = ours;
+                    Some(JsonRpcMessage::Request(request))
+                }
+                None => {
+                    drop(ids);
+                    tracing::info!(id = %request.id, "refused a request reusing the id of one in flight");
+                    self.refuse(&wire::error(
+                        Some(request.id.into_json_value()),
+                        ErrorCode::INVALID_REQUEST,
+                        "a request with this id is still in flight: use a new id for each request"
+                            .into(),
+                    ));
+                    None
+                }
+            },
+            JsonRpcMessage::Notification(mut notification) => {
+                if let ClientNotification::CancelledNotification(cancelled) =
+                    &mut notification.notification
+                {
+                    let theirs = cancelled.params.request_id.as_ref()?;
+                    match ids.cancel(theirs) {
+                        Some(ours) => cancelled.params.request_id = Some(ours),
+                        None => {
+                            tracing::debug!(id = %theirs, "cancellation of a request not in flight");
+                            return None;
+                        }
+                    }
+                }
+                Some(JsonRpcMessage::Notification(notification))
+            }
+            other => Some(other),
+        }
+    }
+
+    /// The next line, or `None` at end of input; an over-long line is
+    /// consumed whole and reported by its size. Cancel-safe (rmcp drops
+    /// `receive` whenever something else is ready first): a line read in
+    /// part stays in `self.partial` for the next call.
+    async fn next_line(&mut self) -> std::io::Result<Option<Result<Vec<u8>, usize>>> {
+        loop {
+            let buffer = self.lines.fill_buf().await?;
+            if buffer.is_empty() {
+                if self.partial_size == 0 {
+                    return Ok(None);
+                }
+                return Ok(Some(self.take_partial()));
+            }
+            let (chunk, complete) = match buffer.iter().position(|&b| b == b'\n') {
+                Some(end) => (&buffer[..end], true),
+                None => (buffer, false),
+            };
+            self.partial_size += chunk.len();
+            if self.partial_size <= MAX_LINE {
+                self.partial.extend_from_slice(chunk);
+            } else {
+                self.partial = Vec::new();
+            }
+            let consumed = chunk.len() + usize::from(complete);
+            self.lines.consume(consumed);
+            if complete {
+                return Ok(Some(self.take_partial()));
+            }
+        }
+    }
+
+    fn take_partial(&mut self) -> Result<Vec<u8>, usize> {
+        let size = std::mem::take(&mut self.partial_size);
+        let line = std::mem::take(&mut self.partial);
+        if size > MAX_LINE { Err(size) } else { Ok(line) }
+    }
+}
+
+impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransport<R> {
+    type Error = SendError;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), SendError>> + Send + 'static {
+        let queued = self.encode(item).map(|bytes| {
+            bytes.map(|bytes| {
+                let (written, done) = oneshot::channel();
+                let queued = self
+                    .outbox
+                    .send(Outgoing {
+                        bytes,
+                        written: Some(written),
+                    })
+                    .is_ok();
+                (queued, done)
+            })
+        });
+        async move {
+            let stopped = || SendError::Closed("the writer has stopped".into());
+            match queued? {
+                // The response to a request the client cancelled.
+                None => Ok(()),
+                Some((false, _)) => Err(stopped()),
+                Some((true, done)) => done
+                    .await
+                    .map_err(|_| stopped())?
+                    .map_err(SendError::Closed),
+            }
+        }
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        let mut handshake = self.handshake.subscribe();
+        tokio::select! {
+            biased;
+            () = self.session.ended() => return None,
+            _ = handshake.wait_for(Option::is_none) => {}
+        }
+        loop {
+            let session = self.session.clone();
+            let line = tokio::select! {
+                biased;
+                () = session.ended() => return None,
+                line = self.next_line() => line,
+            };
+            let line = match line {
+                Ok(Some(line)) => line,
+                Ok(None) => {
+                    self.session.end("the client closed stdin");
+                    return None;
+                }
+                Err(e) => {
+                    self.session.end(&format!("cannot read stdin: {e}"));
+                    return None;
+                }
+            };
+            let line = match line {
+                Ok(line) => line,
+                Err(size) => {
+                    self.refuse(&wire::error(
+                        None,
+                        ErrorCode::INVALID_REQUEST,
+                        format!("a message of {size} bytes is over the limit of {MAX_LINE} bytes"),
+                    ));
+                    continue;
+                }
+            };
+            match wire::parse(&line) {
+                Parsed::Message(message) => {
+                    if let Some(message) = self.route(*message) {
+                        return Some(message);
+                    }
+                }
+                Parsed::Refuse(error) => {
+                    tracing::info!(
+                        "answered a malformed message: {}",
+                        error["error"]["message"].as_str().unwrap_or_default()
+                    );
+                    self.refuse(&error);
+                }
+                Parsed::Skip(why) => tracing::debug!("ignored {why}"),
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), SendError> {
+        // Closing the queue lets the writer finish what is queued and stop.
+        let (closed, _) = mpsc::unbounded_channel();
+        self.outbox = closed;
+        // A client that keeps stdout open but stops reading must not keep
+        // the process alive: give the last writes a moment, no more.
+        if let Some(writer) = self.writer.take() {
+            let _ = tokio::time::timeout(CLOSE_GRACE, writer).await;
+        }
+        Ok(())
+    }
+}
+
+impl<R> LineTransport<R> {
+    /// The bytes to write for `item` with the client's id restored; `None`
+    /// for the response to a request the client cancelled.
+    fn encode(&self, mut item: ServerJsonRpcMessage) -> Result<Option<Vec<u8>>, SendError> {
+        let id = match &mut item {
+            JsonRpcMessage::Response(response) => Some(&mut response.id),
+            JsonRpcMessage::Error(error) => error.id.as_mut(),
+            _ => None,
+        };
+        if let Some(id) = id {
+            self.handshake
+                .send_if_modified(|pending| pending.take_if(|pending| pending == id).is_some());
+            let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+            match ids.answer(id) {
+                Some(theirs) => *id = theirs,
+                None => return Ok(None),
+            }
+        }
+        let mut bytes = serde_json::to_vec(&item)?;
+        bytes.push(b'\n');
+        Ok(Some(bytes))
+    }
+}
+
+/// Writes queued messages in order until the queue closes or a write fails
+/// (the client is gone: the session ends).
+async fn write_all<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut queue: mpsc::UnboundedReceiver<Outgoing>,
+    session: Session,
+) {
+    while let Some(message) = queue.recv().await {
+        let written = async {
+            writer.write_all(&message.bytes).await?;
+            writer.flush().await
+        }
+        .await;
+        match written {
+            Ok(()) => {
+                if let Some(done) = message.written {
+                    let _ = done.send(Ok(()));
+                }
+            }
+            Err(e) => {
+                let why = format!("cannot write to stdout: {e}");
+                session.end(&why);
+                if let Some(done) = message.written {
+                    let _ = done.send(Err(why.clone()));
+                }
+                queue.close();
+                while let Some(message) = queue.recv().await {
+                    if let Some(done) = message.written {
+                        let _ = done.send(Err(why.clone()));
+                    }
+                }
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

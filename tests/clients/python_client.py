@@ -1,0 +1,141 @@
+"""Drives `chorus serve` with the official Python SDK (PyPI `mcp` 2.x).
+
+Usage: python python_client.py basic|long legacy|auto
+
+- legacy: the 2025-11-25 initialize handshake; calls are answered in place,
+  with progress notifications.
+- auto: the SDK negotiates 2026-07-28 (server/discover). The tasks extension
+  (io.modelcontextprotocol/tasks) is declared through the SDK's extension
+  interface, so a tools/call comes back as a task, which this client polls
+  with tasks/get until it is done.
+
+Environment: CHORUS_BIN, CHORUS_CONFIG (and the provider key) from the Rust
+test. Prints one JSON report line; exits non-zero on any failure.
+"""
+
+import json
+import os
+import sys
+import time
+from typing import Any, Literal
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp_types import CallToolResult, Request, RequestParams, Result
+from pydantic import ConfigDict, Field
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+class TaskCreated(Result):
+    """A tools/call answered with a task (SEP-2663)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    result_type: Literal["task"] = Field(alias="resultType")
+    task_id: str = Field(alias="taskId")
+    status: str
+    status_message: str | None = Field(default=None, alias="statusMessage")
+    poll_interval_ms: int | None = Field(default=None, alias="pollIntervalMs")
+
+
+class TaskState(Result):
+    """What tasks/get says."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    task_id: str = Field(alias="taskId")
+    status: str
+    status_message: str | None = Field(default=None, alias="statusMessage")
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+
+class TaskParams(RequestParams):
+    task_id: str = Field(alias="taskId")
+
+
+class GetTask(Request[TaskParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    name_param = "taskId"
+
+
+class Tasks(ClientExtension):
+    """The tasks extension, client side: poll a task to its end."""
+
+    identifier = TASKS
+
+    def __init__(self) -> None:
+        self.statuses: list[str] = []
+
+    def claims(self):
+        return [ResultClaim(result_type="task", model=TaskCreated, resolve=self.resolve)]
+
+    async def resolve(self, created: TaskCreated, ctx: ClaimContext) -> CallToolResult:
+        interval = (created.poll_interval_ms or 1000) / 1000
+        while True:
+            state = await ctx.session.send_request(
+                GetTask(params=TaskParams(taskId=created.task_id)), TaskState
+            )
+            if state.status_message:
+                self.statuses.append(state.status_message)
+            if state.status == "completed":
+                return CallToolResult.model_validate(state.result)
+            if state.status in ("failed", "cancelled"):
+                raise RuntimeError(f"task {state.status}: {state.error or state.status_message}")
+            await anyio.sleep(interval)
+
+
+def server() -> StdioServerParameters:
+    env = {k: v for k, v in os.environ.items()}
+    return StdioServerParameters(command=os.environ["CHORUS_BIN"], args=["serve"], env=env)
+
+
+async def main(scenario: str, mode: str) -> dict[str, Any]:
+    tasks = Tasks()
+    report: dict[str, Any] = {"scenario": scenario, "mode": mode}
+    with open(os.devnull, "w") as quiet:
+        client = Client(server(), mode=mode, extensions=[tasks] if mode != "legacy" else None)
+        # The server's stderr is the Rust test's to keep, not ours to print.
+        async with client:
+            tools = await client.list_tools()
+            assert any(t.name == "ask" for t in tools.tools), tools
+            progress: list[tuple[float, float | None, str | None]] = []
+
+            async def on_progress(value: float, total: float | None, message: str | None) -> None:
+                progress.append((value, total, message))
+
+            tool = "ask" if scenario == "basic" else "slow"
+            started = time.monotonic()
+            result = await client.call_tool(
+                tool, {"prompt": "What is 2 + 2?"}, progress_callback=on_progress
+            )
+            report["seconds"] = round(time.monotonic() - started, 1)
+            assert not result.is_error, result
+            structured = result.structured_content
+            assert structured["answer"] == "merged", structured
+            report["progress"] = len(progress)
+            report["task_statuses"] = len(tasks.statuses)
+            if mode == "legacy":
+                assert progress and progress[-1][0] == progress[-1][1] == 100, progress
+            else:
+                assert tasks.statuses, "the call went through a task"
+                assert tasks.statuses[-1].startswith("Synthesis of"), tasks.statuses
+                if scenario == "long":
+                    assert any("waiting on" in s for s in tasks.statuses), tasks.statuses
+
+            if scenario == "basic":
+                resource = await client.read_resource(f"chorus://runs/{structured['run_id']}")
+                assert json.loads(resource.contents[0].text)["answer"] == "merged"
+                if mode == "legacy":
+                    # Abandoning a call cancels it (notifications/cancelled).
+                    with anyio.move_on_after(1.5):
+                        await client.call_tool("stuck", {"prompt": "q"})
+                    report["cancelled"] = True
+                    again = await client.call_tool("ask", {"prompt": "again"})
+                    assert not again.is_error
+    return report
+
+
+if __name__ == "__main__":
+    scenario, mode = sys.argv[1], sys.argv[2]
+    print(json.dumps(anyio.run(main, scenario, mode)))

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the official MCP clients the test suite drives chorus with, at the
+# pinned versions of package-lock.json and requirements.txt, into DIR
+# (default: target/clients). Does nothing when DIR is already up to date.
+# Needs node/npm and python3 (with venv); reaches only npm and PyPI.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+dir="${1:-$here/../../target/clients}"
+mkdir -p "$dir"
+dir="$(cd "$dir" && pwd)"
+stamp="$dir/.installed"
+want="$(cat "$here/package.json" "$here/package-lock.json" "$here/requirements.txt" | sha256sum | cut -d' ' -f1)"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+  exit 0
+fi
+cp "$here/package.json" "$here/package-lock.json" "$dir/"
+(cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+python3 -m venv "$dir/venv"
+"$dir/venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
+echo "$want" > "$stamp"
