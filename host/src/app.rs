@@ -47,4 +47,18 @@ impl Chorus {
         self.runs.insert(record.clone());
         Ok(record)
     }
+
+    /// Runs `pipeline`'s plugins without calling any model (placeholder
+    /// answers); the record is not kept. See `Runner::dry_run`.
+    pub async fn dry_run(
+        &self,
+        pipeline: &str,
+        prompt: String,
+        options: Map<String, Value>,
+        progress: Progress,
+    ) -> Result<RunRecord, RunError> {
+        self.runner
+            .dry_run(pipeline, prompt, options, progress)
+            .await
+    }
 }

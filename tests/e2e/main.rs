@@ -8,6 +8,7 @@ mod cancel;
 mod catalog;
 mod cli;
 mod clients;
+mod dry_run;
 mod failures;
 mod first_contact;
 mod load;

@@ -27,6 +27,11 @@ pub struct Args {
     /// No progress on stderr.
     #[arg(long, short)]
     quiet: bool,
+    /// Show what the run would send — the selector's plan, every request
+    /// with its full messages, the synthesizer's own requests given
+    /// placeholder answers, the worst-case cost — without calling any model.
+    #[arg(long)]
+    dry_run: bool,
     /// A pipeline option, e.g. `-o agents=8` (repeatable; see `chorus check`).
     #[arg(long = "option", short = 'o', value_name = "NAME=VALUE", value_parser = parse_option)]
     options: Vec<(String, serde_json::Value)>,
@@ -65,6 +70,10 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
         );
         return ExitCode::from(2);
     };
+    if args.dry_run {
+        let options = args.options.into_iter().collect();
+        return super::dry_run::run(&chorus, pipeline, prompt, options, args.json).await;
+    }
     if let Some(code) = first_contact(&chorus).await {
         return code;
     }

@@ -3,6 +3,7 @@
 
 mod ask;
 mod check;
+mod dry_run;
 mod models;
 mod plugin;
 

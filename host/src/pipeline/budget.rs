@@ -98,6 +98,13 @@ impl Budget {
     }
 }
 
+/// A request's worst-case cost in USD: its prompt (estimated) plus its
+/// `max_tokens` (or the model's limit) at the model's prices; why not, when
+/// that is unknown.
+pub fn worst_case_usd(llm: &Llm, request: &ChatRequest) -> Result<f64, String> {
+    worst_case(llm, request).map(|worst| worst.usd)
+}
+
 struct Worst {
     usd: f64,
     prompt_tokens: u64,

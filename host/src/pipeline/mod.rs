@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub use budget::worst_case_usd;
 pub use events::{Event, Progress, Stage};
 
 use crate::config::{ConfigError, Loaded, Pipeline};
@@ -117,6 +118,34 @@ impl Runner {
         options: serde_json::Map<String, Value>,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
+        self.run_as(pipeline_name, prompt, options, progress, false)
+            .await
+    }
+
+    /// Runs the pipeline's plugins without calling any model: every chat
+    /// completion (the fan-out's and the plugins' own) is announced with
+    /// `Event::CallStarted` as usual, then answered with a placeholder, and
+    /// recorded with its worst-case cost as an estimate. What a run would
+    /// send, for `chorus ask --dry-run`.
+    pub async fn dry_run(
+        &self,
+        pipeline_name: &str,
+        prompt: String,
+        options: serde_json::Map<String, Value>,
+        progress: Progress,
+    ) -> Result<RunRecord, RunError> {
+        self.run_as(pipeline_name, prompt, options, progress, true)
+            .await
+    }
+
+    async fn run_as(
+        &self,
+        pipeline_name: &str,
+        prompt: String,
+        options: serde_json::Map<String, Value>,
+        progress: Progress,
+        dry_run: bool,
+    ) -> Result<RunRecord, RunError> {
         let pipeline = self
             .loaded
             .config
@@ -174,6 +203,7 @@ impl Runner {
                 grace_key: key(pipeline.fan_out.straggler_grace.is_some()),
                 reserve_key: key(pipeline.fan_out.merge_reserve.is_some()),
                 ceiling,
+                dry_run,
             },
         ));
         let _slot = self.run_slot(&context, run_timeout).await?;
