@@ -2,6 +2,9 @@
 //! - one full run against the mock provider, 200 ms per panel model and
 //!   200 ms for the synthesizer (ideal: ~400 ms — the fan-out is parallel);
 //! - loading the plugins cold (compiling) and from the compile cache;
+//! - the CPU time (user + system, this process) per run, over 200 quick runs
+//!   (mock answers at once): run it once as is (pooling instance allocator)
+//!   and once with `CHORUS_INSTANCE_ALLOCATOR=on-demand` to compare;
 //! - the resident memory of an idle `chorus serve`.
 
 #[path = "../../tests/support/mock.rs"]
@@ -65,6 +68,25 @@ fn stats(label: &str, mut samples: Vec<Duration>) {
     );
 }
 
+/// This process's CPU time so far (user + system), from /proc.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime: fields 14 and 15 of the line (from 1), 11 and 12 here.
+    let hz = 100; // USER_HZ on Linux
+    Duration::from_millis((ticks(11) + ticks(12)) * 1000 / hz)
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -107,6 +129,26 @@ fn main() {
             assert_eq!(result.summary, "Synthesis of 5 of 5 answers.");
         }
         stats("full run, 5 x 200 ms panel + 200 ms synth", runs);
+
+        // CPU per run, with answers at once: what chorus itself costs.
+        for model in PANEL {
+            mock.script(model, [Step::answer(&format!("{model}: an answer of moderate length. ").repeat(20))]);
+        }
+        mock.script("synth", [Step::answer("the synthesis")]);
+        chorus.run("ask", "warm-up".into(), Default::default(), events::ignore()).await.unwrap();
+        let (runs, before) = (200u32, cpu_time());
+        let started = Instant::now();
+        for _ in 0..runs {
+            chorus.run("ask", "q".into(), Default::default(), events::ignore()).await.unwrap();
+        }
+        let (cpu, wall) = (cpu_time() - before, started.elapsed());
+        let allocator = std::env::var("CHORUS_INSTANCE_ALLOCATOR").unwrap_or_else(|_| "pooling".into());
+        println!(
+            "{:<44} {:.2} ms CPU per run (user+sys, mock included), {:.2} ms wall per run, {runs} runs",
+            format!("cpu per run, {allocator} allocator"),
+            cpu.as_secs_f64() * 1000.0 / f64::from(runs),
+            wall.as_secs_f64() * 1000.0 / f64::from(runs),
+        );
 
         // Idle RSS of the real binary after an MCP handshake.
         let file = cache_dir.path().join("bench.toml");

@@ -225,6 +225,20 @@ impl Chorus {
         let max_bytes = self.loaded().config.limits.max_prompt_bytes;
         Ok(Conversation::new(run.run_id, turns, beyond, max_bytes))
     }
+
+    /// Runs `pipeline`'s plugins without calling any model (placeholder
+    /// answers); the record is not kept. See `Runner::dry_run`.
+    pub async fn dry_run(
+        &self,
+        pipeline: &str,
+        prompt: String,
+        options: Map<String, Value>,
+        progress: Progress,
+    ) -> Result<RunRecord, RunError> {
+        self.runner
+            .dry_run(pipeline, prompt, options, progress)
+            .await
+    }
 }
 
 fn turn(run: &StoredRun) -> Turn {

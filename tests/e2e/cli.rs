@@ -108,9 +108,9 @@ async fn check_describes_pipelines_plugins_contracts_and_models() {
     let (code, stdout, stderr) = run(&["check", "--config", file.path.to_str().unwrap()]).await;
     assert_eq!(code, 0, "{stderr}");
     for expected in [
-        "panel                selector     chorus:strategy@0.1.0",
-        "synthesize           synthesizer  chorus:strategy@0.1.0    builtin:synthesize",
-        "chaos-chaotic        selector     chorus:strategy@0.1.0",
+        "panel                selector     chorus:strategy@0.2.0",
+        "synthesize           synthesizer  chorus:strategy@0.2.0    builtin:synthesize",
+        "chaos-chaotic        selector     chorus:strategy@0.2.0",
         "ask (default): panel -> passthrough -> fan-out -> synthesize",
         "key: $CHORUS_TEST_API_KEY (set)",
         "synth2",
@@ -166,7 +166,7 @@ async fn a_broken_config_names_the_file_and_the_key() {
         ),
         (
             good.replace("builtin = \"passthrough\"", "builtin = \"passthru\""),
-            "no built-in plugin `passthru` (built in: static-panel, route, cheapest,",
+            "no built-in plugin `passthru` (built in: cheapest, council, debate,",
         ),
     ];
     for (text, expected) in cases {

@@ -31,6 +31,11 @@ pub struct Args {
     /// models see its question and answer first.
     #[arg(long, value_name = "RUN")]
     follow_up: Option<String>,
+    /// Show what the run would send — the selector's plan, every request
+    /// with its full messages, the synthesizer's own requests given
+    /// placeholder answers, the worst-case cost — without calling any model.
+    #[arg(long)]
+    dry_run: bool,
     /// A pipeline option, e.g. `-o agents=8` (repeatable; see `chorus check`).
     #[arg(long = "option", short = 'o', value_name = "NAME=VALUE", value_parser = parse_option)]
     options: Vec<(String, serde_json::Value)>,
@@ -69,6 +74,14 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
         );
         return ExitCode::from(2);
     };
+    if args.dry_run {
+        if args.follow_up.is_some() {
+            eprintln!("chorus: --dry-run cannot show a follow-up yet; leave out --follow-up");
+            return ExitCode::from(2);
+        }
+        let options = args.options.into_iter().collect();
+        return super::dry_run::run(&chorus, pipeline, prompt, options, args.json).await;
+    }
     if let Some(code) = first_contact(&chorus).await {
         return code;
     }

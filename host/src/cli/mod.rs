@@ -3,8 +3,10 @@
 
 mod ask;
 mod check;
+mod dry_run;
 mod eval;
 mod models;
+mod plugin;
 mod runs;
 mod serve;
 
@@ -49,6 +51,9 @@ enum Command {
     Runs(runs::Args),
     /// Score pipelines and models on a dataset of questions with expected answers.
     Eval(eval::Args),
+    /// Write strategy plugins: `chorus plugin new NAME --kind KIND --lang LANG`.
+    #[command(subcommand)]
+    Plugin(plugin::Command),
 }
 
 pub fn main() -> ExitCode {
@@ -85,6 +90,7 @@ pub fn main() -> ExitCode {
                 Ok(chorus) => eval::run(chorus, args).await,
                 Err(code) => code,
             },
+            Command::Plugin(command) => plugin::run(command),
         }
     });
     // Do not wait for blocking threads: one may still be parked reading a

@@ -61,6 +61,10 @@ pub struct Limits {
     /// whose worst case would cross it is not started. A call's
     /// `max_cost_usd` option may lower it.
     pub max_cost_usd: Option<f64>,
+    /// Runs at once; more wait for a free slot (with progress), within their
+    /// own deadline. Also sizes the plugins' instance pool, so it caps the
+    /// plugins' memory at this many times their largest `max_memory_mib`.
+    pub max_concurrent_runs: u32,
 }
 
 impl Default for Limits {
@@ -73,6 +77,7 @@ impl Default for Limits {
             run_ttl: Duration::from_secs(3600),
             task_ttl: Duration::from_secs(3600),
             max_cost_usd: None,
+            max_concurrent_runs: 64,
         }
     }
 }
@@ -256,9 +261,14 @@ pub struct PluginSpec {
     /// model calls does not count).
     #[serde(default = "defaults::plugin_cpu_time", with = "humantime_serde")]
     pub cpu_time: Duration,
-    /// Linear memory one call may grow to, in MiB.
+    /// Memory one call may grow to, in MiB: all its linear memories and
+    /// tables together.
     #[serde(default = "defaults::plugin_memory_mib")]
     pub max_memory_mib: u32,
+    /// Wall-clock time one call may spend outside the model calls it asks
+    /// the host for (sleeping or waiting counts; `cpu_time` bounds work).
+    #[serde(default = "defaults::plugin_wall_time", with = "humantime_serde")]
+    pub wall_time: Duration,
 }
 
 /// A pipeline is one MCP tool: selector -> prompter -> fan-out -> synthesizer.
@@ -352,5 +362,8 @@ mod defaults {
     }
     pub fn plugin_memory_mib() -> u32 {
         64
+    }
+    pub fn plugin_wall_time() -> Duration {
+        Duration::from_secs(10)
     }
 }

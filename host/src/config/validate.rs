@@ -178,6 +178,13 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
             ));
         }
     }
+    // Each run reserves a slot of the plugins' instance pool.
+    count(
+        "limits.max_concurrent_runs",
+        limits.max_concurrent_runs as usize,
+        1,
+        MAX_CONCURRENCY,
+    )?;
 
     for (name, p) in &config.providers {
         let key = |k: &str| format!("providers.{name}.{k}");
@@ -346,6 +353,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
             _ => {}
         }
         duration(&key("cpu_time"), plugin.cpu_time, Duration::from_secs(600))?;
+        duration(&key("wall_time"), plugin.wall_time, MAX_TIMEOUT)?;
         if plugin.max_memory_mib == 0 || plugin.max_memory_mib > 4096 {
             return Err((key("max_memory_mib"), "must be between 1 and 4096".into()));
         }

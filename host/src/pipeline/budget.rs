@@ -88,6 +88,21 @@ impl Budget {
     pub fn ceiling(&self) -> Option<&Ceiling> {
         self.ceiling.as_ref()
     }
+
+    /// USD the run may still commit: the ceiling less what was spent and
+    /// what calls in flight could still cost; `None` without a ceiling.
+    pub fn left(&self) -> Option<f64> {
+        let ceiling = self.ceiling.as_ref()?;
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        Some((ceiling.usd - state.spent - state.in_flight).max(0.0))
+    }
+}
+
+/// A request's worst-case cost in USD: its prompt (estimated) plus its
+/// `max_tokens` (or the model's limit) at the model's prices; why not, when
+/// that is unknown.
+pub fn worst_case_usd(llm: &Llm, request: &ChatRequest) -> Result<f64, String> {
+    worst_case(llm, request).map(|worst| worst.usd)
 }
 
 struct Worst {

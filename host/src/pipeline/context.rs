@@ -18,9 +18,10 @@ use super::follow_up;
 use super::stragglers::{self, Ended, Policy};
 use crate::config::{FanOut, show_duration};
 use crate::llm::{
-    ChatRequest, Completion, Failure, FailureKind, Llm, Message, ModelInfo, estimate_prompt_tokens,
+    ChatRequest, Completion, Failure, FailureKind, Llm, Message, ModelInfo, Reply,
+    estimate_prompt_tokens,
 };
-use crate::plugins::HostServices;
+use crate::plugins::{self, HostServices};
 use crate::record::{CallError, CallRecord};
 
 /// What a run is allowed: time, calls, money, and how its batches gather.
@@ -35,6 +36,10 @@ pub struct Limits {
     pub grace_key: String,
     pub reserve_key: String,
     pub ceiling: Option<Ceiling>,
+    /// A dry run (`chorus ask --dry-run`): no model is called; each call
+    /// gets a placeholder answer, and its worst-case cost is recorded as
+    /// an estimate.
+    pub dry_run: bool,
 }
 
 pub struct RunContext {
@@ -262,6 +267,9 @@ impl RunContext {
                 self.emit(Event::CallTokens { id, tokens });
             }
         };
+        if self.limits.dry_run {
+            return self.pretend(id, stage, request, reservation);
+        }
         let mut completion = match tokio::time::timeout_at(
             self.deadline,
             self.llm
@@ -295,6 +303,38 @@ impl RunContext {
             Ok(_) => None,
         };
         self.record(id, stage, &completion, failed_cost);
+        completion
+    }
+
+    /// A dry run's call: a placeholder answer that says what it is, and
+    /// the call's worst case held against the budget and recorded as its
+    /// estimated cost (none when unknown).
+    fn pretend(
+        &self,
+        id: u32,
+        stage: &str,
+        request: &ChatRequest,
+        reservation: Reservation,
+    ) -> Completion {
+        let worst = super::budget::worst_case_usd(&self.llm, request).ok();
+        self.budget.settle(reservation, worst);
+        let completion = Completion {
+            id: Some(id),
+            label: request.label.clone(),
+            model: request.model.clone(),
+            latency_ms: 0,
+            attempts: 0,
+            outcome: Ok(Reply {
+                content: format!(
+                    "[dry run: {}'s answer to call {id} would be here]",
+                    request.model
+                ),
+                served_by: request.model.clone(),
+                finish_reason: Some("dry-run".to_owned()),
+                usage: None,
+            }),
+        };
+        self.record(id, stage, &completion, worst);
         completion
     }
 
@@ -482,5 +522,13 @@ impl HostServices for RunContext {
 
     fn models(&self) -> Vec<ModelInfo> {
         self.llm.catalog()
+    }
+
+    fn budget(&self) -> plugins::Budget {
+        plugins::Budget {
+            calls_left: self.calls_left.load(Ordering::Acquire),
+            cost_left: self.budget.left(),
+            time_left: self.deadline.saturating_duration_since(Instant::now()),
+        }
     }
 }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub use budget::worst_case_usd;
 pub use events::{Event, Progress, Stage};
 pub use follow_up::{Conversation, Turn};
 pub use resynthesize::Merger;
@@ -26,7 +27,7 @@ use crate::llm::{Completion, Llm};
 use crate::plugins::{
     Answer, AnswerKind, Kind, Plan, Plugin, PluginError, Prompts, Registry, Request,
 };
-use crate::record::{RunRecord, Totals, show_usd};
+use crate::record::{CallRecord, RunRecord, Totals, show_usd};
 use budget::Ceiling;
 use context::RunContext;
 
@@ -58,6 +59,10 @@ pub enum RunError {
     /// A follow-up or re-synthesis names a run it cannot build on.
     #[error("run `{id}` {problem}")]
     UnusableRun { id: String, problem: String },
+    #[error(
+        "the run waited its whole deadline of {waited:?} for a free slot: {limit} runs were in progress (limits.max_concurrent_runs); try again later, or raise the limit"
+    )]
+    Busy { waited: Duration, limit: u32 },
 }
 
 /// What running a pipeline needs: the checked config, the loaded plugins and
@@ -66,6 +71,8 @@ pub struct Runner {
     pub loaded: Loaded,
     pub registry: Registry,
     pub llm: Arc<Llm>,
+    /// One permit per run in progress (limits.max_concurrent_runs).
+    run_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Runner {
@@ -85,10 +92,14 @@ impl Runner {
                 }
             }
         }
+        let run_slots = Arc::new(tokio::sync::Semaphore::new(
+            loaded.config.limits.max_concurrent_runs as usize,
+        ));
         Ok(Self {
             loaded,
             registry,
             llm,
+            run_slots,
         })
     }
 
@@ -131,6 +142,42 @@ impl Runner {
         conversation: Option<Conversation>,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
+        self.run_as(
+            pipeline_name,
+            prompt,
+            options,
+            conversation,
+            progress,
+            false,
+        )
+        .await
+    }
+
+    /// Runs the pipeline's plugins without calling any model: every chat
+    /// completion (the fan-out's and the plugins' own) is announced with
+    /// `Event::CallStarted` as usual, then answered with a placeholder, and
+    /// recorded with its worst-case cost as an estimate. What a run would
+    /// send, for `chorus ask --dry-run`.
+    pub async fn dry_run(
+        &self,
+        pipeline_name: &str,
+        prompt: String,
+        options: serde_json::Map<String, Value>,
+        progress: Progress,
+    ) -> Result<RunRecord, RunError> {
+        self.run_as(pipeline_name, prompt, options, None, progress, true)
+            .await
+    }
+
+    async fn run_as(
+        &self,
+        pipeline_name: &str,
+        prompt: String,
+        options: serde_json::Map<String, Value>,
+        conversation: Option<Conversation>,
+        progress: Progress,
+        dry_run: bool,
+    ) -> Result<RunRecord, RunError> {
         let pipeline = self.pipeline(pipeline_name)?;
         let limits = &self.loaded.config.limits;
         if prompt.trim().is_empty() {
@@ -159,18 +206,17 @@ impl Runner {
             .as_ref()
             .map(Conversation::messages)
             .unwrap_or_default();
-        let context = Arc::new(
-            RunContext::new(
-                self.llm.clone(),
-                progress,
-                self.context_limits(pipeline_name, run_timeout, ceiling),
-            )
-            .with_history(history),
-        );
+        let mut limits = self.context_limits(pipeline_name, run_timeout, ceiling);
+        limits.dry_run = dry_run;
+        let context =
+            Arc::new(RunContext::new(self.llm.clone(), progress, limits).with_history(history));
+        let _slot = self.run_slot(&context, run_timeout).await?;
         let steps = self.steps(pipeline, &request, &context);
-        let (mut answer, fan_out) = tokio::time::timeout_at(context.deadline() + WRAP_UP, steps)
+        let (answer, fan_out) = tokio::time::timeout_at(context.deadline() + WRAP_UP, steps)
             .await
             .map_err(|_| RunError::Timeout(run_timeout))??;
+        let synthesizer = &self.plugin(&pipeline.synthesizer).name;
+        let mut answer = checked(synthesizer, answer, &fan_out, &context.records())?;
         if let Some(note) = conversation.as_ref().and_then(Conversation::note) {
             answer.notes.insert(0, note);
         }
@@ -208,6 +254,34 @@ impl Runner {
             grace_key: key(overrides.straggler_grace.is_some()),
             reserve_key: key(overrides.merge_reserve.is_some()),
             ceiling,
+            dry_run: false,
+        }
+    }
+
+    /// A slot among the runs in progress: at once if one is free, else
+    /// after waiting (said in the progress) within the run's deadline.
+    async fn run_slot(
+        &self,
+        context: &RunContext,
+        run_timeout: Duration,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, RunError> {
+        if let Ok(permit) = self.run_slots.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        let limit = self.loaded.config.limits.max_concurrent_runs;
+        context.emit(Event::Note {
+            plugin: "chorus".to_owned(),
+            message: format!(
+                "waiting for a free slot: {limit} runs are in progress (limits.max_concurrent_runs)"
+            ),
+        });
+        let waiting = self.run_slots.clone().acquire_owned();
+        match tokio::time::timeout_at(context.deadline(), waiting).await {
+            Ok(permit) => Ok(permit.expect("the run semaphore is never closed")),
+            Err(_) => Err(RunError::Busy {
+                waited: run_timeout,
+                limit,
+            }),
         }
     }
 
@@ -297,13 +371,10 @@ impl Runner {
         let completions = context.fan_out("fan-out", prompts.requests).await;
 
         context.emit(Event::Stage(Stage::Synthesize));
-        let merged = synthesizer
+        let mut answer = match synthesizer
             .synthesize(host(), request, &plan, &completions)
             .await
-            .and_then(|mut answer| {
-                check_answer(&synthesizer.name, &mut answer, &completions).map(|()| answer)
-            });
-        let mut answer = match merged {
+        {
             Ok(answer) => answer,
             // The answers are paid for: a merge that fails returns them.
             Err(error) => side_by_side(&completions, &error).ok_or(error)?,
@@ -404,36 +475,50 @@ fn roles(pipeline: &Pipeline) -> [(&'static str, Kind, &str); 3] {
     ]
 }
 
-/// Holds the synthesizer to the contract: sources must exist and have
-/// answered, and a "synthesis" of fewer than two answers is relabelled —
-/// degradation is said out loud, never dressed up.
+/// The synthesizer's answer held to the contract (see `check_answer`); an
+/// answer that cannot be used gives way to the answers that arrived, side
+/// by side, so what was paid for is never dropped.
+fn checked(
+    plugin: &str,
+    mut answer: Answer,
+    fan_out: &[Completion],
+    calls: &[CallRecord],
+) -> Result<Answer, PluginError> {
+    match check_answer(plugin, &mut answer, calls) {
+        Ok(()) => Ok(answer),
+        Err(error) => side_by_side(fan_out, &error).ok_or(error),
+    }
+}
+
+/// Holds the synthesizer to the contract: sources must be calls of this
+/// run; those that gave no answer are not counted (said in a note), and a
+/// "synthesis" of fewer than two answers is relabelled — degradation is
+/// said out loud, never dressed up.
 fn check_answer(
     plugin: &str,
     answer: &mut Answer,
-    completions: &[Completion],
+    calls: &[CallRecord],
 ) -> Result<(), PluginError> {
-    if let Some(bad) = answer
-        .sources
-        .iter()
-        .find(|&&i| i as usize >= completions.len())
-    {
-        return Err(PluginError::Invalid {
-            plugin: plugin.to_owned(),
-            message: format!(
-                "its answer cites completion {bad}, but the fan-out has {}",
-                completions.len()
-            ),
-        });
+    let invalid = |message: String| PluginError::Invalid {
+        plugin: plugin.to_owned(),
+        message,
+    };
+    let call = |id: u32| calls.iter().find(|c| c.id == id);
+    if let Some(bad) = answer.sources.iter().find(|&&id| call(id).is_none()) {
+        return Err(invalid(format!(
+            "its answer cites call {bad}, but the run made {} calls",
+            calls.len()
+        )));
     }
-    // A completion cited twice is still one answer.
+    // A call cited twice is still one answer.
     let mut seen = std::collections::HashSet::new();
     answer.sources.retain(|source| seen.insert(*source));
     // Only answers that arrived can be built on; "k of n" counts those.
     let failed: Vec<&str> = answer
         .sources
         .iter()
-        .map(|&i| &completions[i as usize])
-        .filter(|c| c.outcome.is_err())
+        .filter_map(|&id| call(id))
+        .filter(|c| c.error.is_some())
         .map(|c| c.model.as_str())
         .collect();
     if !failed.is_empty() {
@@ -443,14 +528,13 @@ fn check_answer(
         ));
         answer
             .sources
-            .retain(|&i| completions[i as usize].outcome.is_ok());
+            .retain(|&id| call(id).is_some_and(|c| c.error.is_none()));
     }
     if answer.kind == AnswerKind::Synthesis && answer.sources.len() < 2 {
         if answer.sources.is_empty() {
-            return Err(PluginError::Invalid {
-                plugin: plugin.to_owned(),
-                message: "its answer is labelled a synthesis but cites no completions".to_owned(),
-            });
+            return Err(invalid(
+                "its answer is labelled a synthesis but cites no answer that arrived".to_owned(),
+            ));
         }
         answer.kind = AnswerKind::Single;
         answer.notes.push(format!(
@@ -466,11 +550,7 @@ fn check_answer(
 fn side_by_side(completions: &[Completion], error: &PluginError) -> Option<Answer> {
     let answered: Vec<(u32, &Completion, &str)> = completions
         .iter()
-        .enumerate()
-        .filter_map(|(i, c)| {
-            let reply = c.outcome.as_ref().ok()?;
-            Some((u32::try_from(i).ok()?, c, reply.content.as_str()))
-        })
+        .filter_map(|c| Some((c.id?, c, c.outcome.as_ref().ok()?.content.as_str())))
         .collect();
     if answered.is_empty() {
         return None;
@@ -483,7 +563,7 @@ fn side_by_side(completions: &[Completion], error: &PluginError) -> Option<Answe
     Some(Answer {
         kind: AnswerKind::Unmerged,
         text,
-        sources: answered.iter().map(|(i, ..)| *i).collect(),
+        sources: answered.iter().map(|(id, ..)| *id).collect(),
         notes: vec![format!(
             "Merging failed: {error}. The {} answers that arrived are given side by side.",
             answered.len()
@@ -514,8 +594,8 @@ fn ceiling(configured: Option<f64>, options: &Value) -> Result<Option<Ceiling>, 
     }
 }
 
-fn summary(answer: &Answer, fan_out: &[Completion], calls: &[crate::record::CallRecord]) -> String {
-    let text = summary_line(answer, fan_out);
+fn summary(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -> String {
+    let text = summary_line(answer, fan_out, calls);
     let cut: Vec<&str> = fan_out
         .iter()
         .filter(|c| matches!(&c.outcome, Err(f) if f.kind == crate::llm::FailureKind::Cut))
@@ -546,14 +626,15 @@ fn summary(answer: &Answer, fan_out: &[Completion], calls: &[crate::record::Call
     }
 }
 
-fn summary_line(answer: &Answer, fan_out: &[Completion]) -> String {
+fn summary_line(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -> String {
     let n = fan_out.len();
     let answered = fan_out.iter().filter(|c| c.outcome.is_ok()).count();
     let k = answer.sources.len();
     let models = |sources: &[u32]| -> String {
         sources
             .iter()
-            .map(|&i| fan_out[i as usize].model.as_str())
+            .filter_map(|&id| calls.iter().find(|c| c.id == id))
+            .map(|c| c.model.as_str())
             .collect::<Vec<_>>()
             .join(", ")
     };

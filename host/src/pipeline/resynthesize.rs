@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::context::RunContext;
 use super::events::{Event, Progress, Stage};
 use super::follow_up::Conversation;
-use super::{RunError, Runner, WRAP_UP, ceiling, check_answer, options};
+use super::{RunError, Runner, WRAP_UP, ceiling, checked, options};
 use crate::llm::{Completion, Failure, FailureKind, Reply, Sampling};
 use crate::plugins::{Kind, Plan, Plugin, Request, Seat};
 use crate::record::{CallRecord, CallRef, RunRecord, RunStatus, StoredRun};
@@ -103,12 +103,16 @@ impl Runner {
         context.emit(Event::Stage(Stage::Synthesize));
         let host = context.clone() as Arc<dyn crate::plugins::HostServices>;
         let synthesize = async {
-            let mut answer = merge
+            let answer = merge
                 .synthesizer
                 .synthesize(host, &request, &plan, &completions)
                 .await?;
-            check_answer(&merge.synthesizer.name, &mut answer, &completions)?;
-            Ok::<_, RunError>(answer)
+            Ok::<_, RunError>(checked(
+                &merge.synthesizer.name,
+                answer,
+                &completions,
+                &context.records(),
+            )?)
         };
         let mut answer = tokio::time::timeout_at(context.deadline() + WRAP_UP, synthesize)
             .await

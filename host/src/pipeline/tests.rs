@@ -5,9 +5,9 @@ use proptest::prelude::*;
 use super::*;
 use crate::llm::{Failure, FailureKind, Reply};
 
-fn completion(ok: bool) -> Completion {
+fn completion(id: u32, ok: bool) -> Completion {
     Completion {
-        id: Some(0),
+        id: Some(id),
         label: "panel".into(),
         model: "m".into(),
         latency_ms: 1,
@@ -23,6 +23,45 @@ fn completion(ok: bool) -> Completion {
             Err(Failure::new(FailureKind::Timeout, "slow"))
         },
     }
+}
+
+fn records(completions: &[Completion]) -> Vec<CallRecord> {
+    completions
+        .iter()
+        .map(|c| context::call_record(c.id.unwrap(), "fan-out", c))
+        .collect()
+}
+
+#[test]
+fn an_answer_may_cite_any_call_of_the_run_that_answered_but_no_other() {
+    let completions = [
+        completion(0, true),
+        completion(1, false),
+        completion(2, true),
+    ];
+    let calls = records(&completions);
+    let answer = |sources: Vec<u32>| Answer {
+        kind: AnswerKind::Synthesis,
+        text: "t".into(),
+        sources,
+        notes: vec![],
+        details: None,
+    };
+    // Call 2 was a plugin's own (a later round): citable.
+    check_answer("p", &mut answer(vec![0, 2]), &calls).unwrap();
+    // A call that failed is not counted, and the note says so.
+    let mut cites_a_failure = answer(vec![0, 1]);
+    check_answer("p", &mut cites_a_failure, &calls).unwrap();
+    assert_eq!(cites_a_failure.sources, [0]);
+    assert_eq!(cites_a_failure.kind, AnswerKind::Single);
+    assert!(cites_a_failure.notes[0].contains("cited calls that gave no answer (m)"));
+    let unknown = check_answer("p", &mut answer(vec![0, 7]), &calls).unwrap_err();
+    assert!(
+        unknown
+            .to_string()
+            .contains("cites call 7, but the run made 3 calls"),
+        "{unknown}"
+    );
 }
 
 fn kind() -> impl Strategy<Value = AnswerKind> {
@@ -42,26 +81,25 @@ proptest! {
         kind in kind(),
         sources in prop::collection::vec(0u32..12, 0..10),
         outcomes in prop::collection::vec(any::<bool>(), 0..8),
+        fan_out in 0usize..8,
     ) {
-        let completions: Vec<Completion> = outcomes.iter().map(|&ok| completion(ok)).collect();
+        let completions: Vec<Completion> = outcomes.iter().enumerate().map(|(id, &ok)| completion(id as u32, ok)).collect();
+        let calls = records(&completions);
+        let fan_out = &completions[..fan_out.min(completions.len())];
         let mut answer = Answer { kind, text: "t".into(), sources: sources.clone(), notes: vec![], details: None };
-        match check_answer("p", &mut answer, &completions) {
+        match check_answer("p", &mut answer, &calls) {
             Err(PluginError::Invalid { plugin, .. }) => prop_assert_eq!(plugin, "p"),
             Err(other) => prop_assert!(false, "unexpected error {other}"),
             Ok(()) => {
-                prop_assert!(answer.sources.iter().all(|&i| (i as usize) < completions.len()));
+                prop_assert!(answer.sources.iter().all(|&id| completions[id as usize].outcome.is_ok()), "only calls that answered");
                 let mut distinct = answer.sources.clone();
                 distinct.sort_unstable();
                 distinct.dedup();
                 prop_assert_eq!(distinct.len(), answer.sources.len(), "no source twice");
-                prop_assert!(
-                    answer.sources.iter().all(|&i| completions[i as usize].outcome.is_ok()),
-                    "only answers that arrived are cited"
-                );
                 if answer.kind == AnswerKind::Synthesis {
                     prop_assert!(answer.sources.len() >= 2, "a synthesis rests on two answers or more");
                 }
-                let line = summary(&answer, &completions, &[]);
+                let line = summary(&answer, fan_out, &calls);
                 prop_assert!(!line.is_empty());
             }
         }
@@ -70,7 +108,8 @@ proptest! {
 
 #[test]
 fn a_synthesis_of_one_answer_is_relabelled_single() {
-    let completions = [completion(true), completion(false)];
+    let completions = [completion(0, true), completion(1, false)];
+    let calls = records(&completions);
     let mut answer = Answer {
         kind: AnswerKind::Synthesis,
         text: "t".into(),
@@ -78,18 +117,23 @@ fn a_synthesis_of_one_answer_is_relabelled_single() {
         notes: vec![],
         details: None,
     };
-    check_answer("p", &mut answer, &completions).unwrap();
+    check_answer("p", &mut answer, &calls).unwrap();
     assert_eq!(answer.kind, AnswerKind::Single);
     assert_eq!(answer.sources, [0]);
     assert_eq!(
-        summary(&answer, &completions, &[]),
+        summary(&answer, &completions, &calls),
         "Single answer from m (1 of 2 failed); not a synthesis."
     );
 }
 
 #[test]
 fn a_synthesis_counts_only_the_answers_that_arrived() {
-    let completions = [completion(true), completion(false), completion(true)];
+    let completions = [
+        completion(0, true),
+        completion(1, false),
+        completion(2, true),
+    ];
+    let calls = records(&completions);
     let mut answer = Answer {
         kind: AnswerKind::Synthesis,
         text: "t".into(),
@@ -97,14 +141,12 @@ fn a_synthesis_counts_only_the_answers_that_arrived() {
         notes: vec![],
         details: None,
     };
-    check_answer("p", &mut answer, &completions).unwrap();
+    check_answer("p", &mut answer, &calls).unwrap();
     assert_eq!(answer.sources, [0, 2]);
     assert_eq!(
-        summary(&answer, &completions, &[]),
+        summary(&answer, &completions, &calls),
         "Synthesis of 2 of 3 answers."
     );
-    assert!(answer.notes[0].contains("cited calls that gave no answer (m)"));
-
     let mut only_failed = Answer {
         kind: AnswerKind::Synthesis,
         text: "t".into(),
@@ -112,5 +154,10 @@ fn a_synthesis_counts_only_the_answers_that_arrived() {
         notes: vec![],
         details: None,
     };
-    assert!(check_answer("p", &mut only_failed, &completions).is_err());
+    let error = check_answer("p", &mut only_failed, &calls).unwrap_err();
+    // The run then returns the answers that arrived, side by side.
+    let fallback = checked("p", only_failed.clone(), &completions, &calls).unwrap();
+    assert_eq!(fallback.kind, AnswerKind::Unmerged);
+    assert_eq!(fallback.sources, [0, 2]);
+    assert!(fallback.notes[0].contains(&error.to_string()));
 }

@@ -1,17 +1,27 @@
 //! The on-disk cache of compiled plugins. Compiling is the one expensive
 //! step of loading (tenths of a second for a Rust guest, many seconds for a
-//! Python one); a cached load is a file map.
+//! Python or JavaScript one); a cached load reads, checks and maps a file.
 //!
-//! Entries are keyed by the component's SHA-256 and the engine's
-//! compatibility hash (wasmtime version, target, settings), written
-//! atomically, and recompiled if unreadable.
+//! A compiled plugin is native code, so nothing is loaded from the cache
+//! unchecked: each entry `KEY.cwasm` has a sidecar `KEY.sha256` with the
+//! digest of its bytes, written after the entry (both atomically). An entry
+//! whose bytes do not match — truncated, corrupted, tampered with — is
+//! recompiled and replaced, with a warning. Keys are the component's SHA-256
+//! and the engine's compatibility hash (wasmtime version, target, settings);
+//! entries for other engines, and entries unused for `MAX_AGE`, are pruned.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+/// Entries not used for this long are removed.
+const MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Components at least this large take seconds to compile: say so.
+const ANNOUNCE_BYTES: usize = 1 << 20;
 
 /// How a component was obtained, for `chorus check` and the logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,55 +39,192 @@ impl CompileCache {
         Self { dir }
     }
 
-    /// `$XDG_CACHE_HOME/chorus`, else `$HOME/.cache/chorus`.
+    /// The platform's cache directory for chorus: `$XDG_CACHE_HOME/chorus`
+    /// or `~/.cache/chorus` on Linux, `~/Library/Caches/chorus` on macOS,
+    /// `%LOCALAPPDATA%\chorus` on Windows.
     pub fn default_dir() -> Option<PathBuf> {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .filter(|d| !d.is_empty())
-                    .map(|h| Path::new(&h).join(".cache"))
-            })?;
-        Some(base.join("chorus"))
+        dirs::cache_dir().map(|d| d.join("chorus"))
     }
 
-    pub fn load(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<(Component, Source)> {
+    /// The compiled component for `wasm`: from the cache if a verified entry
+    /// is there, else compiled (announced on stderr when it takes a while)
+    /// and stored.
+    pub fn load(
+        &self,
+        engine: &Engine,
+        name: &str,
+        wasm: &[u8],
+    ) -> wasmtime::Result<(Component, Source)> {
         let Some(dir) = &self.dir else {
-            return Ok((Component::new(engine, wasm)?, Source::Compiled));
+            return Ok((
+                compile(engine, name, wasm, "caching is off")?,
+                Source::Compiled,
+            ));
         };
-        let path = dir.join(format!("{}.cwasm", key(engine, wasm)));
-        if path.exists() {
-            // SAFETY: the file is one this function wrote (atomically, keyed
-            // by content and engine) into the user's own cache directory.
-            match unsafe { Component::deserialize_file(engine, &path) } {
-                Ok(component) => return Ok((component, Source::Cached)),
-                Err(e) => tracing::warn!("ignoring unreadable cache entry {}: {e}", path.display()),
-            }
+        let key = key(engine, wasm);
+        let entry = Entry::new(dir, &key);
+        if let Some(component) = entry.read(engine) {
+            return Ok((component, Source::Cached));
         }
-        let component = Component::new(engine, wasm)?;
-        if let Err(e) = store(dir, &path, &component) {
+        let component = compile(engine, name, wasm, "first load; cached afterwards")?;
+        if let Err(e) = entry.write(&component) {
             tracing::warn!("cannot write the plugin cache in {}: {e:#}", dir.display());
         }
         Ok((component, Source::Compiled))
     }
+
+    /// Removes entries for other engines, entries unused for `MAX_AGE`, and
+    /// leftovers of interrupted writes. Errors are logged, never fatal.
+    pub fn prune(&self, engine: &Engine) {
+        let Some(dir) = &self.dir else { return };
+        let Ok(files) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let engine_suffix = engine_key(engine);
+        let now = SystemTime::now();
+        for file in files.flatten() {
+            let path = file.path();
+            let name = file.file_name().to_string_lossy().into_owned();
+            let Some((stem, ext)) = name.rsplit_once('.') else {
+                continue;
+            };
+            let age = file
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|m| now.duration_since(m).ok())
+                .unwrap_or_default();
+            let stale = match ext {
+                "cwasm" | "sha256" => !stem.ends_with(&engine_suffix) || age > MAX_AGE,
+                // tempfile's leftovers from an interrupted write
+                _ if name.starts_with(".tmp") => age > Duration::from_secs(3600),
+                _ => false,
+            };
+            if stale {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => tracing::debug!("pruned {} from the plugin cache", path.display()),
+                    Err(e) => tracing::debug!("cannot prune {}: {e}", path.display()),
+                }
+            }
+        }
+    }
+}
+
+fn compile(engine: &Engine, name: &str, wasm: &[u8], why: &str) -> wasmtime::Result<Component> {
+    let announce = wasm.len() >= ANNOUNCE_BYTES;
+    if announce {
+        // Not through tracing: at the default log level this must still show.
+        eprintln!(
+            "chorus: compiling plugin `{name}` ({:.1} MB; {why})…",
+            wasm.len() as f64 / 1e6
+        );
+    }
+    let started = std::time::Instant::now();
+    let component = Component::new(engine, wasm)?;
+    if announce {
+        eprintln!(
+            "chorus: compiled plugin `{name}` in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(component)
+}
+
+fn engine_key(engine: &Engine) -> String {
+    let mut hash = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut hash);
+    format!("-{:016x}", hash.finish())
 }
 
 fn key(engine: &Engine, wasm: &[u8]) -> String {
-    let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
-    engine
-        .precompile_compatibility_hash()
-        .hash(&mut engine_hash);
     let digest = Sha256::digest(wasm);
     let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
-    format!("{hex}-{:016x}", engine_hash.finish())
+    format!("{hex}{}", engine_key(engine))
 }
 
-fn store(dir: &Path, path: &Path, component: &Component) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let bytes = component.serialize()?;
+/// One cache entry: the compiled bytes and their digest.
+struct Entry {
+    dir: PathBuf,
+    code: PathBuf,
+    digest: PathBuf,
+}
+
+impl Entry {
+    fn new(dir: &Path, key: &str) -> Self {
+        Self {
+            dir: dir.to_owned(),
+            code: dir.join(format!("{key}.cwasm")),
+            digest: dir.join(format!("{key}.sha256")),
+        }
+    }
+
+    /// The entry's component, if it is there and its bytes are the ones
+    /// that were written.
+    fn read(&self, engine: &Engine) -> Option<Component> {
+        let bytes = std::fs::read(&self.code).ok()?;
+        let expected = std::fs::read_to_string(&self.digest).unwrap_or_default();
+        if hex(&Sha256::digest(&bytes)) != expected.trim() {
+            tracing::warn!(
+                "the cached compiled plugin {} does not match its digest (truncated, corrupted or altered); recompiling it",
+                self.code.display()
+            );
+            return None;
+        }
+        // SAFETY: these bytes are, digest for digest, the ones this cache
+        // wrote from `Component::serialize` for this engine (the key names
+        // the engine); deserialize checks the engine compatibility again.
+        match unsafe { Component::deserialize(engine, &bytes) } {
+            Ok(component) => {
+                // Mark it used, so pruning keeps it.
+                let _ = std::fs::File::options()
+                    .append(true)
+                    .open(&self.code)
+                    .and_then(|f| f.set_modified(SystemTime::now()));
+                Some(component)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "ignoring unreadable cache entry {}: {e}",
+                    self.code.display()
+                );
+                None
+            }
+        }
+    }
+
+    fn write(&self, component: &Component) -> anyhow::Result<()> {
+        create_private_dir(&self.dir)?;
+        let bytes = component.serialize()?;
+        persist(&self.dir, &self.code, &bytes)?;
+        persist(
+            &self.dir,
+            &self.digest,
+            hex(&Sha256::digest(&bytes)).as_bytes(),
+        )?;
+        Ok(())
+    }
+}
+
+fn persist(dir: &Path, path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let mut file = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut file, &bytes)?;
+    std::io::Write::write_all(&mut file, bytes)?;
+    file.as_file().sync_all()?;
     file.persist(path)?;
     Ok(())
 }
+
+/// The cache holds native code: only its owner may write there.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,13 +1,18 @@
-//! Strategy plugins: a thin layer over wasmtime. One engine and linker per
-//! process; each plugin compiled once (and cached on disk), its contract
-//! version checked at load; every call in a fresh sandboxed store; one typed
-//! entry point per world. A trap, a loop or a bad result is a `PluginError`
-//! naming the plugin — never a crash.
+//! Strategy plugins: a thin layer over wasmtime. One engine (fuel, pooled
+//! instances) and linker per configuration; each plugin compiled once (and
+//! cached on disk, verified), its contract version read and served by that
+//! version's bindings, its settings validated at load; every call in a fresh
+//! sandboxed store; one typed entry point per world. A trap, a loop, a sleep
+//! or a bad result is a `PluginError` naming the plugin — never a crash.
 
 mod bindings;
 mod cache;
+mod engine;
+mod output;
+mod own_time;
 mod registry;
 mod sandbox;
+mod services;
 mod types;
 
 use std::sync::Arc;
@@ -15,14 +20,17 @@ use std::time::Duration;
 
 use wasmtime::{Engine, Store};
 
-pub use bindings::CONTRACT;
+pub use bindings::{CONTRACT, VERSIONS};
 pub use cache::Source;
 pub use registry::{Registry, builtin_names};
-pub use sandbox::HostServices;
+pub use sandbox::{FUEL_PER_SECOND, MAX_LOG_MESSAGES, MAX_PROGRESS_MESSAGES};
+pub use services::{Budget, HostServices, NoRun};
 pub use types::*;
 
-use bindings::{host, prompter, selector, synthesizer, wit};
-use sandbox::{CpuExhausted, State};
+use bindings::{Guest, GuestAnswer, Sources};
+use engine::Slots;
+use own_time::OwnTime;
+use sandbox::{CallLimits, State, Stopped};
 
 /// A plugin call that did not produce a usable value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -32,9 +40,15 @@ pub enum PluginError {
     )]
     CpuTime { plugin: String, limit: Duration },
     #[error(
+        "plugin `{plugin}` spent more than its {limit:?} of wall-clock time outside model calls (sleeping or waiting) and was stopped; raise plugins.{plugin}.wall_time if it needs more"
+    )]
+    WallTime { plugin: String, limit: Duration },
+    #[error(
         "plugin `{plugin}` hit its memory cap of {mib} MiB and was stopped; raise plugins.{plugin}.max_memory_mib if it needs more"
     )]
     Memory { plugin: String, mib: u32 },
+    #[error("plugin `{plugin}` was stopped: {message}")]
+    Stopped { plugin: String, message: String },
     #[error("plugin `{plugin}` crashed: {message}")]
     Trap { plugin: String, message: String },
     #[error("plugin `{plugin}` failed: {message}")]
@@ -54,17 +68,20 @@ pub struct Plugin {
     pub source: Source,
     pub load_time: Duration,
     settings: String,
-    cpu_time: Duration,
-    max_memory_mib: u32,
+    limits: CallLimits,
     engine: Engine,
-    pre: Pre,
+    slots: Slots,
+    guest: Guest,
 }
 
-enum Pre {
-    Selector(selector::SelectorPluginPre<State>),
-    Prompter(prompter::PrompterPluginPre<State>),
-    Synthesizer(synthesizer::SynthesizerPluginPre<State>),
+/// One call in progress: its store, its stopwatch, and its pool slot.
+struct Call {
+    store: Store<State>,
+    own_time: OwnTime,
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
+
+type Outcome<T> = Result<wasmtime::Result<Result<T, String>>, own_time::Exceeded>;
 
 impl Plugin {
     pub async fn select(
@@ -72,19 +89,11 @@ impl Plugin {
         host: Arc<dyn HostServices>,
         request: &Request,
     ) -> Result<Plan, PluginError> {
-        let Pre::Selector(pre) = &self.pre else {
-            return Err(self.wrong_kind(Kind::Selector));
-        };
-        let mut store = self.store(host);
-        let result = async {
-            let plugin = pre.instantiate_async(&mut store).await?;
-            plugin
-                .chorus_strategy_selector()
-                .call_select(&mut store, &request.into(), &self.settings)
-                .await
-        }
-        .await;
-        self.conclude(&store, result).map(Plan::from)
+        self.expect(Kind::Selector)?;
+        let mut call = self.begin(host).await?;
+        let run = self.guest.select(&mut call.store, request, &self.settings);
+        let result = call.own_time.clone().bound(run).await;
+        self.conclude(&call, result)
     }
 
     pub async fn prompt(
@@ -93,21 +102,17 @@ impl Plugin {
         request: &Request,
         plan: &Plan,
     ) -> Result<Prompts, PluginError> {
-        let Pre::Prompter(pre) = &self.pre else {
-            return Err(self.wrong_kind(Kind::Prompter));
-        };
-        let mut store = self.store(host);
-        let result = async {
-            let plugin = pre.instantiate_async(&mut store).await?;
-            plugin
-                .chorus_strategy_prompter()
-                .call_prompt(&mut store, &request.into(), &plan.into(), &self.settings)
-                .await
-        }
-        .await;
-        self.conclude(&store, result).map(Prompts::from)
+        self.expect(Kind::Prompter)?;
+        let mut call = self.begin(host).await?;
+        let run = self
+            .guest
+            .prompt(&mut call.store, request, plan, &self.settings);
+        let result = call.own_time.clone().bound(run).await;
+        self.conclude(&call, result)
     }
 
+    /// Merges `completions` into an answer whose sources are call ids
+    /// (a 0.1 plugin's fan-out indices are mapped here).
     pub async fn synthesize(
         &self,
         host: Arc<dyn HostServices>,
@@ -115,74 +120,90 @@ impl Plugin {
         plan: &Plan,
         completions: &[crate::llm::Completion],
     ) -> Result<Answer, PluginError> {
-        let Pre::Synthesizer(pre) = &self.pre else {
-            return Err(self.wrong_kind(Kind::Synthesizer));
-        };
-        let completions: Vec<wit::Completion> = completions.iter().map(Into::into).collect();
-        let mut store = self.store(host);
-        let result = async {
-            let plugin = pre.instantiate_async(&mut store).await?;
-            plugin
-                .chorus_strategy_synthesizer()
-                .call_synthesize(
-                    &mut store,
-                    &request.into(),
-                    &plan.into(),
-                    &completions,
-                    &self.settings,
-                )
-                .await
+        self.expect(Kind::Synthesizer)?;
+        let mut call = self.begin(host).await?;
+        let run =
+            self.guest
+                .synthesize(&mut call.store, request, plan, completions, &self.settings);
+        let result = call.own_time.clone().bound(run).await;
+        let answer = self.conclude(&call, result)?;
+        self.answer(answer, completions)
+    }
+
+    /// Runs the plugin's `validate-settings` (0.2 on) outside any run.
+    pub async fn validate_settings(&self) -> Result<(), PluginError> {
+        let mut call = self.begin(Arc::new(NoRun)).await?;
+        let run = self
+            .guest
+            .validate_settings(&mut call.store, &self.settings);
+        let result = call.own_time.clone().bound(run).await;
+        self.conclude(&call, result)
+    }
+
+    fn expect(&self, kind: Kind) -> Result<(), PluginError> {
+        if self.kind == kind {
+            return Ok(());
         }
-        .await;
-        let answer = self.conclude(&store, result)?;
-        let details = match answer.details.trim() {
-            "" => None,
-            text => Some(
-                serde_json::from_str(text).map_err(|e| PluginError::Invalid {
-                    plugin: self.name.clone(),
-                    message: format!("answer.details is not JSON: {e}"),
-                })?,
-            ),
-        };
-        Ok(Answer {
-            kind: answer.kind.into(),
-            text: answer.text,
-            sources: answer.sources,
-            notes: answer.notes,
-            details,
+        Err(PluginError::Invalid {
+            plugin: self.name.clone(),
+            message: format!("it is a {}, not a {kind}", self.kind),
         })
     }
 
-    fn store(&self, host: Arc<dyn HostServices>) -> Store<State> {
-        sandbox::store(
+    async fn begin(&self, host: Arc<dyn HostServices>) -> Result<Call, PluginError> {
+        let slot = self.slots.take().await;
+        let own_time = OwnTime::start(self.limits.wall_time);
+        let store = sandbox::store(
             &self.engine,
             Arc::from(self.name.as_str()),
             host,
-            self.cpu_time,
-            (self.max_memory_mib as usize) << 20,
+            &self.limits,
+            own_time.clone(),
         )
+        .map_err(|e| PluginError::Trap {
+            plugin: self.name.clone(),
+            message: format!("cannot set up its sandbox: {e:#}"),
+        })?;
+        Ok(Call {
+            store,
+            own_time,
+            _slot: slot,
+        })
     }
 
     /// Turns the raw result of a call into a value or a `PluginError` that
     /// says what happened in terms the user can act on.
-    fn conclude<T>(
-        &self,
-        store: &Store<State>,
-        result: wasmtime::Result<Result<T, String>>,
-    ) -> Result<T, PluginError> {
-        let state = store.data();
+    fn conclude<T>(&self, call: &Call, result: Outcome<T>) -> Result<T, PluginError> {
+        let state = call.store.data();
         state.finish();
         let plugin = self.name.clone();
+        let result = match result {
+            Ok(result) => result,
+            Err(own_time::Exceeded) => {
+                return Err(PluginError::WallTime {
+                    plugin,
+                    limit: self.limits.wall_time,
+                });
+            }
+        };
         match result {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(message)) => Err(PluginError::Failed { plugin, message }),
-            Err(e) if e.is::<CpuExhausted>() => Err(PluginError::CpuTime {
+            Err(e) if e.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::OutOfFuel) => {
+                Err(PluginError::CpuTime {
+                    plugin,
+                    limit: self.limits.cpu_time,
+                })
+            }
+            Err(e) if e.is::<Stopped>() => Err(PluginError::Stopped {
                 plugin,
-                limit: self.cpu_time,
+                message: e
+                    .downcast_ref::<Stopped>()
+                    .map_or_else(|| format!("{e:#}"), Stopped::to_string),
             }),
             Err(_) if state.limiter.denied.is_some() => Err(PluginError::Memory {
                 plugin,
-                mib: self.max_memory_mib,
+                mib: self.limits.max_memory_mib,
             }),
             Err(e) => {
                 let mut message = match e.downcast_ref::<wasmtime::Trap>() {
@@ -197,60 +218,47 @@ impl Plugin {
         }
     }
 
-    fn wrong_kind(&self, expected: Kind) -> PluginError {
-        PluginError::Invalid {
+    /// The host's answer from the guest's: sources as call ids, details
+    /// parsed.
+    fn answer(
+        &self,
+        answer: GuestAnswer,
+        completions: &[crate::llm::Completion],
+    ) -> Result<Answer, PluginError> {
+        let invalid = |message: String| PluginError::Invalid {
             plugin: self.name.clone(),
-            message: format!("it is a {}, not a {expected}", self.kind),
-        }
+            message,
+        };
+        let sources = match answer.sources {
+            Sources::CallIds(ids) => ids,
+            Sources::Indices(indices) => indices
+                .into_iter()
+                .map(|i| match completions.get(i as usize) {
+                    Some(c) => c.id.ok_or_else(|| {
+                        invalid(format!(
+                            "its answer cites completion {i}, which was never sent"
+                        ))
+                    }),
+                    None => Err(invalid(format!(
+                        "its answer cites completion {i}, but the fan-out has {}",
+                        completions.len()
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        let details = match answer.details.trim() {
+            "" => None,
+            text => Some(
+                serde_json::from_str(text)
+                    .map_err(|e| invalid(format!("answer.details is not JSON: {e}")))?,
+            ),
+        };
+        Ok(Answer {
+            kind: answer.kind,
+            text: answer.text,
+            sources,
+            notes: answer.notes,
+            details,
+        })
     }
 }
-
-impl host::Host for State {
-    async fn log(&mut self, level: wit::LogLevel, message: String) -> wasmtime::Result<()> {
-        let message = bounded(message, 4096);
-        let plugin = &*self.plugin;
-        match level {
-            wit::LogLevel::Trace => tracing::trace!(plugin, "{message}"),
-            wit::LogLevel::Debug => tracing::debug!(plugin, "{message}"),
-            wit::LogLevel::Info => tracing::info!(plugin, "{message}"),
-            wit::LogLevel::Warn => tracing::warn!(plugin, "{message}"),
-            wit::LogLevel::Error => tracing::error!(plugin, "{message}"),
-        }
-        Ok(())
-    }
-
-    async fn progress(&mut self, message: String) -> wasmtime::Result<()> {
-        self.host.progress(&self.plugin, bounded(message, 500));
-        Ok(())
-    }
-
-    async fn complete(
-        &mut self,
-        requests: Vec<wit::ChatRequest>,
-    ) -> wasmtime::Result<Vec<wit::Completion>> {
-        let requests = requests.into_iter().map(Into::into).collect();
-        let completions = self.host.complete(&self.plugin, requests).await;
-        Ok(completions.iter().map(Into::into).collect())
-    }
-
-    async fn models(&mut self) -> wasmtime::Result<Vec<wit::ModelInfo>> {
-        Ok(self.host.models().iter().map(Into::into).collect())
-    }
-}
-
-impl wit::Host for State {}
-
-fn bounded(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut cut = max;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        text.push('…');
-    }
-    text
-}
-
-#[cfg(test)]
-mod tests;

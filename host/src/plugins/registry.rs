@@ -1,6 +1,7 @@
-//! Loading a configuration's plugins: the process's engine and linker, the
-//! built-in components, compiling (or fetching from the cache), reading and
-//! checking the contract version, and linking against the host's imports.
+//! Loading a configuration's plugins: the engine and linker, the built-in
+//! components, compiling (or fetching from the verified cache), reading the
+//! contract version and choosing the bindings that serve it, linking against
+//! the host's imports, and validating each plugin's settings.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -8,11 +9,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime::Engine;
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 
-use super::bindings::{CONTRACT, host, prompter, selector, synthesizer};
-use super::sandbox::{self, State};
-use super::{Kind, Plugin, Pre, cache};
+use super::bindings::{self, CONTRACT, Guest, VERSIONS};
+use super::engine::{self, Sizing};
+use super::sandbox::{CallLimits, State};
+use super::{Kind, Plugin, PluginError, cache};
 use crate::config::{ConfigError, Loaded};
 
 mod builtin {
@@ -24,49 +26,62 @@ pub fn builtin_names() -> impl Iterator<Item = &'static str> {
     builtin::BUILTINS.iter().map(|(name, _)| *name)
 }
 
+/// The component of a built-in plugin.
+pub(super) fn builtin_bytes(name: &str) -> Option<&'static [u8]> {
+    builtin::BUILTINS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, bytes)| *bytes)
+}
+
 /// Every plugin of a configuration, loaded.
 pub struct Registry {
     plugins: BTreeMap<String, Arc<Plugin>>,
 }
 
 impl Registry {
-    /// Loads (compiles or fetches from the cache) every plugin in the config.
+    /// Loads (compiles or fetches from the cache) every plugin in the
+    /// config, and has each check its settings.
     pub fn load(loaded: &Loaded) -> Result<Self, ConfigError> {
-        let engine = engine();
+        let config = &loaded.config;
+        let largest = config
+            .plugins
+            .values()
+            .map(|p| p.max_memory_mib)
+            .max()
+            .unwrap_or(64);
+        let (engine, slots) =
+            engine::engine(Sizing::for_runs(config.limits.max_concurrent_runs, largest));
         let mut linker: Linker<State> = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| loaded.error("", format!("{e:#}")))?;
-        host::add_to_linker::<State, HasSelf<State>>(&mut linker, |state| state)
-            .map_err(|e| loaded.error("", format!("{e:#}")))?;
-        let cache_config = &loaded.config.cache;
-        let cache = cache::CompileCache::new(if cache_config.enabled {
-            cache_config
+        bindings::add_to_linker(&mut linker).map_err(|e| loaded.error("", format!("{e:#}")))?;
+        let cache = cache::CompileCache::new(if config.cache.enabled {
+            config
+                .cache
                 .dir
                 .clone()
                 .or_else(cache::CompileCache::default_dir)
         } else {
             None
         });
+        cache.prune(&engine);
 
         let mut plugins = BTreeMap::new();
-        for (name, spec) in &loaded.config.plugins {
+        for (name, spec) in &config.plugins {
             let started = Instant::now();
             let (wasm, origin, key) = match (&spec.builtin, &spec.path) {
                 (Some(builtin), _) => {
-                    let bytes = builtin::BUILTINS
-                        .iter()
-                        .find(|(n, _)| n == builtin)
-                        .map(|(_, bytes)| bytes.to_vec())
-                        .ok_or_else(|| {
-                            let known: Vec<_> = builtin_names().collect();
-                            loaded.error(
-                                format!("plugins.{name}.builtin"),
-                                format!(
-                                    "no built-in plugin `{builtin}` (built in: {})",
-                                    known.join(", ")
-                                ),
-                            )
-                        })?;
+                    let bytes = builtin_bytes(builtin).map(<[u8]>::to_vec).ok_or_else(|| {
+                        let known: Vec<_> = builtin_names().collect();
+                        loaded.error(
+                            format!("plugins.{name}.builtin"),
+                            format!(
+                                "no built-in plugin `{builtin}` (built in: {})",
+                                known.join(", ")
+                            ),
+                        )
+                    })?;
                     (
                         bytes,
                         format!("builtin:{builtin}"),
@@ -85,7 +100,7 @@ impl Registry {
                 }
                 (None, None) => unreachable!("validated: a plugin has builtin or path"),
             };
-            let (component, source) = cache.load(&engine, &wasm).map_err(|e| {
+            let (component, source) = cache.load(&engine, name, &wasm).map_err(|e| {
                 loaded.error(
                     &key,
                     format!("{origin} is not a loadable WebAssembly component: {e:#}"),
@@ -93,10 +108,12 @@ impl Registry {
             })?;
             let (kind, contract) = contract_of(&engine, &component)
                 .map_err(|m| loaded.error(&key, format!("{origin}: {m}")))?;
-            let pre = link(&linker, &component, kind)
+            let serving =
+                serving(&contract).map_err(|m| loaded.error(&key, format!("{origin}: {m}")))?;
+            let guest = linker
+                .instantiate_pre(&component)
+                .and_then(|pre| Guest::new(pre, kind, serving))
                 .map_err(|e| loaded.error(&key, format!("{origin} cannot be linked: {e:#}")))?;
-            let settings =
-                serde_json::to_string(&spec.settings).unwrap_or_else(|_| "{}".to_owned());
             let plugin = Plugin {
                 name: name.clone(),
                 kind,
@@ -104,16 +121,31 @@ impl Registry {
                 origin,
                 source,
                 load_time: started.elapsed(),
-                settings,
-                cpu_time: spec.cpu_time,
-                max_memory_mib: spec.max_memory_mib,
+                settings: serde_json::to_string(&spec.settings).unwrap_or_else(|_| "{}".to_owned()),
+                limits: CallLimits {
+                    cpu_time: spec.cpu_time,
+                    wall_time: spec.wall_time,
+                    max_memory_mib: spec.max_memory_mib,
+                    max_batch: config.limits.max_calls_per_run,
+                },
                 engine: engine.clone(),
-                pre,
+                slots: slots.clone(),
+                guest,
             };
             tracing::debug!(plugin = %name, kind = %kind, source = ?source, "loaded in {:?}", plugin.load_time);
             plugins.insert(name.clone(), Arc::new(plugin));
         }
-        Ok(Self { plugins })
+        let registry = Self { plugins };
+        if let Some((name, error)) = registry.validate_settings() {
+            let message = match error {
+                PluginError::Failed { message, .. } => {
+                    format!("plugin `{name}` refused its settings: {message}")
+                }
+                other => format!("while checking its settings, {other}"),
+            };
+            return Err(loaded.error(format!("plugins.{name}.settings"), message));
+        }
+        Ok(registry)
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<Plugin>> {
@@ -123,30 +155,35 @@ impl Registry {
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Plugin>> {
         self.plugins.values()
     }
-}
 
-/// The process's engine: epoch interruption on, and a ticker thread that
-/// advances the epoch for as long as the engine lives.
-fn engine() -> Engine {
-    let mut config = wasmtime::Config::new();
-    config.epoch_interruption(true);
-    let engine = Engine::new(&config).expect("the engine configuration is valid");
-    let weak = engine.weak();
-    std::thread::Builder::new()
-        .name("chorus-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(sandbox::TICK);
-            }
+    /// Has every plugin check its settings; the first refusal, if any.
+    /// Runs on a short-lived runtime of its own, so loading stays callable
+    /// from plain code (`chorus check`) and from inside a runtime alike.
+    fn validate_settings(&self) -> Option<(String, PluginError)> {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_time()
+                        .build()
+                        .expect("a runtime for validating settings");
+                    runtime.block_on(async {
+                        for plugin in self.plugins.values() {
+                            if let Err(e) = plugin.validate_settings().await {
+                                return Some((plugin.name.clone(), e));
+                            }
+                        }
+                        None
+                    })
+                })
+                .join()
+                .expect("validating settings does not panic")
         })
-        .expect("spawn the epoch ticker");
-    engine
+    }
 }
 
 /// Reads which world a component implements and which contract version it
-/// was built for, and refuses versions this host cannot serve.
+/// was built for.
 fn contract_of(engine: &Engine, component: &Component) -> Result<(Kind, String), String> {
     let ty = component.component_type();
     let exports: Vec<String> = ty
@@ -158,16 +195,9 @@ fn contract_of(engine: &Engine, component: &Component) -> Result<(Kind, String),
             continue;
         };
         let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));
-        let Some(kind) = Kind::ALL.into_iter().find(|k| k.interface() == interface) else {
-            continue;
-        };
-        if !compatible(version, CONTRACT) {
-            return Err(format!(
-                "it was built for chorus:strategy@{version}, but this chorus speaks chorus:strategy@{CONTRACT}; \
-                 rebuild the plugin against the wit/ directory of this chorus version"
-            ));
+        if let Some(kind) = Kind::ALL.into_iter().find(|k| k.interface() == interface) {
+            return Ok((kind, version.to_owned()));
         }
-        return Ok((kind, version.to_owned()));
     }
     Err(format!(
         "it is not a chorus strategy plugin: it exports none of chorus:strategy/{{selector,prompter,synthesizer}} (it exports: {})",
@@ -179,27 +209,41 @@ fn contract_of(engine: &Engine, component: &Component) -> Result<(Kind, String),
     ))
 }
 
-/// Semver compatibility: same major version, and for 0.x the same minor.
-fn compatible(guest: &str, host: &str) -> bool {
-    let parse = |v: &str| -> Option<(u64, u64)> {
+/// The contract version whose bindings serve a plugin built for `guest`:
+/// the known version with the same major and minor and a patch at least
+/// the guest's. Anything else is refused, naming both versions.
+fn serving(guest: &str) -> Result<&'static str, String> {
+    let parse = |v: &str| -> Option<(u64, u64, u64)> {
         let mut parts = v.split('.');
-        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+        let version = (
+            parts.next()?.parse().ok()?,
+            parts.next()?.parse().ok()?,
+            parts.next()?.parse().ok()?,
+        );
+        parts.next().is_none().then_some(version)
     };
-    match (parse(guest), parse(host)) {
-        (Some((gmaj, gmin)), Some((hmaj, hmin))) => {
-            gmaj == hmaj && (hmaj > 0 || gmin == hmin) && gmin <= hmin
+    let served = VERSIONS.join(", ");
+    let Some((major, minor, patch)) = parse(guest) else {
+        return Err(format!(
+            "it was built for chorus:strategy@{guest}, which is not a version chorus knows (this chorus speaks chorus:strategy@{CONTRACT}; it serves {served})"
+        ));
+    };
+    let newest = parse(CONTRACT).expect("CONTRACT is a version");
+    for known in VERSIONS.iter().rev() {
+        let (kmajor, kminor, kpatch) = parse(known).expect("VERSIONS are versions");
+        if (kmajor, kminor) == (major, minor) && kpatch >= patch {
+            return Ok(known);
         }
-        _ => false,
     }
-}
-
-fn link(linker: &Linker<State>, component: &Component, kind: Kind) -> wasmtime::Result<Pre> {
-    let pre = linker.instantiate_pre(component)?;
-    Ok(match kind {
-        Kind::Selector => Pre::Selector(selector::SelectorPluginPre::new(pre)?),
-        Kind::Prompter => Pre::Prompter(prompter::PrompterPluginPre::new(pre)?),
-        Kind::Synthesizer => Pre::Synthesizer(synthesizer::SynthesizerPluginPre::new(pre)?),
-    })
+    if (major, minor, patch) > newest {
+        Err(format!(
+            "it was built for chorus:strategy@{guest}, but this chorus speaks chorus:strategy@{CONTRACT} (and serves {served}); upgrade chorus, or rebuild the plugin against wit/{CONTRACT}"
+        ))
+    } else {
+        Err(format!(
+            "it was built for chorus:strategy@{guest}, which this chorus no longer serves (it speaks chorus:strategy@{CONTRACT} and serves {served}); rebuild the plugin against wit/{CONTRACT}"
+        ))
+    }
 }
 
 #[cfg(test)]

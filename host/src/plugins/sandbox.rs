@@ -1,44 +1,70 @@
 //! The per-call sandbox: a fresh store for every plugin call, with WASI that
-//! grants nothing (no files, network, env or args), guest stdout/stderr
-//! captured into tracing (bounded), a memory cap, and a CPU-time budget
-//! counted in epoch ticks while the guest runs.
+//! grants nothing (no files, network, env or args), fixed clocks, guest
+//! stdout/stderr captured into tracing (bounded), one memory cap for all of
+//! the plugin's memories and tables together, a CPU budget counted in fuel
+//! (guest work, not wall time, so machine load does not shrink it), and the
+//! host imports' side of things: bounded logs, progress and batches.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
-use futures::future::BoxFuture;
-use wasmtime::{Engine, ResourceLimiter, Store, UpdateDeadline};
-use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
-use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
-use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
+use wasmtime::{Engine, ResourceLimiter, Store};
+use wasmtime_wasi::{
+    HostMonotonicClock, HostWallClock, ResourceTable, WasiCtx, WasiCtxView, WasiView,
+};
 
-use crate::llm::{ChatRequest, Completion, ModelInfo};
+use super::output::GuestOutput;
+use super::own_time::OwnTime;
+use super::services::HostServices;
+use crate::llm::{ChatRequest, Completion};
 
-/// How often the engine's epoch advances: the granularity of CPU budgets.
-pub const TICK: Duration = Duration::from_millis(10);
+/// Fuel per second of `cpu_time`: a fixed exchange rate, so a budget means
+/// the same amount of guest work on any machine under any load. Roughly
+/// what one core of a current x86-64 machine executes in a second.
+pub const FUEL_PER_SECOND: u64 = 1_000_000_000;
+/// How much fuel a guest burns between yields to the async runtime, so a
+/// busy guest never starves the other tasks (~ a few milliseconds).
+const YIELD_EVERY: u64 = 5_000_000;
+/// Bytes a table element is counted as against the memory cap.
+const TABLE_ELEMENT_BYTES: usize = 8;
 
-/// Guest output logged per call and stream; the rest is counted, not kept.
-const OUTPUT_LIMIT: usize = 16 * 1024;
-/// Lines of stderr kept for error messages.
-const LAST_WORDS: usize = 3;
+/// `host.log` messages logged per call; more are counted, not logged.
+pub const MAX_LOG_MESSAGES: u32 = 200;
+/// `host.progress` messages passed on per call; more are counted, not sent.
+pub const MAX_PROGRESS_MESSAGES: u32 = 100;
+/// Bytes kept of one log message and of one progress message.
+const MAX_LOG_BYTES: usize = 4096;
+const MAX_PROGRESS_BYTES: usize = 500;
 
-/// What a plugin may ask of the host, provided by the run that calls it.
-pub trait HostServices: Send + Sync {
-    /// Runs chat completions at once; outcomes in request order.
-    fn complete(&self, plugin: &str, requests: Vec<ChatRequest>) -> BoxFuture<'_, Vec<Completion>>;
-    /// Progress for the user.
-    fn progress(&self, plugin: &str, message: String);
-    /// The model catalog.
-    fn models(&self) -> Vec<ModelInfo>;
+/// The wall clock plugins see: 2000-01-01T00:00:00Z, always.
+pub const FIXED_WALL_CLOCK: Duration = Duration::from_secs(946_684_800);
+
+/// What one call of a plugin may use.
+#[derive(Debug, Clone, Copy)]
+pub struct CallLimits {
+    pub cpu_time: Duration,
+    pub wall_time: Duration,
+    pub max_memory_mib: u32,
+    /// The largest `host.complete` batch (limits.max_calls_per_run).
+    pub max_batch: u32,
 }
 
-/// Why the sandbox stopped a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("used up its CPU time budget")]
-pub struct CpuExhausted;
+impl CallLimits {
+    pub fn fuel(&self) -> u64 {
+        let fuel = self.cpu_time.as_secs_f64() * FUEL_PER_SECOND as f64;
+        (fuel as u64).max(1)
+    }
+}
+
+/// Why the sandbox stopped a call, when it was the host that stopped it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Stopped {
+    #[error(
+        "it asked host.complete for {asked} chat completions in one batch; the most a run may make is {max} (limits.max_calls_per_run)"
+    )]
+    BatchTooLarge { asked: usize, max: u32 },
+}
 
 pub struct State {
     pub plugin: Arc<str>,
@@ -46,8 +72,11 @@ pub struct State {
     wasi: WasiCtx,
     table: ResourceTable,
     pub limiter: MemoryCap,
-    ticks_left: u64,
     outputs: [GuestOutput; 2],
+    own_time: OwnTime,
+    max_batch: u32,
+    logs: u32,
+    progress: u32,
 }
 
 impl WasiView for State {
@@ -59,102 +88,167 @@ impl WasiView for State {
     }
 }
 
-impl State {
-    /// Logs what is left of the guest's output once the call is over.
-    pub fn finish(&self) {
-        for output in &self.outputs {
-            output.finish();
-        }
-    }
-
-    /// The guest's last lines on stderr (a panic message, usually).
-    pub fn last_words(&self) -> Option<String> {
-        let state = self.outputs[1]
-            .inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let mut lines: Vec<String> = state.last.iter().cloned().collect();
-        if !state.line.is_empty() {
-            lines.push(
-                String::from_utf8_lossy(&state.line[..state.line.len().min(300)]).into_owned(),
-            );
-        }
-        (!lines.is_empty()).then(|| lines.join(" / "))
-    }
-}
-
-/// Builds the store for one call.
+/// Builds the store for one call; `own_time` is the call's stopwatch.
 pub fn store(
     engine: &Engine,
     plugin: Arc<str>,
     host: Arc<dyn HostServices>,
-    cpu_time: Duration,
-    max_memory_bytes: usize,
-) -> Store<State> {
+    limits: &CallLimits,
+    own_time: OwnTime,
+) -> wasmtime::Result<Store<State>> {
     let outputs = [
         GuestOutput::new(plugin.clone(), "stdout"),
         GuestOutput::new(plugin.clone(), "stderr"),
     ];
     let mut wasi = WasiCtx::builder();
-    wasi.stdout(outputs[0].clone()).stderr(outputs[1].clone());
-    let ticks = (cpu_time.as_nanos() / TICK.as_nanos()).max(1) as u64;
+    wasi.stdout(outputs[0].clone())
+        .stderr(outputs[1].clone())
+        .wall_clock(FixedWallClock)
+        .monotonic_clock(VirtualMonotonicClock::default());
     let state = State {
         plugin,
         host,
         wasi: wasi.build(),
         table: ResourceTable::new(),
-        limiter: MemoryCap {
-            max_bytes: max_memory_bytes,
-            denied: None,
-        },
-        ticks_left: ticks,
+        limiter: MemoryCap::new((limits.max_memory_mib as usize) << 20),
         outputs,
+        own_time,
+        max_batch: limits.max_batch,
+        logs: 0,
+        progress: 0,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
-    store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|mut cx| {
-        // Called each time the guest runs past a tick. Time spent in host
-        // calls (waiting for models) does not reach here but once.
-        let state = cx.data_mut();
-        state.ticks_left = state.ticks_left.saturating_sub(1);
-        if state.ticks_left == 0 {
-            return Err(wasmtime::Error::new(CpuExhausted));
-        }
-        // Yield so a busy guest never starves the runtime's other tasks.
-        Ok(UpdateDeadline::Yield(1))
-    });
-    store
+    store.set_fuel(limits.fuel())?;
+    store.fuel_async_yield_interval(Some(YIELD_EVERY))?;
+    Ok(store)
 }
 
-/// Caps each linear memory and remembers a denied growth, so the error can
-/// say "memory cap" rather than the guest's own confused abort.
+impl State {
+    /// Logs what is left of the guest's output once the call is over, and
+    /// what the bounds dropped.
+    pub fn finish(&self) {
+        for output in &self.outputs {
+            output.finish();
+        }
+        let plugin = &*self.plugin;
+        if self.logs > MAX_LOG_MESSAGES {
+            tracing::warn!(
+                plugin,
+                "the plugin logged {} more messages than the {MAX_LOG_MESSAGES} a call may; they were dropped",
+                self.logs - MAX_LOG_MESSAGES
+            );
+        }
+        if self.progress > MAX_PROGRESS_MESSAGES {
+            tracing::warn!(
+                plugin,
+                "the plugin sent {} more progress messages than the {MAX_PROGRESS_MESSAGES} a call may; they were dropped",
+                self.progress - MAX_PROGRESS_MESSAGES
+            );
+        }
+    }
+
+    /// The guest's last lines on stderr (a panic message, usually).
+    pub fn last_words(&self) -> Option<String> {
+        self.outputs[1].last_words()
+    }
+
+    /// `host.log`, whatever the contract version.
+    pub fn log(&mut self, level: tracing::Level, message: String) {
+        self.logs = self.logs.saturating_add(1);
+        if self.logs > MAX_LOG_MESSAGES {
+            return;
+        }
+        let message = bounded(message, MAX_LOG_BYTES);
+        let plugin = &*self.plugin;
+        match level {
+            tracing::Level::TRACE => tracing::trace!(plugin, "{message}"),
+            tracing::Level::DEBUG => tracing::debug!(plugin, "{message}"),
+            tracing::Level::INFO => tracing::info!(plugin, "{message}"),
+            tracing::Level::WARN => tracing::warn!(plugin, "{message}"),
+            tracing::Level::ERROR => tracing::error!(plugin, "{message}"),
+        }
+    }
+
+    /// `host.progress`, whatever the contract version.
+    pub fn progress(&mut self, message: String) {
+        self.progress = self.progress.saturating_add(1);
+        if self.progress > MAX_PROGRESS_MESSAGES {
+            return;
+        }
+        self.host
+            .progress(&self.plugin, bounded(message, MAX_PROGRESS_BYTES));
+    }
+
+    /// `host.complete`, whatever the contract version: the batch is bounded,
+    /// and the time spent waiting is not the plugin's own.
+    pub async fn complete(
+        &mut self,
+        requests: Vec<ChatRequest>,
+    ) -> wasmtime::Result<Vec<Completion>> {
+        if requests.len() > self.max_batch as usize {
+            return Err(wasmtime::Error::new(Stopped::BatchTooLarge {
+                asked: requests.len(),
+                max: self.max_batch,
+            }));
+        }
+        self.own_time.pause();
+        let completions = self.host.complete(&self.plugin, requests).await;
+        self.own_time.resume();
+        Ok(completions)
+    }
+}
+
+/// Caps the plugin's memories and tables together, and remembers a denied
+/// growth, so the error can say "memory cap" rather than the guest's own
+/// confused abort.
 pub struct MemoryCap {
     max_bytes: usize,
+    used: usize,
     pub denied: Option<usize>,
+}
+
+impl MemoryCap {
+    pub fn new(max_bytes: usize) -> Self {
+        Self {
+            max_bytes,
+            used: 0,
+            denied: None,
+        }
+    }
+
+    fn grow(&mut self, by: usize) -> bool {
+        let total = self.used.saturating_add(by);
+        if total > self.max_bytes {
+            self.denied = Some(total);
+            return false;
+        }
+        self.used = total;
+        true
+    }
 }
 
 impl ResourceLimiter for MemoryCap {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.max_bytes {
-            self.denied = Some(desired);
-            return Ok(false);
-        }
-        Ok(true)
+        Ok(self.grow(desired.saturating_sub(current)))
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1_000_000)
+        Ok(self.grow(
+            desired
+                .saturating_sub(current)
+                .saturating_mul(TABLE_ELEMENT_BYTES),
+        ))
     }
 
     fn instances(&self) -> usize {
@@ -168,137 +262,81 @@ impl ResourceLimiter for MemoryCap {
     }
 }
 
-/// A guest's stdout or stderr: complete lines go to tracing at debug level,
-/// tagged with the plugin; after `OUTPUT_LIMIT` bytes the rest is counted.
-/// Writes always succeed, so a chatty guest is never trapped for it.
-#[derive(Clone)]
-struct GuestOutput {
-    plugin: Arc<str>,
-    stream: &'static str,
-    inner: Arc<Mutex<OutputState>>,
+/// The wall clock plugins see: a fixed instant, so a plugin cannot tell
+/// when it runs (and its output does not depend on it).
+struct FixedWallClock;
+
+impl HostWallClock for FixedWallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn now(&self) -> Duration {
+        FIXED_WALL_CLOCK
+    }
 }
 
+/// The monotonic clock plugins see: it starts at zero and each reading
+/// advances it by one microsecond — monotonic, deterministic, and not the
+/// host's, so it cannot be used to time the host.
 #[derive(Default)]
-struct OutputState {
-    line: Vec<u8>,
-    logged: usize,
-    dropped: usize,
-    /// The last few complete lines, for error messages (a panic's message
-    /// is followed by a note, so one line is not enough).
-    last: VecDeque<String>,
+struct VirtualMonotonicClock {
+    now: AtomicU64,
 }
 
-impl GuestOutput {
-    fn new(plugin: Arc<str>, stream: &'static str) -> Self {
-        Self {
-            plugin,
-            stream,
-            inner: Arc::default(),
+impl HostMonotonicClock for VirtualMonotonicClock {
+    fn resolution(&self) -> u64 {
+        1_000
+    }
+    fn now(&self) -> u64 {
+        self.now.fetch_add(1_000, Ordering::Relaxed) + 1_000
+    }
+}
+
+pub fn bounded(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut cut = max;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
         }
+        text.truncate(cut);
+        text.push('…');
     }
-
-    fn accept(&self, mut bytes: &[u8]) {
-        let mut state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let room = OUTPUT_LIMIT.saturating_sub(state.logged + state.line.len());
-        if bytes.len() > room {
-            state.dropped += bytes.len() - room;
-            bytes = &bytes[..room];
-        }
-        for &b in bytes {
-            if b == b'\n' {
-                let line = std::mem::take(&mut state.line);
-                state.logged += line.len() + 1;
-                self.emit(&line);
-                if !line.iter().all(u8::is_ascii_whitespace) {
-                    if state.last.len() == LAST_WORDS {
-                        state.last.pop_front();
-                    }
-                    state.last.push_back(
-                        String::from_utf8_lossy(&line[..line.len().min(300)]).into_owned(),
-                    );
-                }
-            } else {
-                state.line.push(b);
-            }
-        }
-    }
-
-    fn emit(&self, line: &[u8]) {
-        tracing::debug!(plugin = %self.plugin, stream = self.stream, "{}", String::from_utf8_lossy(line));
-    }
-
-    fn finish(&self) {
-        let mut state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if !state.line.is_empty() {
-            let line = std::mem::take(&mut state.line);
-            self.emit(&line);
-        }
-        if state.dropped > 0 {
-            tracing::warn!(
-                plugin = %self.plugin,
-                stream = self.stream,
-                "the plugin wrote {} more bytes than the {OUTPUT_LIMIT} logged; they were dropped",
-                state.dropped
-            );
-            state.dropped = 0;
-        }
-    }
+    text
 }
 
-impl IsTerminal for GuestOutput {
-    fn is_terminal(&self) -> bool {
-        false
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl StdoutStream for GuestOutput {
-    fn p2_stream(&self) -> Box<dyn OutputStream> {
-        Box::new(self.clone())
+    #[test]
+    fn bounded_cuts_at_a_char_boundary() {
+        assert_eq!(bounded("héllo".into(), 2), "h…");
+        assert_eq!(bounded("short".into(), 10), "short");
     }
 
-    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
-        Box::new(self.clone())
+    #[test]
+    fn the_memory_cap_counts_every_memory_and_table_together() {
+        let mut cap = MemoryCap::new(10 << 20);
+        assert!(cap.memory_growing(0, 6 << 20, None).unwrap());
+        assert!(
+            !cap.memory_growing(0, 6 << 20, None).unwrap(),
+            "a second memory counts against the same cap"
+        );
+        assert_eq!(cap.denied, Some(12 << 20));
+        assert!(cap.memory_growing(0, 3 << 20, None).unwrap());
+        assert!(
+            !cap.table_growing(0, (2 << 20) / TABLE_ELEMENT_BYTES, None)
+                .unwrap(),
+            "tables count too"
+        );
+        assert!(cap.memory_growing(6 << 20, 7 << 20, None).unwrap());
     }
-}
 
-#[wasmtime_wasi::async_trait]
-impl Pollable for GuestOutput {
-    async fn ready(&mut self) {}
-}
-
-#[wasmtime_wasi::async_trait]
-impl OutputStream for GuestOutput {
-    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
-        self.accept(&bytes);
-        Ok(())
-    }
-    fn flush(&mut self) -> StreamResult<()> {
-        Ok(())
-    }
-    fn check_write(&mut self) -> StreamResult<usize> {
-        Ok(64 * 1024)
-    }
-}
-
-impl tokio::io::AsyncWrite for GuestOutput {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        self.accept(buf);
-        Poll::Ready(Ok(buf.len()))
-    }
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
+    #[test]
+    fn the_clocks_are_not_the_hosts() {
+        assert_eq!(FixedWallClock.now(), FIXED_WALL_CLOCK);
+        let clock = VirtualMonotonicClock::default();
+        let (a, b) = (clock.now(), clock.now());
+        assert_eq!((a, b), (1_000, 2_000));
     }
 }

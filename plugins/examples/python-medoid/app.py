@@ -4,13 +4,14 @@ pick that needs no extra model call.
 
 Build (componentize-py 0.25.1 from PyPI):
 
-    componentize-py -d ../../../wit -w synthesizer-plugin componentize app -o medoid.wasm
+    componentize-py -d ../../../wit/0.2.0 -w synthesizer-plugin componentize app -o medoid.wasm
 
 then load it in plugins.toml:
 
     [plugins.medoid]
     path = "medoid.wasm"
     max_memory_mib = 64      # CPython needs ~13 MiB to start
+    settings = { min_agreement = 0.3 }   # optional: below it, the pick says so
 """
 
 import json
@@ -34,12 +35,32 @@ def answer(kind, text, sources, notes, details=""):
     return types.Answer(kind=kind, text=text, sources=sources, notes=notes, details=details)
 
 
+def parse_settings(settings: str) -> dict:
+    """The settings as a dict, or Err with what is wrong."""
+    try:
+        parsed = json.loads(settings or "{}")
+    except ValueError as e:
+        raise Err(f"settings are not JSON: {e}")
+    unknown = sorted(set(parsed) - {"min_agreement"})
+    if unknown:
+        raise Err(f"unknown setting(s) {', '.join(unknown)}: the only setting is min_agreement")
+    min_agreement = parsed.get("min_agreement", 0.0)
+    if isinstance(min_agreement, bool) or not isinstance(min_agreement, (int, float)) or not 0 <= min_agreement <= 1:
+        raise Err(f"min_agreement must be a number from 0 to 1, got {min_agreement!r}")
+    return {"min_agreement": float(min_agreement)}
+
+
 class Synthesizer(exports.Synthesizer):
+    def validate_settings(self, settings):
+        parse_settings(settings)
+
     def synthesize(self, request, plan, completions, settings):
+        settings = parse_settings(settings)
+        # Sources are call ids (contract 0.2): cite the call, not its position.
         answered = [
-            (index, c.model, c.outcome.value.content)
-            for index, c in enumerate(completions)
-            if isinstance(c.outcome, Ok) and c.outcome.value.content.strip()
+            (c.id, c.model, c.outcome.value.content)
+            for c in completions
+            if c.id is not None and isinstance(c.outcome, Ok) and c.outcome.value.content.strip()
         ]
         notes = [
             f"{c.model} failed: {c.outcome.value.message}"
@@ -65,4 +86,6 @@ class Synthesizer(exports.Synthesizer):
             {"agreement": [{"model": m, "score": round(s, 3)} for (_, m, _), s in zip(answered, scores)]}
         )
         note = f"Picked {model}'s answer: it agrees most with the others ({scores[best]:.2f} average word overlap)."
+        if scores[best] < settings["min_agreement"]:
+            notes.insert(0, f"The answers barely agree (best {scores[best]:.2f} < min_agreement {settings['min_agreement']:.2f}): treat this pick with care.")
         return answer(types.AnswerKind.PICK, text, [index], [note] + notes, details)

@@ -1,20 +1,20 @@
-//! Helpers shared by chorus's Rust strategy plugins. The functions are plain
-//! Rust with no WIT types (each plugin keeps its own bindings and passes
-//! strings in); `guest_helpers!` expands the WIT-typed helpers inside each
-//! plugin, next to its bindings.
+//! Helpers shared by chorus's Rust strategy plugins: the contract's bindings,
+//! generated once (`wit`) and reused by every plugin through wit-bindgen's
+//! `with`; helpers over those types (`guest`); and plain-text helpers.
 //!
 //! Model replies are outside data: every parser here accepts what models
 //! actually write (code fences, prose around JSON, numbered lists) and
 //! returns `None` rather than guessing when it finds nothing usable.
 
 mod chain;
-mod guest;
+pub mod guest;
 mod options;
 mod reply;
 mod shape;
+pub mod wit;
 
 pub use chain::{ModelText, describe_failure, fallback_notes, first_success};
-pub use options::{count, option_u32, settings};
+pub use options::{count, no_settings, option_u32, settings};
 pub use reply::{extract_json, extract_list, normalise, similarity};
 pub use shape::{fit, letter, shuffle, side_by_side};
 

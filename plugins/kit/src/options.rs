@@ -38,3 +38,11 @@ pub fn count(
         ))
     }
 }
+
+/// For plugins that take no settings: an empty table, or what is wrong.
+pub fn no_settings(json: &str) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct None {}
+    settings::<None>(json, "no settings: this plugin has none").map(|_| ())
+}

@@ -176,3 +176,165 @@ fn counts_come_from_the_call_then_the_settings_then_the_default() {
     );
     assert_eq!(count("not json", "agents", None, 4, 1..=16), Ok(4));
 }
+
+mod guest_helpers {
+    use crate::guest::{self, Ending, Merged};
+    use crate::wit::types::{
+        AnswerKind, Completion, ContentPart, Failure, FailureKind, Reply, Role,
+    };
+
+    fn completion(id: Option<u32>, model: &str, outcome: Result<&str, &str>) -> Completion {
+        Completion {
+            id,
+            label: "panel".into(),
+            model: model.into(),
+            latency_ms: 1,
+            attempts: 1,
+            outcome: match outcome {
+                Ok(text) => Ok(Reply {
+                    content: text.into(),
+                    served_by: model.into(),
+                    finish_reason: None,
+                    usage: None,
+                }),
+                Err(message) => Err(Failure {
+                    kind: FailureKind::RateLimited,
+                    status: Some(429),
+                    message: message.into(),
+                }),
+            },
+        }
+    }
+
+    #[test]
+    fn messages_are_text_parts() {
+        let message = guest::message(Role::User, "hello");
+        assert!(matches!(message.content.as_slice(), [ContentPart::Text(t)] if t == "hello"));
+        assert_eq!(guest::text(&message), "hello");
+    }
+
+    #[test]
+    fn answered_completions_are_cited_by_call_id() {
+        let completions = [
+            completion(Some(7), "a", Ok("yes")),
+            completion(Some(8), "b", Err("slow down")),
+            completion(Some(9), "c", Ok("   ")),
+            completion(None, "d", Err("over budget")),
+            completion(Some(11), "e", Ok("no")),
+        ];
+        let ids: Vec<u32> = guest::answered(&completions).iter().map(|a| a.0).collect();
+        assert_eq!(ids, [7, 11]);
+        assert_eq!(
+            guest::failure_notes(&completions),
+            [
+                "b failed: rate limited (HTTP 429): slow down",
+                "c failed: empty answer",
+                "d failed: rate limited (HTTP 429): over budget",
+            ]
+        );
+    }
+
+    #[test]
+    fn too_few_answers_are_none_or_a_single_never_a_synthesis() {
+        let none = guest::too_few(&[completion(Some(0), "a", Err("x"))], "why").unwrap();
+        assert_eq!(none.kind, AnswerKind::None);
+        assert!(none.sources.is_empty());
+        let single = guest::too_few(
+            &[
+                completion(Some(3), "a", Ok("only")),
+                completion(Some(4), "b", Err("x")),
+            ],
+            "this is its answer",
+        )
+        .unwrap();
+        assert_eq!(single.kind, AnswerKind::Single);
+        assert_eq!(single.sources, [3]);
+        assert_eq!(single.notes[0], "Only a answered, so this is its answer.");
+        let two = [
+            completion(Some(0), "a", Ok("1")),
+            completion(Some(1), "b", Ok("2")),
+        ];
+        assert!(guest::too_few(&two, "why").is_none());
+    }
+
+    #[test]
+    fn a_merge_falls_back_in_order_and_says_what_it_cut() {
+        let answers = vec![
+            ("A".to_owned(), "x".repeat(40_000)),
+            ("B".to_owned(), "y".into()),
+        ];
+        let synthesizers = vec!["first".to_owned(), "second".to_owned()];
+        let mut asked = Vec::new();
+        let merged = guest::merge_with(
+            "q?",
+            &answers,
+            &synthesizers,
+            |_| Some(16_000),
+            |model, prompt| {
+                asked.push((model.to_owned(), prompt.len()));
+                if model == "first" {
+                    Err("down".into())
+                } else {
+                    Ok("merged".into())
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(merged.model, "second");
+        assert_eq!(merged.text, "merged");
+        assert_eq!(
+            merged.notes[0],
+            "Synthesizer first failed (down); fell back to second."
+        );
+        assert!(
+            merged.notes[1].starts_with("To fit second's context window, the answers were cut")
+        );
+        assert_eq!(asked.len(), 2);
+        assert!(asked[1].1 < 40_000, "the prompt was cut to fit");
+
+        let failed = guest::merge_with(
+            "q?",
+            &answers,
+            &synthesizers,
+            |_| None,
+            |_, _| Err("no".into()),
+        );
+        assert_eq!(failed.unwrap_err().len(), 2, "every error is kept");
+    }
+
+    #[test]
+    fn settling_a_failed_merge_shows_the_answers_side_by_side() {
+        let pairs = [("a", "one"), ("b", "two")];
+        let ending = || Ending {
+            role: "chairman",
+            answers: &pairs,
+            sources: vec![4, 5],
+            notes: vec!["kept".into()],
+            details: String::new(),
+        };
+        let merged = Merged {
+            model: "m".into(),
+            text: "best".into(),
+            notes: vec!["cut".into()],
+        };
+        let ok = guest::settle(Ok(merged), |m| Some(format!("by {m}")), ending());
+        assert_eq!(ok.kind, AnswerKind::Synthesis);
+        assert_eq!(ok.notes, ["by m", "kept", "cut"]);
+        assert_eq!(ok.sources, [4, 5]);
+
+        let failed = guest::settle(Err(vec![("m".into(), "down".into())]), |_| None, ending());
+        assert_eq!(failed.kind, AnswerKind::Unmerged);
+        assert!(failed.notes[0].starts_with(
+            "Every chairman failed, so the 2 answers are shown side by side. m: down"
+        ));
+        assert!(failed.text.contains("## a\n\none") && failed.text.contains("## b\n\ntwo"));
+    }
+
+    #[test]
+    fn plugins_without_settings_refuse_any() {
+        assert!(crate::no_settings("{}").is_ok());
+        assert!(crate::no_settings("").is_ok());
+        let error = crate::no_settings(r#"{"x": 1}"#).unwrap_err();
+        assert!(error.contains("unknown field `x`"), "{error}");
+    }
+}

@@ -1,26 +1,32 @@
 use super::*;
 
 #[test]
-fn contract_versions_are_compatible_by_semver() {
-    assert!(compatible("0.1.0", "0.1.0"));
-    assert!(
-        compatible("0.1.3", "0.1.0"),
-        "patch releases of the contract are compatible"
-    );
-    assert!(!compatible("0.2.0", "0.1.0"), "a newer 0.x minor is not");
-    assert!(!compatible("0.0.9", "0.1.0"), "an older 0.x minor is not");
-    assert!(
-        compatible("1.0.0", "1.2.0"),
-        "from 1.0, older minors keep working"
-    );
-    assert!(!compatible("1.3.0", "1.2.0"), "but not newer ones");
-    assert!(!compatible("2.0.0", "1.2.0"));
-    assert!(!compatible("", "0.1.0"));
-    assert!(!compatible("banana", "0.1.0"));
+fn every_known_contract_version_is_served_by_its_own_bindings() {
+    assert_eq!(serving("0.1.0"), Ok("0.1.0"));
+    assert_eq!(serving("0.2.0"), Ok("0.2.0"));
 }
 
 #[test]
-fn every_builtin_plugin_is_embedded() {
+fn newer_or_unknown_contract_versions_are_refused_naming_both() {
+    let newer = serving("0.3.0").unwrap_err();
+    assert!(
+        newer.contains(
+            "built for chorus:strategy@0.3.0, but this chorus speaks chorus:strategy@0.2.0"
+        ),
+        "{newer}"
+    );
+    let patch = serving("0.2.1").unwrap_err();
+    assert!(patch.contains("built for chorus:strategy@0.2.1"), "{patch}");
+    assert!(serving("1.0.0").is_err());
+    let old = serving("0.0.9").unwrap_err();
+    assert!(old.contains("no longer serves"), "{old}");
+    for nonsense in ["", "banana", "0.2", "0.2.0.1"] {
+        assert!(serving(nonsense).is_err(), "{nonsense:?}");
+    }
+}
+
+#[test]
+fn every_builtin_plugin_is_embedded_and_no_test_plugin_is() {
     let names: Vec<_> = builtin_names().collect();
     for expected in [
         "static-panel",
@@ -30,6 +36,14 @@ fn every_builtin_plugin_is_embedded() {
         "council",
     ] {
         assert!(names.contains(&expected), "{expected} is built in");
+    }
+    for test_only in [
+        "chaos",
+        "chaos-synthesizer",
+        "future-contract",
+        "legacy-longest",
+    ] {
+        assert!(!names.contains(&test_only), "{test_only} is not shipped");
     }
     for (_, bytes) in builtin::BUILTINS {
         assert!(bytes.starts_with(b"\0asm"), "a WebAssembly binary");

@@ -1,0 +1,86 @@
+"""{{name}}: a chorus synthesizer. It merges the answers with the plan's
+synthesizers (tried in order), and is honest about what it returns:
+`synthesis` of two or more answers, the lone survivor verbatim as `single`,
+`none` when nobody answered, `unmerged` (the answers side by side) when
+every synthesizer failed. Its sources are the call ids of the answers it
+merged.
+
+    [plugins.{{name}}.settings]
+    instructions = "Merge these answers into the best one."   # optional
+"""
+
+import json
+
+from componentize_py_types import Err, Ok
+from wit_world import exports
+from wit_world.imports import host, types
+
+DEFAULT_INSTRUCTIONS = (
+    "You are given a question and several answers to it. Write the single best answer: keep what they "
+    "agree on, resolve their disagreements, drop what is wrong. Do not mention the other answers."
+)
+
+
+def parse(settings: str) -> dict:
+    """The settings, or Err with what is wrong (shown by `chorus check`)."""
+    try:
+        parsed = json.loads(settings or "{}")
+    except ValueError as e:
+        raise Err(f"settings are not JSON: {e}")
+    unknown = sorted(set(parsed) - {"instructions"})
+    if unknown:
+        raise Err(f"unknown setting(s) {', '.join(unknown)}: expected optional `instructions`")
+    instructions = parsed.get("instructions", DEFAULT_INSTRUCTIONS)
+    if not isinstance(instructions, str) or not instructions.strip():
+        raise Err("instructions must be a non-empty string")
+    return {"instructions": instructions}
+
+
+def message(role, text):
+    return types.Message(role=role, content=[types.ContentPart_Text(text)])
+
+
+def answer(kind, text, sources, notes):
+    return types.Answer(kind=kind, text=text, sources=sources, notes=notes, details="")
+
+
+class Synthesizer(exports.Synthesizer):
+    def validate_settings(self, settings):
+        parse(settings)
+
+    def synthesize(self, request, plan, completions, settings):
+        settings = parse(settings)
+        notes, answered = [], []
+        for c in completions:
+            if isinstance(c.outcome, Ok) and c.outcome.value.content.strip() and c.id is not None:
+                answered.append((c.id, c.model, c.outcome.value.content))
+            elif isinstance(c.outcome, Ok):
+                notes.append(f"{c.model} gave an empty answer.")
+            else:
+                notes.append(f"{c.model} failed: {c.outcome.value.message}")
+        if not answered:
+            return answer(types.AnswerKind.NONE, f"No model answered ({len(completions)} tried).", [], notes)
+        if len(answered) == 1:
+            call, model, text = answered[0]
+            return answer(types.AnswerKind.SINGLE, text, [call], [f"Only {model} answered, so this is its answer verbatim."] + notes)
+        sources = [call for call, _, _ in answered]
+        prompt = f"Question:\n{request.prompt}\n\n" + "".join(
+            f"--- Answer {n} ---\n{text.strip()}\n\n" for n, (_, _, text) in enumerate(answered, 1)
+        )
+        sampling = types.Sampling(temperature=None, top_p=None, max_tokens=None, seed=None)
+        for model in plan.synthesizers:
+            host.progress(f"merging {len(answered)} answers with {model}")
+            merge = types.ChatRequest(
+                label="synthesis",
+                model=model,
+                messages=[message(types.Role.SYSTEM, settings["instructions"]), message(types.Role.USER, prompt)],
+                sampling=sampling,
+            )
+            [outcome] = [c.outcome for c in host.complete([merge])]
+            if isinstance(outcome, Ok) and outcome.value.content.strip():
+                return answer(types.AnswerKind.SYNTHESIS, outcome.value.content, sources,
+                              [f"{len(answered)} answers merged by {model}."] + notes)
+            notes.append(f"Synthesizer {model} failed: {outcome.value.message if isinstance(outcome, Err) else 'empty answer'}")
+        side_by_side = "\n\n".join(f"## {model}\n\n{text.strip()}" for _, model, text in answered)
+        return answer(types.AnswerKind.UNMERGED, side_by_side, sources,
+                      ["No synthesizer could merge the answers, so they are shown side by side."] + notes)

@@ -1,0 +1,81 @@
+//! {{name}}: a chorus selector. It picks the panel from the host's model
+//! catalog — the models carrying any of the `tags` in its settings (every
+//! model when there are none), at most `count` of them, never more than the
+//! run's budget allows — and the first of them (or `synthesizers`) merges.
+//!
+//! ```toml
+//! [plugins.{{name}}.settings]
+//! tags = ["reasoning"]      # optional
+//! count = 3                 # optional, 1-16
+//! synthesizers = []         # optional; default: the first model chosen
+//! ```
+
+wit_bindgen::generate!({ world: "selector-plugin", path: "wit" });
+
+use chorus::strategy::host;
+use chorus::strategy::types::{Plan, Request, Sampling, Seat};
+use exports::chorus::strategy::selector::Guest;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default = "three")]
+    count: u32,
+    #[serde(default)]
+    synthesizers: Vec<String>,
+}
+
+fn three() -> u32 {
+    3
+}
+
+/// The settings, or what is wrong with them: `Err` is shown to the user by
+/// `chorus check` and at startup.
+fn parse(settings: &str) -> Result<Settings, String> {
+    let settings: Settings = serde_json::from_str(settings)
+        .map_err(|e| format!("bad settings: {e} (expected tags, count, synthesizers)"))?;
+    if !(1..=16).contains(&settings.count) {
+        return Err(format!("count must be between 1 and 16, got {}", settings.count));
+    }
+    Ok(settings)
+}
+
+struct Plugin;
+
+impl Guest for Plugin {
+    fn validate_settings(settings: String) -> Result<(), String> {
+        parse(&settings).map(|_| ())
+    }
+
+    fn select(_request: Request, settings: String) -> Result<Plan, String> {
+        let settings = parse(&settings)?;
+        // Leave a call for the merge.
+        let affordable = host::budget().calls_left.saturating_sub(1).max(1);
+        let count = settings.count.min(affordable) as usize;
+        let models: Vec<String> = host::models()
+            .into_iter()
+            .filter(|m| settings.tags.is_empty() || m.tags.iter().any(|t| settings.tags.contains(t)))
+            .map(|m| m.id)
+            .take(count)
+            .collect();
+        let Some(first) = models.first().cloned() else {
+            return Err(format!("no model in the catalog has any of the tags {:?}", settings.tags));
+        };
+        let mut notes = vec![format!("{} chose {}.", "{{name}}", models.join(", "))];
+        if (count as u32) < settings.count {
+            notes.push(format!("The run's budget allowed {count} of the {} models asked for.", settings.count));
+        }
+        let synthesizers = if settings.synthesizers.is_empty() { vec![first] } else { settings.synthesizers };
+        let sampling = Sampling { temperature: None, top_p: None, max_tokens: None, seed: None };
+        Ok(Plan {
+            panel: models.into_iter().map(|model| Seat { model, sampling }).collect(),
+            synthesizers,
+            notes,
+        })
+    }
+}
+
+export!(Plugin);

@@ -1,0 +1,78 @@
+use super::*;
+
+fn wasm() -> &'static [u8] {
+    crate::plugins::registry::builtin_bytes("passthrough").expect("passthrough is built in")
+}
+
+fn entries(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect()
+}
+
+#[test]
+fn a_cached_plugin_is_loaded_only_if_its_digest_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = CompileCache::new(Some(dir.path().join("chorus")));
+    let engine = Engine::default();
+    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    assert_eq!(source, Source::Compiled);
+    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    assert_eq!(source, Source::Cached);
+
+    // Truncated: recompiled, and the entry rewritten.
+    let code = entries(&dir.path().join("chorus"), "cwasm").pop().unwrap();
+    let whole = std::fs::read(&code).unwrap();
+    std::fs::write(&code, &whole[..whole.len() / 2]).unwrap();
+    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    assert_eq!(source, Source::Compiled);
+    assert_eq!(
+        std::fs::read(&code).unwrap(),
+        whole,
+        "the entry was replaced"
+    );
+
+    // One byte changed, same length: refused too.
+    let mut altered = whole.clone();
+    let middle = altered.len() / 2;
+    altered[middle] ^= 0xff;
+    std::fs::write(&code, &altered).unwrap();
+    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    assert_eq!(source, Source::Compiled);
+
+    // No digest at all: refused.
+    std::fs::remove_file(code.with_extension("sha256")).unwrap();
+    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    assert_eq!(source, Source::Compiled);
+    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    assert_eq!(source, Source::Cached);
+}
+
+#[test]
+fn pruning_removes_entries_of_other_engines_and_keeps_this_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("chorus");
+    let cache = CompileCache::new(Some(cache_dir.clone()));
+    let engine = Engine::default();
+    cache.load(&engine, "p", wasm()).unwrap();
+    for stale in [
+        "00ff-0123456789abcdef.cwasm",
+        "00ff-0123456789abcdef.sha256",
+    ] {
+        std::fs::write(cache_dir.join(stale), b"old").unwrap();
+    }
+    std::fs::write(cache_dir.join("notes.txt"), b"not ours").unwrap();
+    cache.prune(&engine);
+    let mut left: Vec<String> = std::fs::read_dir(&cache_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left.len(), 3, "{left:?}");
+    assert!(left.contains(&"notes.txt".to_owned()));
+    assert!(!left.iter().any(|f| f.starts_with("00ff-")), "{left:?}");
+    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    assert_eq!(source, Source::Cached);
+}

@@ -1,0 +1,162 @@
+//! Synthesizer for best-of-N: a judge model scores the candidates —
+//! anonymised (letters, no model names) and in an order shuffled per run —
+//! and the best is returned verbatim, with every score. The plan's
+//! synthesizers are the judges, tried in order.
+//!
+//! ```toml
+//! [plugins.judge.settings]
+//! criteria = "correctness, completeness and clarity"   # optional
+//! ```
+
+wit_bindgen::generate!({
+    world: "synthesizer-plugin",
+    path: "../../../wit/0.2.0",
+    with: {
+        "chorus:strategy/types@0.2.0": kit::wit::types,
+        "chorus:strategy/host@0.2.0": kit::wit::host,
+    },
+});
+
+use exports::chorus::strategy::synthesizer::Guest;
+use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    criteria: Option<String>,
+}
+
+struct Judge;
+
+impl Guest for Judge {
+    fn validate_settings(settings: String) -> Result<(), String> {
+        parse(&settings).map(|_| ())
+    }
+
+    fn synthesize(
+        request: Request,
+        plan: Plan,
+        completions: Vec<Completion>,
+        settings: String,
+    ) -> Result<Answer, String> {
+        let settings = parse(&settings)?;
+        let answered = kit::guest::answered(&completions);
+        let mut notes = kit::guest::failure_notes(&completions);
+        let answer = |kind, text: String, sources, notes, details: String| Answer {
+            kind,
+            text,
+            sources,
+            notes,
+            details,
+        };
+        if let Some(answer) = kit::guest::too_few(&completions, "there was nothing to judge") {
+            return Ok(answer);
+        }
+        // Position p in the prompt shows candidate order[p], named letter(p).
+        let order = kit::shuffle(&request.run_id, answered.len());
+        let criteria = settings
+            .criteria
+            .as_deref()
+            .unwrap_or("correctness, completeness and clarity");
+        let mut prompt = format!("Question:\n{}\n\n", request.prompt);
+        for (position, &candidate) in order.iter().enumerate() {
+            prompt.push_str(&format!(
+                "--- Candidate {} ---\n{}\n\n",
+                kit::letter(position),
+                answered[candidate].2.trim()
+            ));
+        }
+        let letters: Vec<String> = (0..order.len()).map(kit::letter).collect();
+        prompt.push_str(&format!(
+            "Score every candidate from 0 to 10 for {criteria}. Reply with only JSON of the form \
+             {{\"scores\": {{\"A\": 7, \"B\": 4}}}} covering candidates {}.",
+            letters.join(", ")
+        ));
+        let system =
+            "You are a strict, impartial judge of answers. You do not know who wrote them.";
+        let mut scores = Vec::new();
+        let (found, errors) = kit::first_success(&plan.synthesizers, |judge| {
+            let reply = kit::guest::ask("judge", judge, system, &prompt, kit::guest::NO_SAMPLING)?;
+            scores = parse_scores(&reply, &letters).ok_or_else(|| {
+                format!("its verdict had no score for every candidate: {reply:.200}")
+            })?;
+            Ok(reply)
+        });
+        let Some((judge, _)) = found else {
+            notes.insert(
+                0,
+                format!(
+                    "Every judge failed, so the {} answers are shown side by side.",
+                    answered.len()
+                ),
+            );
+            notes.extend(kit::fallback_notes("Judge", &errors, None));
+            let pairs: Vec<(&str, &str)> = answered
+                .iter()
+                .map(|(_, c, t)| (c.model.as_str(), *t))
+                .collect();
+            let sources = answered.iter().map(|(i, _, _)| *i).collect();
+            return Ok(answer(
+                AnswerKind::Unmerged,
+                kit::side_by_side(&pairs),
+                sources,
+                notes,
+                String::new(),
+            ));
+        };
+        notes.extend(kit::fallback_notes("Judge", &errors, Some(&judge)));
+        // Highest score wins; ties go to the candidate that came first in the fan-out.
+        let best_position = (0..order.len())
+            .max_by(|&a, &b| {
+                scores[a]
+                    .total_cmp(&scores[b])
+                    .then_with(|| order[b].cmp(&order[a]))
+            })
+            .expect("at least two candidates");
+        let (index, winner, text) = answered[order[best_position]];
+        notes.insert(
+            0,
+            format!(
+                "Judge {judge} picked {}'s answer (score {} of 10).",
+                winner.model, scores[best_position]
+            ),
+        );
+        let table: Vec<Value> = order
+            .iter()
+            .enumerate()
+            .map(|(p, &c)| json!({"candidate": kit::letter(p), "model": answered[c].1.model, "score": scores[p]}))
+            .collect();
+        let details = json!({"judge": judge, "scores": table}).to_string();
+        Ok(answer(
+            AnswerKind::Pick,
+            text.to_owned(),
+            vec![index],
+            notes,
+            details,
+        ))
+    }
+}
+
+/// Scores in candidate-letter order, if the verdict gives one for each.
+fn parse_scores(reply: &str, letters: &[String]) -> Option<Vec<f64>> {
+    let verdict = kit::extract_json(reply)?;
+    let table = verdict.get("scores").unwrap_or(&verdict);
+    letters
+        .iter()
+        .map(|l| {
+            table.get(l).and_then(|v| {
+                v.as_f64()
+                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            })
+        })
+        .collect()
+}
+
+/// This plugin's settings, or what is wrong with them.
+fn parse(settings: &str) -> Result<Settings, String> {
+    kit::settings(settings, "optional `criteria`")
+}
+
+export!(Judge);

@@ -1,0 +1,174 @@
+//! Synthesizer for mixture-of-agents: the fan-out is layer 1; in each next
+//! layer every panel model answers again having seen all of the previous
+//! layer's answers; a final aggregator (the plan's synthesizers, in order)
+//! merges the last layer.
+//!
+//! ```toml
+//! [plugins.mixture.settings]
+//! layers = 2     # proposer layers, the fan-out included; the call's `layers` option wins (1-4)
+//! ```
+
+wit_bindgen::generate!({
+    world: "synthesizer-plugin",
+    path: "../../../wit/0.2.0",
+    with: {
+        "chorus:strategy/types@0.2.0": kit::wit::types,
+        "chorus:strategy/host@0.2.0": kit::wit::host,
+    },
+});
+
+use exports::chorus::strategy::synthesizer::Guest;
+use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request, Role};
+use serde::Deserialize;
+use serde_json::json;
+
+const AGGREGATE: &str = "You have been given a set of responses from various AI models to the \
+user's question. Critically evaluate them — some may be wrong or biased — and write a single, \
+refined, accurate and complete answer of your own. Do not just copy them; do not mention them.";
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Settings {
+    layers: Option<u32>,
+}
+
+struct Mixture;
+
+impl Guest for Mixture {
+    fn validate_settings(settings: String) -> Result<(), String> {
+        parse(&settings).map(|_| ())
+    }
+
+    fn synthesize(
+        request: Request,
+        plan: Plan,
+        completions: Vec<Completion>,
+        settings: String,
+    ) -> Result<Answer, String> {
+        let settings = parse(&settings)?;
+        let layers = kit::count(&request.options, "layers", settings.layers, 2, 1..=4)?;
+        let answered = kit::guest::answered(&completions);
+        let mut notes = kit::guest::failure_notes(&completions);
+        let sources: Vec<u32> = answered.iter().map(|(i, _, _)| *i).collect();
+        if answered.is_empty() {
+            return Ok(Answer {
+                kind: AnswerKind::None,
+                text: format!("No model answered ({} tried).", completions.len()),
+                sources,
+                notes,
+                details: String::new(),
+            });
+        }
+        let mut layer_log =
+            vec![json!({"layer": 1, "answered": answered.len(), "of": completions.len()})];
+        // The current layer's answers as (model, text), and their call ids:
+        // what the final aggregation cites.
+        let mut current: Vec<(String, String)> = answered
+            .iter()
+            .map(|(_, c, t)| (c.model.clone(), (*t).to_owned()))
+            .collect();
+        let mut sources = sources;
+        for layer in 2..=layers {
+            kit::wit::host::progress(&format!("mixture layer {layer} of {layers}"));
+            let mut context = String::from("Responses from the previous layer:\n\n");
+            for (n, (_, text)) in current.iter().enumerate() {
+                context.push_str(&format!("{}. {}\n\n", n + 1, text.trim()));
+            }
+            let requests: Vec<_> = plan
+                .panel
+                .iter()
+                .map(|seat| {
+                    kit::guest::request(
+                        &format!("layer {layer}"),
+                        &seat.model,
+                        vec![
+                            kit::guest::message(Role::System, format!("{AGGREGATE}\n\n{context}")),
+                            kit::guest::message(Role::User, request.prompt.clone()),
+                        ],
+                        seat.sampling,
+                    )
+                })
+                .collect();
+            let mut next = Vec::new();
+            let mut next_sources = Vec::new();
+            for (seat, said) in plan.panel.iter().zip(kit::guest::complete_cited(&requests)) {
+                match said.text {
+                    Ok(text) => {
+                        next.push((seat.model.clone(), text));
+                        next_sources.extend(said.id);
+                    }
+                    Err(error) => {
+                        notes.push(format!("{} failed in layer {layer}: {error}", seat.model))
+                    }
+                }
+            }
+            layer_log.push(json!({"layer": layer, "answered": next.len(), "of": plan.panel.len()}));
+            if next.is_empty() {
+                notes.push(format!(
+                    "Layer {layer} produced no answers, so the final aggregation used layer {}.",
+                    layer - 1
+                ));
+                break;
+            }
+            current = next;
+            sources = next_sources;
+        }
+        let details = json!({ "layers": layer_log }).to_string();
+        if current.len() == 1 && layers == 1 {
+            notes.insert(
+                0,
+                format!(
+                    "Only {} answered, so this is its answer verbatim, not a synthesis.",
+                    current[0].0
+                ),
+            );
+            return Ok(Answer {
+                kind: AnswerKind::Single,
+                text: current.remove(0).1,
+                sources,
+                notes,
+                details,
+            });
+        }
+        let inputs: Vec<(String, String)> = current
+            .iter()
+            .enumerate()
+            .map(|(n, (_, t))| (format!("Response {}", n + 1), t.clone()))
+            .collect();
+        let merge = kit::guest::merge(
+            &request.prompt,
+            &inputs,
+            &plan.synthesizers,
+            AGGREGATE,
+            kit::guest::NO_SAMPLING,
+        );
+        let layer_count = layer_log.len();
+        let headline = |model: &str| {
+            Some(format!(
+                "Mixture of agents: {layer_count} layers, aggregated by {model}."
+            ))
+        };
+        let pairs: Vec<(&str, &str)> = current
+            .iter()
+            .map(|(m, t)| (m.as_str(), t.as_str()))
+            .collect();
+        Ok(kit::guest::settle(
+            merge,
+            headline,
+            kit::guest::Ending {
+                role: "aggregator",
+                answers: &pairs,
+                sources,
+                notes,
+                details,
+            },
+        ))
+    }
+}
+
+/// This plugin's settings, or what is wrong with them.
+fn parse(settings: &str) -> Result<Settings, String> {
+    kit::settings(settings, "layers")
+}
+
+export!(Mixture);

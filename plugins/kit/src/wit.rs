@@ -1,0 +1,27 @@
+//! The contract's bindings (`chorus:strategy@0.2.0`), generated once here.
+//! Every plugin reuses these types and host imports through wit-bindgen's
+//! `with`, so a value moves between the kit and a plugin without conversion:
+//!
+//! ```text
+//! wit_bindgen::generate!({
+//!     world: "synthesizer-plugin",
+//!     path: "../../../wit/0.2.0",
+//!     with: {
+//!         "chorus:strategy/types@0.2.0": kit::wit::types,
+//!         "chorus:strategy/host@0.2.0": kit::wit::host,
+//!     },
+//! });
+//! ```
+//!
+//! Built for another target than wasm32 (the kit's own tests), the host
+//! imports exist but must not be called.
+
+#![allow(clippy::all, missing_docs)]
+
+wit_bindgen::generate!({
+    inline: "package chorus:plugin-kit; world kit { import chorus:strategy/host@0.2.0; }",
+    path: "../../wit/0.2.0",
+    generate_all,
+});
+
+pub use chorus::strategy::{host, types};

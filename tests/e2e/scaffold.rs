@@ -1,0 +1,254 @@
+//! `chorus plugin new` writes projects that build and load as written: for
+//! each language and kind, the test creates the project, builds it with the
+//! command its README gives, loads it with `chorus check`, and runs its
+//! pipeline against the mock provider.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::*;
+use crate::toolchains::{self, componentize_js_modules, componentize_py};
+
+const KINDS: [&str; 3] = ["selector", "prompter", "synthesizer"];
+/// The models of the generated chorus.toml; the first also merges.
+const MODELS: [&str; 3] = [
+    "anthropic/claude-sonnet-4.5",
+    "openai/gpt-5",
+    "google/gemini-2.5-pro",
+];
+
+async fn new_project(parent: &Path, name: &str, kind: &str, lang: &str) -> PathBuf {
+    let output = command(&[
+        "plugin", "new", name, "--kind", kind, "--lang", lang, "--dir",
+    ])
+    .arg(parent)
+    .output()
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "plugin new: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    parent.join(name)
+}
+
+fn build(project: &Path, lang: &str, kind: &str) {
+    let name = project.file_name().unwrap().to_str().unwrap();
+    match lang {
+        "rust" => {
+            // Reuse compiled dependencies across runs: the project's own
+            // target/ is a link to one kept under chorus's target directory.
+            let shared = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scaffold-target");
+            std::fs::create_dir_all(&shared).unwrap();
+            std::os::unix::fs::symlink(&shared, project.join("target")).unwrap();
+            let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or("cargo".into()));
+            cargo
+                .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
+                .current_dir(project);
+            for var in [
+                "CARGO_TARGET_DIR",
+                "RUSTFLAGS",
+                "CARGO_ENCODED_RUSTFLAGS",
+                "CARGO_BUILD_TARGET",
+            ] {
+                cargo.env_remove(var);
+            }
+            toolchains::run(&mut cargo, "cargo build (generated Rust plugin)");
+        }
+        "python" => toolchains::run(
+            Command::new(componentize_py())
+                .args([
+                    "-d",
+                    "wit",
+                    "-w",
+                    &format!("{kind}-plugin"),
+                    "componentize",
+                    "app",
+                    "-o",
+                ])
+                .arg(format!("{name}.wasm"))
+                .current_dir(project),
+            "componentize-py (generated Python plugin)",
+        ),
+        "js" => {
+            std::os::unix::fs::symlink(componentize_js_modules(), project.join("node_modules"))
+                .unwrap();
+            toolchains::run(
+                Command::new("npm")
+                    .args(["run", "--silent", "build"])
+                    .current_dir(project),
+                "npm run build (generated JavaScript plugin)",
+            );
+        }
+        other => unreachable!("{other}"),
+    }
+}
+
+async fn check(config: &Path) -> (bool, String, String) {
+    let output = command(&["check", "--config", config.to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Creates, builds, checks and runs one plugin of each kind in `lang`.
+async fn scaffold(lang: &str) {
+    let parent = tempfile::tempdir().unwrap();
+    let mock = Mock::start().await;
+    for (i, model) in MODELS.iter().enumerate() {
+        mock.script(model, [Step::answer(&format!("answer {i} from {model}"))]);
+    }
+    for kind in KINDS {
+        let name = format!("demo-{lang}-{kind}");
+        let project = new_project(parent.path(), &name, kind, lang).await;
+        for file in ["README.md", "chorus.toml", "wit/strategy.wit"] {
+            assert!(project.join(file).exists(), "{name}: {file}");
+        }
+        let built = {
+            let project = project.clone();
+            let (lang, kind) = (lang.to_owned(), kind.to_owned());
+            tokio::task::spawn_blocking(move || build(&project, &lang, &kind))
+        };
+        built.await.unwrap();
+
+        // Loads as written, settings validated; a long compile is announced
+        // while it happens (the same sources build the same component, so
+        // only the first run of this test compiles it), and the next load
+        // comes from the cache.
+        let config = project.join("chorus.toml");
+        let (ok, stdout, stderr) = check(&config).await;
+        assert!(ok, "{name}: chorus check failed:\n{stderr}");
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(&name))
+            .unwrap_or_else(|| panic!("{name} is not listed:\n{stdout}"));
+        assert!(
+            line.contains(&format!("{kind:<12} chorus:strategy@0.2.0")),
+            "{line}"
+        );
+        if lang != "rust" {
+            let announced = stderr.contains(&format!("chorus: compiling plugin `{name}` ("))
+                && stderr.contains("first load; cached afterwards)");
+            assert_eq!(announced, line.contains("(compiled,"), "{line}\n{stderr}");
+        }
+        let (_, again, stderr) = check(&config).await;
+        assert!(!stderr.contains("compiling plugin"), "{stderr}");
+        assert!(
+            again
+                .lines()
+                .any(|l| l.contains(&name) && l.contains("(cached,")),
+            "{again}"
+        );
+
+        // Runs: the same file, pointed at the mock.
+        let text = std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("https://openrouter.ai/api/v1", &mock.base_url)
+            .replace("OPENROUTER_API_KEY", KEY_VAR);
+        let test_config = project.join("test.toml");
+        std::fs::write(&test_config, text).unwrap();
+        let output = command(&[
+            "ask",
+            "--json",
+            "--config",
+            test_config.to_str().unwrap(),
+            "Why is the sky blue?",
+        ])
+        .output()
+        .await
+        .unwrap();
+        assert!(
+            output.status.success(),
+            "{name}: ask failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(result["kind"], "synthesis", "{name}: {result}");
+        assert_eq!(result["summary"], "Synthesis of 3 of 3 answers.", "{name}");
+        assert_eq!(
+            result["answer"],
+            format!("answer 0 from {}", MODELS[0]),
+            "{name}"
+        );
+        match kind {
+            "selector" => assert!(
+                result["notes"]
+                    .to_string()
+                    .contains(&format!("{name} chose {}", MODELS.join(", "))),
+                "{name}: {result}"
+            ),
+            "prompter" => {
+                let sent = mock.requests_for(MODELS[1]);
+                let system = &sent.last().unwrap().body["messages"][0];
+                assert!(
+                    system["content"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("Answer the question well"),
+                    "{system}"
+                );
+            }
+            _ => assert!(
+                result["notes"]
+                    .to_string()
+                    .contains(&format!("3 answers merged by {}", MODELS[0])),
+                "{name}: {result}"
+            ),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_rust_plugin_builds_loads_and_runs_as_written() {
+    scaffold("rust").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_python_plugin_builds_loads_and_runs_as_written() {
+    scaffold("python").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_javascript_plugin_builds_loads_and_runs_as_written() {
+    scaffold("js").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plugin_new_refuses_bad_names_and_existing_folders() {
+    let parent = tempfile::tempdir().unwrap();
+    let output = command(&[
+        "plugin", "new", "Bad_Name", "--kind", "selector", "--lang", "rust", "--dir",
+    ])
+    .arg(parent.path())
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("`Bad_Name` is not a usable plugin name")
+    );
+
+    std::fs::create_dir(parent.path().join("taken")).unwrap();
+    std::fs::write(parent.path().join("taken/keep.txt"), "mine").unwrap();
+    let output = command(&[
+        "plugin", "new", "taken", "--kind", "selector", "--lang", "js", "--dir",
+    ])
+    .arg(parent.path())
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("already exists and is not empty"));
+    assert_eq!(
+        std::fs::read_to_string(parent.path().join("taken/keep.txt")).unwrap(),
+        "mine"
+    );
+}
