@@ -255,6 +255,7 @@ fn config(provider: &str, dir: &Path) -> PathBuf {
 default_pipeline = "ask"
 [limits]
 run_timeout = "120s"
+max_concurrent_runs = 1024
 [store]
 path = "{dir}/runs.sqlite3"
 [providers.fast]
