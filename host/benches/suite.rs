@@ -489,7 +489,16 @@ async fn measure(quick: bool) -> Vec<Row> {
     let runs: Vec<_> = (0..in_flight)
         .map(|_| {
             let server = server.clone();
-            tokio::spawn(async move { server.ask("slow").await })
+            // Only their memory matters here: runs queued behind the
+            // provider's max_concurrency may be cut before they answer.
+            tokio::spawn(async move {
+                server
+                    .request(
+                        "tools/call",
+                        json!({"name": "slow", "arguments": {"prompt": "Which is better for a small team, A or B?"}}),
+                    )
+                    .await
+            })
         })
         .collect();
     let mut peak = before;
