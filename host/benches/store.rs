@@ -109,7 +109,7 @@ fn run(i: usize) -> Run {
                 cost_usd: Some(0.004),
                 cost_estimated: false,
                 error: None,
-                reply: Some(answer(&request.model)),
+                reply: Some(std::sync::Arc::new(answer(&request.model))),
                 reused_from: None,
             })
         })

@@ -3,6 +3,8 @@
 //! data that the pipeline produces and every surface reads, depending on
 //! nothing else in chorus.
 
+use std::sync::Arc;
+
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
@@ -111,7 +113,7 @@ pub struct CallRecord {
     /// would repeat every answer to the client); kept by the run store and
     /// shown with the run (see `StoredCall`).
     #[serde(skip_serializing)]
-    pub reply: Option<String>,
+    pub reply: Option<Arc<String>>,
     /// Set when this answer was not asked for again but taken from an
     /// earlier run (re-synthesis). Such a call costs this run nothing: its
     /// tokens and cost stay with the run that paid for them.
@@ -320,7 +322,7 @@ impl Serialize for StoredCall {
         }
         Out {
             call: &self.call,
-            reply: self.call.reply.as_deref(),
+            reply: self.call.reply.as_deref().map(String::as_str),
             request: self.request.as_ref(),
         }
         .serialize(serializer)
@@ -421,7 +423,7 @@ mod tests {
             cost_usd: None,
             cost_estimated: false,
             error: None,
-            reply: Some("the answer".into()),
+            reply: Some(Arc::new("the answer".into())),
             reused_from: None,
         };
         assert!(serde_json::to_value(&call).unwrap().get("reply").is_none());

@@ -15,6 +15,7 @@ pub mod report;
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -254,7 +255,7 @@ async fn ask(
                         outcome.cost_usd = usage.cost.unwrap_or(0.0);
                         outcome.cost_estimated = usage.cost_estimated;
                     }
-                    outcome.answer = Some(reply.content);
+                    outcome.answer = Some(Arc::unwrap_or_clone(reply.content));
                 }
                 Err(failure) => outcome.error = Some(failure.to_string()),
             }

@@ -5,6 +5,7 @@
 //! before it leaves an attempt — before a retry notice logs it, before a
 //! record keeps it, before anything truncates it.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
@@ -206,7 +207,10 @@ impl ProviderClient {
     ) -> Result<Reply, AttemptError> {
         match self.attempt_raw(body, model, on_tokens).await {
             Ok(reply) => Ok(Reply {
-                content: self.scrubber.scrub_owned(reply.content),
+                content: Arc::new(
+                    self.scrubber
+                        .scrub_owned(Arc::unwrap_or_clone(reply.content)),
+                ),
                 served_by: self.scrubber.scrub_owned(reply.served_by),
                 finish_reason: reply.finish_reason.map(|r| self.scrubber.scrub_owned(r)),
                 usage: reply.usage,

@@ -1,6 +1,7 @@
 //! The values that cross the llm boundary: what to ask, and what happened.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -54,7 +55,10 @@ pub struct Usage {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Reply {
-    pub content: String,
+    /// Shared, not copied, with the run's record of the call and with
+    /// whatever keeps it (an answer can be megabytes). An `Arc<String>`
+    /// rather than `Arc<str>`: the assembled `String` moves in as it is.
+    pub content: Arc<String>,
     /// The model the provider says answered.
     pub served_by: String,
     pub finish_reason: Option<String>,

@@ -9,6 +9,8 @@
 
 pub mod lenient;
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -165,7 +167,7 @@ pub fn conclude(parts: Parts, requested_model: &str) -> Result<Reply, Failure> {
         }
     };
     Ok(Reply {
-        content,
+        content: Arc::new(content),
         served_by: parts
             .served_by
             .filter(|s| !s.is_empty())

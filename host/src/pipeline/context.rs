@@ -325,10 +325,10 @@ impl RunContext {
             latency_ms: 0,
             attempts: 0,
             outcome: Ok(Reply {
-                content: format!(
+                content: Arc::new(format!(
                     "[dry run: {}'s answer to call {id} would be here]",
                     request.model
-                ),
+                )),
                 served_by: request.model.clone(),
                 finish_reason: Some("dry-run".to_owned()),
                 usage: None,

@@ -414,7 +414,7 @@ mod tests {
                     status: Some(500),
                     message: "boom".into(),
                 }),
-                reply: reply.map(str::to_owned),
+                reply: reply.map(|r| Arc::new(r.to_owned())),
                 reused_from: None,
             },
             request: None,
@@ -459,7 +459,7 @@ mod tests {
             .collect();
         assert_eq!(origins, [1, 2, 3, 4]);
         assert_eq!(Totals::of(&records).cost_usd, 0.0);
-        assert_eq!(completions[0].outcome.as_ref().unwrap().content, "a1");
+        assert_eq!(*completions[0].outcome.as_ref().unwrap().content, "a1");
         let failure = completions[1].outcome.as_ref().unwrap_err();
         assert_eq!(failure.kind, FailureKind::Cancelled);
         let failure = completions[2].outcome.as_ref().unwrap_err();

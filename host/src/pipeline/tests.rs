@@ -14,7 +14,7 @@ fn completion(id: u32, ok: bool) -> Completion {
         attempts: 1,
         outcome: if ok {
             Ok(Reply {
-                content: "x".into(),
+                content: Arc::new("x".into()),
                 served_by: "m".into(),
                 finish_reason: None,
                 usage: None,

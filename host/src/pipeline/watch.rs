@@ -324,7 +324,7 @@ mod tests {
                 status: None,
                 message: "slow".into(),
             }),
-            reply: ok.then(|| "an answer".into()),
+            reply: ok.then(|| Arc::new("an answer".into())),
             reused_from: None,
         }))
     }

@@ -16,6 +16,7 @@ mod read;
 mod recorder;
 mod retention;
 mod schema;
+mod texts;
 mod writer;
 
 use std::fmt;

@@ -1,10 +1,12 @@
 //! Reading the store: a run with its calls, a page of a listing, and ids
 //! given in full or by a unique prefix.
 
+use std::sync::Arc;
+
 use rusqlite::{Connection, OptionalExtension, Row, params_from_iter};
 use serde_json::Value;
 
-use super::{Cursor, Lookup, Page, Query};
+use super::{Cursor, Lookup, Page, Query, texts};
 use crate::record::{
     AnswerKind, CallError, CallRecord, CallRef, RunStatus, RunSummary, StoredCall, StoredRun,
     Totals, first_line,
@@ -45,10 +47,15 @@ pub fn run(
     let Some((seq, mut run)) = found else {
         return Ok(None);
     };
-    let request_column = if with_requests { "request" } else { "NULL" };
+    let request_column = if with_requests {
+        texts::select("request")
+    } else {
+        "NULL".to_owned()
+    };
+    let reply_column = texts::select("reply");
     let mut statement = conn.prepare_cached(&format!(
         "SELECT id, stage, label, model, status, latency_ms, attempts, prompt_tokens,
-                completion_tokens, cost_usd, error_kind, error_status, error_message, reply,
+                completion_tokens, cost_usd, error_kind, error_status, error_message, {reply_column},
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
                 cost_estimated
          FROM calls WHERE run_seq = ?1 ORDER BY id"
@@ -151,10 +158,10 @@ fn call_row(row: &Row<'_>, run_ended: bool) -> rusqlite::Result<StoredCall> {
             cost_usd: row.get(9)?,
             cost_estimated: row.get::<_, Option<bool>>(18)?.unwrap_or(false),
             error,
-            reply: row.get(13)?,
+            reply: texts::read(row, 13)?.map(Arc::new),
             reused_from,
         },
-        request: json(row.get(16)?),
+        request: json(texts::read(row, 16)?),
     })
 }
 

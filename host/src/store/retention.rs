@@ -116,18 +116,19 @@ pub fn prune(conn: &mut Connection, retention: &Retention, now: i64) -> rusqlite
 
 /// Sets a run's size: its own text and its calls'.
 pub fn measure(tx: &Transaction<'_>, run_id: &str) -> rusqlite::Result<()> {
-    tx.prepare_cached(
+    tx.prepare_cached(&format!(
         "UPDATE runs SET bytes =
              octet_length(prompt) + octet_length(options) + octet_length(notes)
              + coalesce(octet_length(plan), 0) + coalesce(octet_length(summary), 0)
              + coalesce(octet_length(answer), 0) + coalesce(octet_length(details), 0)
              + coalesce(octet_length(error), 0)
-             + coalesce((SELECT SUM(coalesce(octet_length(request), 0)
-                                    + coalesce(octet_length(reply), 0)
+             + coalesce((SELECT SUM({request} + {reply}
                                     + coalesce(octet_length(error_message), 0))
                          FROM calls WHERE run_seq = runs.seq), 0)
          WHERE id = ?1",
-    )?
+        request = super::texts::bytes("request"),
+        reply = super::texts::bytes("reply"),
+    ))?
     .execute([run_id])?;
     Ok(())
 }

@@ -14,10 +14,10 @@ use super::StoreError;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION];
 
 /// Version 1: runs, and the calls of each run.
-const V1: &str = r#"
+pub(super) const V1: &str = r#"
 CREATE TABLE runs (
     seq               INTEGER PRIMARY KEY,
     id                TEXT NOT NULL UNIQUE,

@@ -81,7 +81,7 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 cost_usd: Some(0.001),
                 cost_estimated: false,
                 error: None,
-                reply: Some(format!("answer {i} to {prompt}")),
+                reply: Some(Arc::new(format!("answer {i} to {prompt}"))),
                 reused_from: None,
             })
         })
@@ -176,7 +176,7 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends() {
         .collect();
     assert_eq!(statuses, ["ok", "ok", "running"]);
     assert_eq!(
-        partial.calls[1].call.reply.as_deref(),
+        partial.calls[1].call.reply.as_deref().map(String::as_str),
         Some("answer 1 to Why is the sky blue?")
     );
     let request = partial.calls[2].request.as_ref().unwrap();
@@ -229,7 +229,7 @@ async fn runs_that_never_end_are_interrupted_and_dropped_ones_cancelled() {
     let run = found(&store, crashed.id(), false);
     assert_eq!(run.status, RunStatus::Interrupted);
     assert_eq!(
-        run.calls[0].call.reply.as_deref(),
+        run.calls[0].call.reply.as_deref().map(String::as_str),
         Some("answer 0 to crash")
     );
     assert_eq!(run.calls[1].call.status, "unfinished");
@@ -489,7 +489,10 @@ fn a_store_from_a_newer_chorus_is_refused_and_names_both_versions() {
         .unwrap()
         .to_string();
     assert!(error.contains("schema version 99"), "{error}");
-    assert!(error.contains("this chorus knows (1)"), "{error}");
+    assert!(
+        error.contains(&format!("this chorus knows ({})", schema::version())),
+        "{error}"
+    );
 
     let garbage = dir.path().join("garbage.sqlite3");
     std::fs::write(&garbage, b"not a database at all, not at all").unwrap();
@@ -532,7 +535,10 @@ async fn in_memory_runs_are_bounded_and_readable_the_same_way() {
     ));
     let kept = found(&store, runs[2].id(), false);
     assert_eq!(kept.answer.as_deref(), Some("The answer to q2"));
-    assert_eq!(kept.calls[1].call.reply.as_deref(), Some("answer 1 to q2"));
+    assert_eq!(
+        kept.calls[1].call.reply.as_deref().map(String::as_str),
+        Some("answer 1 to q2")
+    );
     assert_eq!(kept.plan.as_ref().unwrap()["panel"][1]["model"], "m1");
     let listed = store.list(&Query::default()).unwrap().runs;
     assert_eq!(listed[0].prompt, "q2");
@@ -540,4 +546,92 @@ async fn in_memory_runs_are_bounded_and_readable_the_same_way() {
         store.prune(&retention()),
         Err(StoreError::Disabled)
     ));
+}
+
+#[tokio::test]
+async fn long_requests_and_replies_are_kept_whole_counted_and_removed_with_their_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    // Past texts::LONG: kept in the `texts` table, written in place.
+    let prompt = "é".repeat(texts::LONG);
+    let long = fixture(&prompt, "ask", 2);
+    record(&store, &long).await;
+    let short = fixture("short", "ask", 2);
+    record(&store, &short).await;
+
+    let run = found(&store, long.id(), true);
+    assert_eq!(
+        run.calls[1].call.reply.as_deref().map(String::as_str),
+        Some(format!("answer 1 to {prompt}").as_str())
+    );
+    let request = run.calls[0].request.as_ref().unwrap();
+    assert_eq!(request["messages"][0]["content"], prompt.as_str());
+
+    let path = store.path().unwrap().to_owned();
+    let conn = schema::open(&path).unwrap();
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        count("SELECT COUNT(*) FROM texts"),
+        4,
+        "2 requests, 2 replies"
+    );
+    let bytes = |id: &str| -> i64 {
+        conn.query_row("SELECT bytes FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .unwrap()
+    };
+    assert!(
+        bytes(long.id()) > 4 * prompt.len() as i64,
+        "a run's size counts its long texts"
+    );
+
+    // The end of a run writes unfinished calls again: no text is orphaned.
+    let mut recorder = store.recorder(Links::default(), Duration::from_secs(60));
+    long.start(&recorder, 0);
+    recorder.finish(Ok(&long.record)).await.unwrap();
+    assert_eq!(
+        count("SELECT COUNT(*) FROM texts"),
+        4,
+        "nothing written twice"
+    );
+
+    let pruned = store
+        .prune(&Retention {
+            max_runs: 1,
+            ..retention()
+        })
+        .unwrap();
+    assert_eq!(pruned.removed, 1);
+    assert_eq!(
+        count("SELECT COUNT(*) FROM texts"),
+        0,
+        "removed with the run"
+    );
+    assert_eq!(found(&store, short.id(), false).calls.len(), 2);
+}
+
+#[tokio::test]
+async fn a_version_1_store_is_migrated_and_its_runs_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.sqlite3");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(schema::V1).unwrap();
+    conn.execute_batch(
+        "PRAGMA user_version = 1;
+         INSERT INTO runs (seq, id, pipeline, status, started_at, deadline_at, prompt, options)
+         VALUES (1, 'old-run', 'ask', 'done', 0, 0, 'q', '{}');
+         INSERT INTO calls (run_seq, id, stage, label, model, status, reply)
+         VALUES (1, 0, 'fan-out', 'panel', 'm', 'ok', 'an old answer');",
+    )
+    .unwrap();
+    drop(conn);
+
+    let store = Store::open_at(&path, retention()).unwrap();
+    let run = found(&store, "old-run", true);
+    assert_eq!(
+        run.calls[0].call.reply.as_deref().map(String::as_str),
+        Some("an old answer")
+    );
+    let long = fixture(&"x".repeat(texts::LONG), "ask", 1);
+    record(&store, &long).await;
+    assert_eq!(found(&store, long.id(), true).calls.len(), 1);
 }

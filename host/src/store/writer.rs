@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::retention::{self, Retention};
+use super::texts;
 use crate::llm::ChatRequest;
 use crate::pipeline::resynthesize::plan_to_value;
 use crate::plugins::{Plan, Request};
@@ -227,20 +228,28 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> rusqlite::Result<()> {
             request,
             at,
         } => {
-            tx.prepare_cached(
-                "INSERT INTO calls (run_seq, id, stage, label, model, status, started_at, request)
-                 SELECT seq, ?2, ?3, ?4, ?5, 'running', ?6, ?7 FROM runs WHERE id = ?1
-                 ON CONFLICT (run_seq, id) DO NOTHING",
-            )?
-            .execute(params![
-                run_id,
-                id,
-                &**stage,
-                request.label,
-                request.model,
-                at,
-                request_json(request).to_string()
-            ])?;
+            let kept = request_json(request);
+            let placed = texts::place(tx, Some(&kept))?;
+            let written = tx
+                .prepare_cached(
+                    "INSERT INTO calls (run_seq, id, stage, label, model, status, started_at,
+                         request, request_text)
+                     SELECT seq, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8 FROM runs WHERE id = ?1
+                     ON CONFLICT (run_seq, id) DO NOTHING",
+                )?
+                .execute(params![
+                    run_id,
+                    id,
+                    &**stage,
+                    request.label,
+                    request.model,
+                    at,
+                    placed.inline(),
+                    placed.long(),
+                ])?;
+            if written == 0 {
+                texts::discard(tx, &placed)?;
+            }
             Ok(())
         }
         Msg::CallFinished { run_id, call } => upsert_call(tx, run_id, call, false),
@@ -354,7 +363,8 @@ fn upsert_call(
     } else {
         UPSERT_CALL
     };
-    tx.prepare_cached(sql)?.execute(params![
+    let placed = texts::place(tx, call.reply.as_deref().map(String::as_str))?;
+    let written = tx.prepare_cached(sql)?.execute(params![
         run_id,
         call.id,
         call.stage,
@@ -369,40 +379,46 @@ fn upsert_call(
         call.error.as_ref().map(|e| e.kind.as_str()),
         call.error.as_ref().and_then(|e| e.status),
         call.error.as_ref().map(|e| e.message.as_str()),
-        call.reply,
+        placed.inline(),
         call.reused_from.as_ref().map(|r| r.run_id.as_str()),
         call.reused_from.as_ref().map(|r| r.call),
         call.reasoning_tokens,
         call.cost_estimated,
+        placed.long(),
     ])?;
+    if written == 0 {
+        texts::discard(tx, &placed)?;
+    }
     Ok(())
 }
 
 const UPSERT_CALL: &str = "INSERT INTO calls (run_seq, id, stage, label, model, status, latency_ms,
         attempts, prompt_tokens, completion_tokens, cost_usd, error_kind, error_status,
-        error_message, reply, reused_from_run, reused_from_call, reasoning_tokens, cost_estimated)
-    SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19
+        error_message, reply, reused_from_run, reused_from_call, reasoning_tokens, cost_estimated,
+        reply_text)
+    SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20
     FROM runs WHERE id = ?1
     ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status,
         latency_ms = excluded.latency_ms, attempts = excluded.attempts,
         prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
         cost_usd = excluded.cost_usd, error_kind = excluded.error_kind,
         error_status = excluded.error_status, error_message = excluded.error_message,
-        reply = excluded.reply, reasoning_tokens = excluded.reasoning_tokens,
-        cost_estimated = excluded.cost_estimated";
+        reply = excluded.reply, reply_text = excluded.reply_text,
+        reasoning_tokens = excluded.reasoning_tokens, cost_estimated = excluded.cost_estimated";
 
 const UPSERT_CALL_IF_UNFINISHED: &str = "INSERT INTO calls (run_seq, id, stage, label, model,
         status, latency_ms, attempts, prompt_tokens, completion_tokens, cost_usd, error_kind,
-        error_status, error_message, reply, reused_from_run, reused_from_call, reasoning_tokens, cost_estimated)
-    SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19
+        error_status, error_message, reply, reused_from_run, reused_from_call, reasoning_tokens, cost_estimated,
+        reply_text)
+    SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20
     FROM runs WHERE id = ?1
     ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status,
         latency_ms = excluded.latency_ms, attempts = excluded.attempts,
         prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
         cost_usd = excluded.cost_usd, error_kind = excluded.error_kind,
         error_status = excluded.error_status, error_message = excluded.error_message,
-        reply = excluded.reply, reasoning_tokens = excluded.reasoning_tokens,
-        cost_estimated = excluded.cost_estimated
+        reply = excluded.reply, reply_text = excluded.reply_text,
+        reasoning_tokens = excluded.reasoning_tokens, cost_estimated = excluded.cost_estimated
     WHERE calls.status = 'running'";
 
 /// A run that ended without a record: its totals from the calls on record.
@@ -421,12 +437,22 @@ fn sum_usage(tx: &Transaction<'_>, run_id: &str) -> rusqlite::Result<()> {
 }
 
 /// A chat request as kept: what was sent to the model, and nothing of how
-/// (no headers, no key: those never reach a `ChatRequest`).
-pub fn request_json(request: &ChatRequest) -> Value {
-    json!({
-        "label": request.label,
-        "model": request.model,
-        "messages": request.messages,
-        "sampling": request.sampling,
+/// (no headers, no key: those never reach a `ChatRequest`). Written
+/// straight to text, with no `Value` tree between: a request can carry
+/// megabytes of answers on to a synthesizer.
+pub fn request_json(request: &ChatRequest) -> String {
+    #[derive(serde::Serialize)]
+    struct Kept<'a> {
+        label: &'a str,
+        model: &'a str,
+        messages: &'a [crate::llm::Message],
+        sampling: &'a crate::llm::Sampling,
+    }
+    serde_json::to_string(&Kept {
+        label: &request.label,
+        model: &request.model,
+        messages: &request.messages,
+        sampling: &request.sampling,
     })
+    .expect("a chat request serializes")
 }

@@ -34,7 +34,7 @@ fn deltas_join_and_usage_comes_from_the_last_chunk() {
         true,
     )
     .unwrap();
-    assert_eq!(reply.content, "Hello", "reasoning never enters the answer");
+    assert_eq!(*reply.content, "Hello", "reasoning never enters the answer");
     assert_eq!(reply.served_by, "served/model");
     assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
     let usage = reply.usage.unwrap();
@@ -88,7 +88,7 @@ fn a_finish_reason_is_enough_without_done_and_garbage_is_malformed() {
         false,
     )
     .unwrap();
-    assert_eq!(reply.content, "ok");
+    assert_eq!(*reply.content, "ok");
     let mut assembler = Assembler::new();
     let failure = assembler.event("not json").unwrap_err();
     assert_eq!(failure.kind, FailureKind::MalformedResponse);

@@ -15,7 +15,7 @@ fn a_normal_completion_parses_with_usage() {
         "usage": {"prompt_tokens": 3, "completion_tokens": 5, "cost": 0.25}
     }))
     .unwrap();
-    assert_eq!(reply.content, "hello");
+    assert_eq!(*reply.content, "hello");
     assert_eq!(reply.served_by, "served/model");
     assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
     let usage = reply.usage.unwrap();
@@ -28,7 +28,7 @@ fn a_normal_completion_parses_with_usage() {
 #[test]
 fn content_parts_are_joined_and_a_missing_model_falls_back() {
     let reply = parse(json!({"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}}]})).unwrap();
-    assert_eq!(reply.content, "ab");
+    assert_eq!(*reply.content, "ab");
     assert_eq!(reply.served_by, "asked/model");
     assert!(reply.usage.is_none());
 }
@@ -90,7 +90,7 @@ fn odd_usage_fields_never_discard_an_answer() {
             "usage": usage
         }))
         .unwrap_or_else(|f| panic!("{usage}: {f}"));
-        assert_eq!(reply.content, "kept", "{usage}");
+        assert_eq!(*reply.content, "kept", "{usage}");
     }
     let usage = parse(json!({
         "choices": [{"message": {"content": "x"}}],
@@ -140,7 +140,7 @@ fn content_parts_skip_reasoning_and_non_text_parts() {
         7
     ]}}]}))
     .unwrap();
-    assert_eq!(reply.content, "plain answer");
+    assert_eq!(*reply.content, "plain answer");
 }
 
 #[test]
@@ -287,7 +287,7 @@ mod properties {
                 "usage": {"prompt_tokens": prompt, "completion_tokens": completion}
             });
             let reply = parse_reply(body.to_string().as_bytes(), "m").unwrap();
-            prop_assert_eq!(reply.content, content);
+            prop_assert_eq!(reply.content.as_str(), content);
             prop_assert_eq!(reply.usage.unwrap().completion_tokens, completion);
         }
     }

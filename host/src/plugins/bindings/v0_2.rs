@@ -323,7 +323,7 @@ impl From<&llm::Completion> for wit::Completion {
             attempts: c.attempts,
             outcome: match &c.outcome {
                 Ok(reply) => Ok(wit::Reply {
-                    content: reply.content.clone(),
+                    content: String::clone(&reply.content),
                     served_by: reply.served_by.clone(),
                     finish_reason: reply.finish_reason.clone(),
                     usage: reply.usage.map(|u| wit::Usage {
