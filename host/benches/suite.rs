@@ -12,9 +12,13 @@
 //! - memory per in-flight run (2,000 runs in flight against a slow model);
 //! - idle RSS after `initialize`;
 //! - spawn → `initialize`, with a cold and a warm compile cache;
-//! - new upstream connections per 1,000 runs after warm-up.
+//! - new upstream connections per 1,000 runs after warm-up;
+//! - instantiate + call p50/p99 per shipped strategy plugin, in process.
 //!
 //! `CHORUS_BENCH_QUICK=1` runs fewer iterations (for a smoke test).
+
+#[path = "suite/plugin_calls.rs"]
+mod plugin_calls;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -366,7 +370,11 @@ fn main() {
     println!("{table}");
     if !quick {
         let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/benchmarks.md");
-        std::fs::write(&doc, document(&table)).unwrap();
+        let analysis = std::fs::read_to_string(&doc)
+            .ok()
+            .and_then(|old| old.find(ANALYSIS).map(|at| old[at..].to_owned()))
+            .unwrap_or_default();
+        std::fs::write(&doc, document(&table) + "\n" + &analysis).unwrap();
         println!("written to {}", doc.display());
     }
 }
@@ -517,6 +525,23 @@ async fn measure(quick: bool) -> Vec<Row> {
     for run in runs {
         let _ = run.await;
     }
+
+    eprintln!("instantiate + call, per plugin…");
+    for timed in plugin_calls::measure(cold_dir.path(), scale(300)).await {
+        let what = format!(
+            "`{}` ({}): instantiate + call, p50 / p99",
+            timed.plugin, timed.kind
+        );
+        let measured = match &timed.samples {
+            Ok(samples) => format!(
+                "{:.0} µs / {:.0} µs",
+                percentile(samples, 50).as_secs_f64() * 1e6,
+                percentile(samples, 99).as_secs_f64() * 1e6
+            ),
+            Err(e) => format!("failed: {e}"),
+        };
+        rows.push(row(&what, measured, "–", None));
+    }
     rows
 }
 
@@ -537,6 +562,10 @@ fn render(rows: &[Row]) -> String {
     }
     out
 }
+
+/// Where the hand-written analysis of docs/benchmarks.md begins: kept
+/// when the suite writes the file anew.
+const ANALYSIS: &str = "<!-- analysis: kept when the suite rewrites this file -->";
 
 fn document(table: &str) -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
