@@ -376,3 +376,36 @@ async fn bad_cascade_and_vote_settings_are_refused_at_load() {
         assert!(stderr.contains(expected), "`{expected}` not in:\n{stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cascade_checks_with_the_panels_cheapest_other_model_by_default() {
+    let mock = Mock::start().await;
+    let priced = |id: &str, per_token: &str| {
+        json!({"id": id, "context_length": 64000,
+               "pricing": {"prompt": per_token, "completion": per_token}})
+    };
+    mock.catalog(json!([
+        priced("m1", "0.000003"),
+        priced("m2", "0.000003"),
+        priced("m3", "0.0000002"),
+        priced("m4", "0.0000001"),
+        priced("m5", "0.000001"),
+    ]));
+    mock.script("m1", [Step::answer("42\nConfidence: 99%")]);
+    mock.script("m4", [Step::answer("42\nConfidence: 99%")]);
+    let toml = cascade_config(&mock, "").replace("settings = { check = \"m5\" }\n", "");
+    let server = Server::start(&toml).await;
+    let result = server.ask("cascade", "Six times seven?").await;
+    let structured = structured(&result);
+    let asked: Vec<(&str, &str)> = calls(structured, "fan-out")
+        .iter()
+        .map(|c| (c["model"].as_str().unwrap(), c["label"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        asked,
+        [("m1", "cascade: answer"), ("m4", "cascade: check")],
+        "{structured}"
+    );
+    assert_eq!(structured["details"]["escalated"], false);
+    assert!(text(&result).contains("m4 (the panel's cheapest other model) checks"));
+}
