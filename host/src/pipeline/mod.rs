@@ -627,8 +627,16 @@ fn summary(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -> Str
 }
 
 fn summary_line(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -> String {
-    let n = fan_out.len();
-    let answered = fan_out.iter().filter(|c| c.outcome.is_ok()).count();
+    // A synthesizer that asks the panel for more answers itself (a vote's
+    // later waves, a cascade's escalation) labels those calls as prompters
+    // label a panel's; they count among the answers.
+    let later: Vec<&CallRecord> = calls
+        .iter()
+        .filter(|c| c.stage != "fan-out" && is_panel_label(&c.label))
+        .collect();
+    let n = fan_out.len() + later.len();
+    let answered = fan_out.iter().filter(|c| c.outcome.is_ok()).count()
+        + later.iter().filter(|c| c.error.is_none()).count();
     let k = answer.sources.len();
     let models = |sources: &[u32]| -> String {
         sources
@@ -645,11 +653,23 @@ fn summary_line(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -
             models(&answer.sources),
             n - answered
         ),
-        AnswerKind::Vote => format!("Majority vote among {answered} of {n} answers."),
+        AnswerKind::Vote => {
+            let share = if k * 2 > answered {
+                "a majority"
+            } else {
+                "a plurality"
+            };
+            format!("Vote: {k} of {answered} answers agree, {share} ({n} asked).")
+        }
         AnswerKind::Pick => format!("One of {answered} answers, picked verbatim."),
         AnswerKind::Unmerged => format!("{k} of {n} answers, side by side: merging them failed."),
         AnswerKind::None => format!("No answer: all {n} model calls failed."),
     }
+}
+
+/// The labels prompters give the panel's own answers: `panel`, `sample N`.
+fn is_panel_label(label: &str) -> bool {
+    label == "panel" || label.starts_with("sample ")
 }
 
 #[cfg(test)]

@@ -161,3 +161,35 @@ fn a_synthesis_counts_only_the_answers_that_arrived() {
     assert_eq!(fallback.sources, [0, 2]);
     assert!(fallback.notes[0].contains(&error.to_string()));
 }
+
+#[test]
+fn a_vote_summary_counts_later_waves_and_says_plurality_without_a_majority() {
+    let fan_out = [
+        completion(0, true),
+        completion(1, true),
+        completion(2, false),
+    ];
+    let mut calls = records(&fan_out);
+    // Two more samples the vote asked for itself, and a judge's call that is
+    // not an answer to the question.
+    for (id, label) in [(3, "sample 2"), (4, "panel"), (5, "judge")] {
+        let mut call = context::call_record(id, "vote", &completion(id, true));
+        call.label = label.into();
+        calls.push(call);
+    }
+    let vote = |sources: Vec<u32>| Answer {
+        kind: AnswerKind::Vote,
+        text: "t".into(),
+        sources,
+        notes: vec![],
+        details: None,
+    };
+    assert_eq!(
+        summary(&vote(vec![0, 3]), &fan_out, &calls),
+        "Vote: 2 of 4 answers agree, a plurality (5 asked)."
+    );
+    assert_eq!(
+        summary(&vote(vec![0, 3, 4]), &fan_out, &calls),
+        "Vote: 3 of 4 answers agree, a majority (5 asked)."
+    );
+}

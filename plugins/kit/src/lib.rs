@@ -6,6 +6,7 @@
 //! actually write (code fences, prose around JSON, numbered lists) and
 //! returns `None` rather than guessing when it finds nothing usable.
 
+pub mod adaptive;
 mod chain;
 pub mod guest;
 mod options;

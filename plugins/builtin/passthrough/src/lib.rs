@@ -2,10 +2,16 @@
 //! after an optional system prompt — once, or `samples` times per seat for
 //! strategies that compare several samples (self-consistency votes).
 //!
+//! With `waves = true` it sends only the first wave of those samples: the
+//! fewest that could settle a majority vote (more than half of samples x
+//! seats), every seat's first sample before any seat's second. The `vote`
+//! synthesizer asks for the rest only while the vote can still change.
+//!
 //! ```toml
 //! [plugins.passthrough.settings]
 //! system = "Answer concisely."   # optional
 //! samples = 3                    # per seat; the call's `samples_per_model` option wins
+//! waves = false                  # true: the first wave only (for the `vote` synthesizer)
 //! ```
 
 wit_bindgen::generate!({
@@ -29,6 +35,8 @@ const MAX_SAMPLES: u32 = 16;
 struct Settings {
     system: Option<String>,
     samples: Option<u32>,
+    #[serde(default)]
+    waves: bool,
 }
 
 struct Passthrough;
@@ -53,8 +61,10 @@ impl Guest for Passthrough {
         }
         messages.push(kit::guest::message(Role::User, request.prompt));
         let mut requests = Vec::new();
-        for seat in &plan.panel {
-            for sample in 0..samples {
+        // Every seat's first sample before any seat's second: a wave cut
+        // short still hears from every model.
+        for sample in 0..samples {
+            for seat in &plan.panel {
                 let mut sampling = seat.sampling;
                 let label = if samples == 1 {
                     "panel".to_owned()
@@ -71,16 +81,26 @@ impl Guest for Passthrough {
                 });
             }
         }
-        Ok(Prompts {
-            requests,
-            notes: Vec::new(),
-        })
+        let mut notes = Vec::new();
+        if settings.waves {
+            let ceiling = u32::try_from(requests.len()).unwrap_or(u32::MAX);
+            let first = kit::adaptive::first_wave(ceiling) as usize;
+            if first < requests.len() {
+                notes.push(format!(
+                    "First wave: {first} of at most {ceiling} samples ({samples} per model x {} models); \
+                     more are asked only while the vote can still change.",
+                    plan.panel.len()
+                ));
+            }
+            requests.truncate(first.max(1));
+        }
+        Ok(Prompts { requests, notes })
     }
 }
 
 /// This plugin's settings, or what is wrong with them.
 fn parse(settings: &str) -> Result<Settings, String> {
-    kit::settings(settings, "optional `system` and `samples`")
+    kit::settings(settings, "optional `system`, `samples` and `waves`")
 }
 
 export!(Passthrough);
