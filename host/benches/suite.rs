@@ -590,7 +590,9 @@ fn document(table: &str) -> String {
          in parallel, then one) made by a bare reqwest client in the bench process, \
          interleaved with the runs. CPU per run is chorus's user + system time \
          (`/proc/PID/stat`) over the runs at that concurrency. Memory per in-flight run is \
-         the peak RSS growth while the runs wait on slow models, divided by their number.\n",
+         the peak RSS growth while the runs wait on slow models, divided by their number. \
+         Instantiate + call is one call of each plugin of the default plugins.toml on a fresh \
+         sandbox, in the bench process, with the models it asks for answering at once.\n",
         kernel_trimmed = kernel.trim(),
     )
 }
