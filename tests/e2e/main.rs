@@ -12,6 +12,7 @@ mod dry_run;
 mod eval;
 mod failures;
 mod first_contact;
+mod fitting;
 mod history;
 mod http;
 mod load;

@@ -16,7 +16,10 @@ pub mod wit;
 pub use chain::{ModelText, describe_failure, fallback_notes, first_success};
 pub use options::{count, no_settings, option_u32, settings};
 pub use reply::{extract_json, extract_list, normalise, similarity};
-pub use shape::{fit, letter, shuffle, side_by_side};
+pub use shape::{
+    CHARS_PER_TOKEN, CUT_MARKER, Fitted, MIN_SHARE_CHARS, Room, TooSmall, fit, letter, shuffle,
+    side_by_side,
+};
 
 #[cfg(test)]
 mod tests;

@@ -65,12 +65,57 @@ fn similarity_is_one_for_the_same_words() {
 
 #[test]
 fn fitting_cuts_only_when_needed_and_says_so() {
-    let (texts, cut) = fit(&["short", "also short"], Some(100_000));
-    assert_eq!((texts.len(), cut), (2, None));
+    let room = |window| Room::new(Some(window), &["instructions", "question"], None);
+    let fitted = fit(&["short", "also short"], room(100_000)).unwrap();
+    assert_eq!((fitted.texts.len(), fitted.cut), (2, None));
     let long = "x".repeat(100_000);
-    let (texts, cut) = fit(&[&long, "tiny"], Some(20_000));
-    assert!(texts[0].len() < 40_000 && texts[1] == "tiny");
-    assert!(cut.unwrap().contains("of 100004 characters"));
+    let fitted = fit(&[&long, "tiny"], room(20_000)).unwrap();
+    assert!(fitted.texts[0].len() < 60_000 && fitted.texts[1] == "tiny");
+    assert!(fitted.texts[0].ends_with(CUT_MARKER));
+    assert!(fitted.cut.unwrap().contains("of 100004 characters"));
+}
+
+#[test]
+fn small_windows_keep_room_for_answers() {
+    // 8,192 tokens used to leave nothing: now a quarter is kept for the reply.
+    let room = Room::new(Some(8_192), &["instructions", "question"], None);
+    let budget = room.budget(5).unwrap();
+    assert!(budget > 15_000, "{budget}");
+    let long = "z".repeat(10_000);
+    let fitted = fit(&[&long, &long, &long, &long, &long], room).unwrap();
+    let kept = fitted.texts[0].chars().count() - CUT_MARKER.chars().count();
+    assert!(kept > 2_900, "each answer keeps {kept} characters");
+}
+
+#[test]
+fn the_question_and_the_reply_count_against_the_window() {
+    let question = "q".repeat(20_000);
+    let without = Room::new(Some(16_000), &[], None).budget(2).unwrap();
+    let with = Room::new(Some(16_000), &[&question], None)
+        .budget(2)
+        .unwrap();
+    assert_eq!(without - with, 20_000);
+    let capped = Room::new(Some(16_000), &[], Some(12_000))
+        .budget(2)
+        .unwrap();
+    assert_eq!(capped, 4_000 * 3 - 80, "max_tokens is reserved as asked");
+}
+
+#[test]
+fn a_window_that_would_leave_stubs_is_refused_not_filled() {
+    let long = "w".repeat(50_000);
+    let texts = [long.as_str(); 5];
+    let room = Room::new(Some(1_000), &["instructions"], None);
+    let error = fit(&texts, room).unwrap_err();
+    assert_eq!(error.window, 1_000);
+    assert!(error.share < MIN_SHARE_CHARS);
+    assert!(
+        error.to_string().contains("context window of 1000 tokens"),
+        "{error}"
+    );
+    // Short answers fit the same window whole.
+    let fitted = fit(&["4", "four", "IV"], room);
+    assert_eq!(fitted.unwrap().cut, None);
 }
 
 #[test]
@@ -149,15 +194,44 @@ mod properties {
         }
 
         #[test]
-        fn fitting_never_grows_past_the_budget(lengths in prop::collection::vec(0usize..50_000, 1..8), window in 9_000u32..40_000) {
+        fn fitting_never_grows_past_the_budget_nor_cuts_to_stubs(
+            lengths in prop::collection::vec(0usize..50_000, 1..8),
+            window in 1_000u32..300_000,
+            overhead in 0usize..20_000,
+            reply in prop::option::of(0u32..20_000),
+        ) {
             let texts: Vec<String> = lengths.iter().map(|&n| "y".repeat(n)).collect();
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let (fitted, cut) = fit(&refs, Some(window));
-            let budget = (u64::from(window) - 8_192) as usize * 3;
-            let marker = "\n[… cut to fit the context window]".chars().count();
-            let total: usize = fitted.iter().map(|t| t.chars().count()).sum();
-            prop_assert!(cut.is_none() || total <= budget + marker * texts.len());
-            prop_assert_eq!(cut.is_none(), lengths.iter().sum::<usize>() <= budget);
+            let room = Room { window: Some(window), overhead_chars: overhead, reply_tokens: reply };
+            let budget = room.budget(refs.len()).unwrap();
+            let fits_whole = lengths.iter().sum::<usize>() <= budget;
+            match fit(&refs, room) {
+                Ok(fitted) => {
+                    let total: usize = fitted.texts.iter().map(|t| t.chars().count()).sum();
+                    prop_assert_eq!(fitted.cut.is_none(), fits_whole);
+                    prop_assert!(fits_whole || total <= budget);
+                    let marker = CUT_MARKER.chars().count();
+                    for (text, &len) in fitted.texts.iter().zip(&lengths) {
+                        let n = text.chars().count();
+                        if text.ends_with(CUT_MARKER) && n - marker < len {
+                            prop_assert!(n - marker >= MIN_SHARE_CHARS);
+                        } else {
+                            prop_assert_eq!(n, len);
+                        }
+                    }
+                }
+                Err(small) => {
+                    prop_assert!(!fits_whole);
+                    prop_assert!(small.share < MIN_SHARE_CHARS);
+                }
+            }
+        }
+
+        #[test]
+        fn the_reply_reserve_grows_with_the_window(window in 1u32..2_000_000) {
+            let reserve = Room::reply_reserve(window, None);
+            prop_assert!(reserve <= u64::from(window) / 4 + 1);
+            prop_assert!(reserve == 8_192 || reserve == u64::from(window) / 4);
         }
     }
 }
@@ -265,10 +339,15 @@ mod guest_helpers {
         ];
         let synthesizers = vec!["first".to_owned(), "second".to_owned()];
         let mut asked = Vec::new();
+        let merge = |synthesizers| guest::Merge {
+            question: "q?",
+            answers: &answers,
+            synthesizers,
+            instructions: "merge",
+            reply_tokens: None,
+        };
         let merged = guest::merge_with(
-            "q?",
-            &answers,
-            &synthesizers,
+            merge(&synthesizers),
             |_| Some(16_000),
             |model, prompt| {
                 asked.push((model.to_owned(), prompt.len()));
@@ -292,14 +371,56 @@ mod guest_helpers {
         assert_eq!(asked.len(), 2);
         assert!(asked[1].1 < 40_000, "the prompt was cut to fit");
 
-        let failed = guest::merge_with(
-            "q?",
-            &answers,
-            &synthesizers,
-            |_| None,
-            |_, _| Err("no".into()),
-        );
+        let failed = guest::merge_with(merge(&synthesizers), |_| None, |_, _| Err("no".into()));
         assert_eq!(failed.unwrap_err().len(), 2, "every error is kept");
+    }
+
+    #[test]
+    fn a_window_too_small_for_the_answers_falls_over_to_a_bigger_one() {
+        let answers = vec![
+            ("A".to_owned(), "x".repeat(30_000)),
+            ("B".to_owned(), "y".repeat(30_000)),
+        ];
+        let synthesizers = vec!["small".to_owned(), "big".to_owned()];
+        let windows = |model: &str| Some(if model == "small" { 400 } else { 64_000 });
+        let mut asked = Vec::new();
+        let merge = guest::Merge {
+            question: "q?",
+            answers: &answers,
+            synthesizers: &synthesizers,
+            instructions: "merge",
+            reply_tokens: None,
+        };
+        let merged = guest::merge_with(merge, windows, |model, prompt| {
+            asked.push(model.to_owned());
+            assert!(prompt.contains(&"x".repeat(29_000)), "big reads nearly all");
+            Ok("merged".into())
+        })
+        .unwrap();
+        assert_eq!(asked, ["big"], "the small window is never sent stubs");
+        assert!(
+            merged.notes[0].starts_with(
+                "Synthesizer small failed (too small for the answers: its context window of 400 tokens"
+            ),
+            "{:?}",
+            merged.notes
+        );
+
+        // No window big enough: no merge at all, and every reason kept.
+        let only_small = vec!["small".to_owned()];
+        let failed = guest::merge_with(
+            guest::Merge {
+                synthesizers: &only_small,
+                ..merge
+            },
+            windows,
+            |_, _| panic!("never asked"),
+        )
+        .unwrap_err();
+        assert!(
+            failed[0].1.contains("under the 600 a merge needs"),
+            "{failed:?}"
+        );
     }
 
     #[test]
