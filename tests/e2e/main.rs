@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod analysis;
 mod cancel;
 mod catalog;
 mod cli;

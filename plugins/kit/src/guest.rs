@@ -149,6 +149,7 @@ pub fn merge(
             answers,
             synthesizers,
             instructions,
+            context: "",
             reply_tokens: sampling.max_tokens,
         },
         context_window,
@@ -159,14 +160,16 @@ pub fn merge(
     )
 }
 
-/// What a merge sends: the question, the answers under their headings,
-/// the instructions (the system prompt) and the reply's token cap.
+/// What a merge sends: the question, then `context` when not empty (an
+/// analysis of the answers, say), the answers under their headings; the
+/// instructions (the system prompt) and the reply's token cap.
 #[derive(Debug, Clone, Copy)]
 pub struct Merge<'a> {
     pub question: &'a str,
     pub answers: &'a [(String, String)],
     pub synthesizers: &'a [String],
     pub instructions: &'a str,
+    pub context: &'a str,
     pub reply_tokens: Option<u32>,
 }
 
@@ -184,13 +187,14 @@ pub fn merge_with(
         answers,
         synthesizers,
         instructions,
+        context,
         reply_tokens,
     } = merge;
     let mut cut_note = None;
     let (found, errors) = crate::first_success(synthesizers, |model| {
         let texts: Vec<&str> = answers.iter().map(|(_, t)| t.as_str()).collect();
         let headings: Vec<&str> = answers.iter().map(|(h, _)| h.as_str()).collect();
-        let mut parts = vec![instructions, question, MERGE_CLOSING];
+        let mut parts = vec![instructions, question, context, MERGE_CLOSING];
         parts.extend(headings);
         let room = crate::Room::new(window(model), &parts, reply_tokens);
         let fitted = crate::fit(&texts, room)
@@ -199,6 +203,10 @@ pub fn merge_with(
             .cut
             .map(|c| format!("To fit {model}'s context window, {c}."));
         let mut prompt = format!("Question:\n{question}\n\n");
+        if !context.is_empty() {
+            prompt.push_str(context.trim());
+            prompt.push_str("\n\n");
+        }
         for ((heading, _), text) in answers.iter().zip(&fitted.texts) {
             prompt.push_str(&format!("--- {heading} ---\n{}\n\n", text.trim()));
         }

@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::Value;
 
 #[test]
 fn lists_come_from_json_anywhere_or_from_numbered_lines() {
@@ -26,6 +27,24 @@ fn json_is_found_inside_prose() {
         Some(serde_json::json!({"A": 3, "B": 9}))
     );
     assert_eq!(extract_json("no json {here"), None);
+}
+
+#[test]
+fn objects_are_read_leniently_or_not_at_all() {
+    let fenced = "Here you go:\n```json\n{\"consensus\": [\"x\"]}\n```\nHope it helps.";
+    assert_eq!(extract_object(fenced).unwrap()["consensus"][0], "x");
+    let loose = "{'consensus': ['it\\'s \"fine\"', 'b',], 'sure': True, 'none': None,}";
+    let object = extract_object(loose).unwrap();
+    assert_eq!(object["consensus"][0], "it's \"fine\"");
+    assert_eq!(object["consensus"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        (object["sure"].clone(), object["none"].clone()),
+        (true.into(), Value::Null)
+    );
+    // An array before the object is not the object.
+    assert_eq!(extract_object("[1, 2] then {\"a\": 1}").unwrap()["a"], 1);
+    assert_eq!(extract_object("The answers mostly agree."), None);
+    assert_eq!(extract_object("{'cut off': ['a', "), None);
 }
 
 #[test]
@@ -165,6 +184,19 @@ mod properties {
             let _ = normalise(&text);
             let s = similarity(&text, "some reference answer");
             prop_assert!((0.0..=1.0).contains(&s));
+        }
+
+        #[test]
+        fn lenient_objects_take_any_text(text in "[{}\\[\\]'\",:a-zA-Z0-9 \\\\]{0,400}") {
+            let _ = extract_object(&text);
+        }
+
+        #[test]
+        fn strict_objects_read_the_same_leniently(keys in prop::collection::vec("[a-z' ]{1,8}", 0..5)) {
+            let object: serde_json::Map<String, serde_json::Value> =
+                keys.iter().map(|k| (k.clone(), serde_json::Value::String(format!("{k}'s"))) ).collect();
+            let text = format!("Prose with an apostrophe's quote. {}", serde_json::Value::Object(object.clone()));
+            prop_assert_eq!(extract_object(&text), Some(object));
         }
 
         #[test]
@@ -344,6 +376,7 @@ mod guest_helpers {
             answers: &answers,
             synthesizers,
             instructions: "merge",
+            context: "",
             reply_tokens: None,
         };
         let merged = guest::merge_with(
@@ -389,6 +422,7 @@ mod guest_helpers {
             answers: &answers,
             synthesizers: &synthesizers,
             instructions: "merge",
+            context: "",
             reply_tokens: None,
         };
         let merged = guest::merge_with(merge, windows, |model, prompt| {
@@ -457,5 +491,112 @@ mod guest_helpers {
         assert!(crate::no_settings("").is_ok());
         let error = crate::no_settings(r#"{"x": 1}"#).unwrap_err();
         assert!(error.contains("unknown field `x`"), "{error}");
+    }
+}
+
+mod analysis_replies {
+    use crate::analysis::{self, Holder, Reading};
+
+    fn labels() -> Vec<String> {
+        ["A", "B", "C"].map(String::from).to_vec()
+    }
+
+    fn holders() -> Vec<Holder> {
+        ["m1", "m2", "m3"]
+            .iter()
+            .enumerate()
+            .map(|(i, m)| Holder {
+                label: crate::letter(i),
+                model: (*m).to_owned(),
+                call: Some(i as u32 + 1),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_full_analysis_names_who_holds_each_side() {
+        let reply = r#"Sure. ```json
+{"consensus": ["water boils at 100 C at sea level"],
+ "disagreements": [{"point": "boiling point on Everest",
+   "sides": [{"position": "about 70 C", "held_by": ["A", "C"]}, {"position": "about 90 C", "held_by": "B"}]}],
+ "unique_insights": [{"insight": "pressure cookers raise it", "held_by": ["Answer C"]}],
+ "likely_errors": [{"error": "90 C is too high for 8,849 m", "held_by": ["B"]}],
+ "blind_spots": ["humidity"],
+ "confidence": {"level": "high", "score": 0.8, "why": "physics is settled"}}
+```"#;
+        let Reading::Parsed(a) = analysis::read(reply, &labels()) else {
+            panic!("parsed")
+        };
+        assert_eq!(a.disagreements[0].sides[0].held_by, [0, 2]);
+        assert_eq!(a.disagreements[0].sides[1].held_by, [1]);
+        assert_eq!(a.unique_insights[0].held_by, [2]);
+        assert!(a.missing.is_empty());
+        let reading = Reading::Parsed(a);
+        let notes = reading.notes("judge", &holders());
+        assert_eq!(notes[0], "Confidence: high (0.80) — physics is settled.");
+        assert!(notes.contains(
+            &"Disagreement: boiling point on Everest — \"about 70 C\" (m1, m3) vs \"about 90 C\" (m2)"
+                .to_owned()
+        ), "{notes:?}");
+        let details = reading.details(&holders());
+        assert_eq!(
+            details["disagreements"][0]["sides"][1]["held_by"][0],
+            serde_json::json!({"answer": "B", "model": "m2", "call": 2})
+        );
+        assert!(
+            reading
+                .brief(&labels())
+                .contains("\"about 70 C\" (A, C) vs")
+        );
+    }
+
+    #[test]
+    fn loose_replies_default_what_they_lack() {
+        let reply = "{'Consensus': 'all say 4', 'confidence': 'Medium - they agree', 'contradictions': [],}";
+        let Reading::Parsed(a) = analysis::read(reply, &labels()) else {
+            panic!("parsed")
+        };
+        assert_eq!(a.consensus, ["all say 4"]);
+        assert_eq!(a.confidence.as_ref().unwrap().level, "medium");
+        assert_eq!(
+            a.missing,
+            ["unique_insights", "likely_errors", "blind_spots"]
+        );
+        let notes = Reading::Parsed(a).notes("x", &holders());
+        assert!(
+            notes
+                .last()
+                .unwrap()
+                .contains("left out unique insights, likely errors, blind spots")
+        );
+        // A percentage, and a bare number.
+        let Reading::Parsed(p) = analysis::read(r#"{"confidence": 85}"#, &labels()) else {
+            panic!()
+        };
+        assert_eq!(p.confidence.unwrap().level, "high");
+    }
+
+    #[test]
+    fn a_reply_without_an_analysis_is_free_text() {
+        let prose = "The answers mostly agree; B is off.";
+        assert_eq!(
+            analysis::read(prose, &labels()),
+            Reading::FreeText(prose.to_owned())
+        );
+        // JSON, but not an analysis.
+        assert!(matches!(
+            analysis::read(r#"{"answer": 4}"#, &labels()),
+            Reading::FreeText(_)
+        ));
+        let notes = analysis::read(prose, &labels()).notes("x", &holders());
+        assert!(notes[0].contains("used as free text"), "{notes:?}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_reply_reads_without_panicking(reply in "\\PC{0,400}") {
+            let reading = analysis::read(&reply, &labels());
+            let _ = (reading.brief(&labels()), reading.notes("x", &holders()), reading.details(&holders()));
+        }
     }
 }
