@@ -166,7 +166,7 @@ async fn a_broken_config_names_the_file_and_the_key() {
         ),
         (
             good.replace("builtin = \"passthrough\"", "builtin = \"passthru\""),
-            "no built-in plugin `passthru` (built in: cheapest, council, debate,",
+            "no built-in plugin `passthru` (built in: analysis, cheapest, council, debate,",
         ),
     ];
     for (text, expected) in cases {
