@@ -166,7 +166,7 @@ async fn a_broken_config_names_the_file_and_the_key() {
         ),
         (
             good.replace("builtin = \"passthrough\"", "builtin = \"passthru\""),
-            "no built-in plugin `passthru` (built in: cascade, cascade-first, cheapest, council,",
+            "no built-in plugin `passthru` (built in: analysis, cascade, cascade-first, cheapest, council,",
         ),
     ];
     for (text, expected) in cases {
@@ -220,8 +220,8 @@ async fn serve_uses_chorus_config_or_the_builtin_default_from_any_directory() {
     builtin.current_dir(elsewhere.path());
     let builtin_tools = tool_names(builtin).await;
     for pipeline in [
-        "ask", "heavy", "moa", "vote", "best-of", "council", "debate", "self-moa", "routed",
-        "cheap",
+        "ask", "heavy", "moa", "vote", "best-of", "council", "debate", "analysis", "self-moa",
+        "routed", "cheap",
     ] {
         assert!(
             builtin_tools.contains(&pipeline.to_owned()),

@@ -5,6 +5,7 @@
 mod support;
 
 mod adaptive;
+mod analysis;
 mod cancel;
 mod catalog;
 mod cli;
@@ -13,6 +14,7 @@ mod dry_run;
 mod eval;
 mod failures;
 mod first_contact;
+mod fitting;
 mod history;
 mod http;
 mod load;

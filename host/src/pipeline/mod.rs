@@ -7,6 +7,7 @@ mod budget;
 mod context;
 pub mod events;
 pub mod follow_up;
+mod handoff;
 pub mod options;
 pub mod resynthesize;
 mod stragglers;
@@ -371,20 +372,46 @@ impl Runner {
         let completions = context.fan_out("fan-out", prompts.requests).await;
 
         context.emit(Event::Stage(Stage::Synthesize));
-        let mut answer = match synthesizer
-            .synthesize(host(), request, &plan, &completions)
-            .await
-        {
-            Ok(answer) => answer,
-            // The answers are paid for: a merge that fails returns them.
-            Err(error) => side_by_side(&completions, &error).ok_or(error)?,
-        };
+        let limit = self.copy_limit(synthesizer, &plan, &completions);
+        let mut answer =
+            match handoff::synthesize(synthesizer, host(), request, &plan, &completions, limit)
+                .await
+            {
+                Ok(answer) => answer,
+                // The answers are paid for: a merge that fails returns them.
+                Err(error) => side_by_side(&completions, &error).ok_or(error)?,
+            };
 
         let mut notes = plan.notes.clone();
         notes.extend(prompts.notes);
         notes.append(&mut answer.notes);
         answer.notes = notes;
         Ok((answer, completions))
+    }
+
+    /// The most of each answer `synthesizer` is handed (see `handoff`):
+    /// what the largest window among the run's models could hold, within
+    /// the plugin's memory cap.
+    fn copy_limit(
+        &self,
+        synthesizer: &Plugin,
+        plan: &Plan,
+        completions: &[Completion],
+    ) -> handoff::CopyLimit {
+        let models: Vec<&str> = plan
+            .panel
+            .iter()
+            .map(|s| s.model.as_str())
+            .chain(plan.synthesizers.iter().map(String::as_str))
+            .chain(completions.iter().map(|c| c.model.as_str()))
+            .collect();
+        let answers = completions.iter().filter(|c| c.outcome.is_ok()).count();
+        handoff::CopyLimit::new(
+            &models,
+            |m| self.llm.model(m).and_then(|i| i.context_window),
+            synthesizer.max_memory_mib(),
+            answers,
+        )
     }
 
     fn plugin(&self, name: &str) -> &Plugin {

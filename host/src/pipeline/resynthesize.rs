@@ -103,10 +103,16 @@ impl Runner {
         context.emit(Event::Stage(Stage::Synthesize));
         let host = context.clone() as Arc<dyn crate::plugins::HostServices>;
         let synthesize = async {
-            let answer = merge
-                .synthesizer
-                .synthesize(host, &request, &plan, &completions)
-                .await?;
+            let limit = self.copy_limit(merge.synthesizer, &plan, &completions);
+            let answer = super::handoff::synthesize(
+                merge.synthesizer,
+                host,
+                &request,
+                &plan,
+                &completions,
+                limit,
+            )
+            .await?;
             Ok::<_, RunError>(checked(
                 &merge.synthesizer.name,
                 answer,

@@ -130,6 +130,11 @@ impl Plugin {
         self.answer(answer, completions)
     }
 
+    /// The memory cap of one call, in MiB (`max_memory_mib`).
+    pub fn max_memory_mib(&self) -> u32 {
+        self.limits.max_memory_mib
+    }
+
     /// Runs the plugin's `validate-settings` (0.2 on) outside any run.
     pub async fn validate_settings(&self) -> Result<(), PluginError> {
         let mut call = self.begin(Arc::new(NoRun)).await?;

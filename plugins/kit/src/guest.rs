@@ -133,8 +133,9 @@ pub struct Merged {
 }
 
 /// Merges `answers` (heading, text) with the first of `synthesizers` that
-/// succeeds, fitting them to its context window. `Err` carries every
-/// synthesizer's own error.
+/// succeeds, fitting them to its context window; a synthesizer whose
+/// window would cut the answers to stubs is skipped for the next.
+/// `Err` carries every synthesizer's own error.
 pub fn merge(
     question: &str,
     answers: &[(String, String)],
@@ -143,9 +144,14 @@ pub fn merge(
     sampling: Sampling,
 ) -> Result<Merged, Vec<(String, String)>> {
     merge_with(
-        question,
-        answers,
-        synthesizers,
+        Merge {
+            question,
+            answers,
+            synthesizers,
+            instructions,
+            context: "",
+            reply_tokens: sampling.max_tokens,
+        },
         context_window,
         |model, prompt| {
             host::progress(&format!("merging {} answers with {model}", answers.len()));
@@ -154,25 +160,57 @@ pub fn merge(
     )
 }
 
+/// What a merge sends: the question, then `context` when not empty (an
+/// analysis of the answers, say), the answers under their headings; the
+/// instructions (the system prompt) and the reply's token cap.
+#[derive(Debug, Clone, Copy)]
+pub struct Merge<'a> {
+    pub question: &'a str,
+    pub answers: &'a [(String, String)],
+    pub synthesizers: &'a [String],
+    pub instructions: &'a str,
+    pub context: &'a str,
+    pub reply_tokens: Option<u32>,
+}
+
+const MERGE_CLOSING: &str = "Write the best answer to the question.";
+
 /// `merge` with the context windows and the model call given: `ask(model,
 /// prompt)` returns the model's text or its error.
 pub fn merge_with(
-    question: &str,
-    answers: &[(String, String)],
-    synthesizers: &[String],
+    merge: Merge<'_>,
     window: impl Fn(&str) -> Option<u32>,
     mut ask: impl FnMut(&str, &str) -> Result<String, String>,
 ) -> Result<Merged, Vec<(String, String)>> {
+    let Merge {
+        question,
+        answers,
+        synthesizers,
+        instructions,
+        context,
+        reply_tokens,
+    } = merge;
     let mut cut_note = None;
     let (found, errors) = crate::first_success(synthesizers, |model| {
         let texts: Vec<&str> = answers.iter().map(|(_, t)| t.as_str()).collect();
-        let (texts, cut) = crate::fit(&texts, window(model));
-        cut_note = cut.map(|c| format!("To fit {model}'s context window, {c}."));
+        let headings: Vec<&str> = answers.iter().map(|(h, _)| h.as_str()).collect();
+        let mut parts = vec![instructions, question, context, MERGE_CLOSING];
+        parts.extend(headings);
+        let room = crate::Room::new(window(model), &parts, reply_tokens);
+        let fitted = crate::fit(&texts, room)
+            .map_err(|small| format!("too small for the answers: {small}"))?;
+        cut_note = fitted
+            .cut
+            .map(|c| format!("To fit {model}'s context window, {c}."));
         let mut prompt = format!("Question:\n{question}\n\n");
-        for ((heading, _), text) in answers.iter().zip(&texts) {
+        if !context.is_empty() {
+            prompt.push_str(context.trim());
+            prompt.push_str("\n\n");
+        }
+        for ((heading, _), text) in answers.iter().zip(&fitted.texts) {
             prompt.push_str(&format!("--- {heading} ---\n{}\n\n", text.trim()));
         }
-        prompt.push_str("Write the best answer to the question.");
+        prompt.push_str(MERGE_CLOSING);
         ask(model, &prompt)
     });
     match found {
@@ -183,6 +221,22 @@ pub fn merge_with(
         }
         None => Err(errors),
     }
+}
+
+/// `texts` fitted to `model`'s context window, sent along with `parts`
+/// (system prompt, question, instructions) and a reply of at most
+/// `reply_tokens`: for strategies that show answers to several models
+/// (judges, rankers, debaters), each with its own window.
+pub fn fit_for(
+    model: &str,
+    texts: &[&str],
+    parts: &[&str],
+    reply_tokens: Option<u32>,
+) -> Result<crate::Fitted, crate::TooSmall> {
+    crate::fit(
+        texts,
+        crate::Room::new(context_window(model), parts, reply_tokens),
+    )
 }
 
 /// A plan of model ids with default sampling; the synthesizers default to

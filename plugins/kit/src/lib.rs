@@ -7,6 +7,7 @@
 //! returns `None` rather than guessing when it finds nothing usable.
 
 pub mod adaptive;
+pub mod analysis;
 mod chain;
 pub mod guest;
 mod options;
@@ -16,8 +17,11 @@ pub mod wit;
 
 pub use chain::{ModelText, describe_failure, fallback_notes, first_success};
 pub use options::{count, no_settings, option_u32, settings};
-pub use reply::{extract_json, extract_list, normalise, similarity};
-pub use shape::{fit, letter, shuffle, side_by_side};
+pub use reply::{extract_json, extract_list, extract_object, normalise, similarity};
+pub use shape::{
+    CHARS_PER_TOKEN, CUT_MARKER, Fitted, MIN_SHARE_CHARS, Room, TooSmall, fit, letter, shuffle,
+    side_by_side,
+};
 
 #[cfg(test)]
 mod tests;

@@ -25,6 +25,97 @@ pub fn extract_json(text: &str) -> Option<Value> {
         })
 }
 
+/// The first JSON object in `text`, read leniently: inside prose or a code
+/// fence, and — when strict JSON finds none — with single-quoted strings,
+/// trailing commas and Python's `True`/`False`/`None` accepted. `None`
+/// when there is no object at all (the reply is free text).
+pub fn extract_object(text: &str) -> Option<serde_json::Map<String, Value>> {
+    let first = |text: &str| {
+        text.char_indices()
+            .filter(|(_, c)| *c == '{')
+            .take(JSON_STARTS)
+            .find_map(|(start, _)| {
+                match serde_json::Deserializer::from_str(&text[start..])
+                    .into_iter::<Value>()
+                    .next()?
+                    .ok()?
+                {
+                    Value::Object(map) => Some(map),
+                    _ => None,
+                }
+            })
+    };
+    first(text).or_else(|| {
+        let start = text.find('{')?;
+        first(&relax(&text[start..]))
+    })
+}
+
+/// JSON as models loosely write it, made strict: 'single' -> "double"
+/// quoted strings, trailing commas dropped, True/False/None -> JSON.
+fn relax(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                out.push('"');
+                while let Some(c) = chars.next() {
+                    out.push(c);
+                    match c {
+                        '\\' => out.extend(chars.next()),
+                        '"' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '\'' => {
+                out.push('"');
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => match chars.next() {
+                            Some('\'') => out.push('\''),
+                            Some(next) => {
+                                out.push('\\');
+                                out.push(next);
+                            }
+                            None => {}
+                        },
+                        '"' => out.push_str("\\\""),
+                        '\'' => break,
+                        c => out.push(c),
+                    }
+                }
+                out.push('"');
+            }
+            ',' => {
+                let rest = chars.clone().find(|c| !c.is_whitespace());
+                if !matches!(rest, Some('}' | ']')) {
+                    out.push(',');
+                }
+            }
+            c if c.is_alphabetic() => {
+                let mut word = String::from(c);
+                while let Some(&next) = chars.peek() {
+                    if !next.is_alphanumeric() && next != '_' {
+                        break;
+                    }
+                    word.push(next);
+                    chars.next();
+                }
+                out.push_str(match word.as_str() {
+                    "True" => "true",
+                    "False" => "false",
+                    "None" => "null",
+                    other => other,
+                });
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// A list of items from a reply: a JSON array of strings (or of objects
 /// with a `question` field), else a numbered or bulleted list.
 pub fn extract_list(text: &str) -> Vec<String> {

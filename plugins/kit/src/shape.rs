@@ -36,44 +36,158 @@ pub fn letter(i: usize) -> String {
     }
 }
 
-/// Characters per token we assume when we cannot tokenize: deliberately low.
-const CHARS_PER_TOKEN: u64 = 3;
-/// Tokens kept free for the instructions, the question and the reply.
-const RESERVED_TOKENS: u64 = 8_192;
+/// Characters per token we assume when we cannot tokenize: deliberately
+/// low, so a fitted prompt errs on the side of fitting.
+pub const CHARS_PER_TOKEN: u64 = 3;
+/// The share of a window kept for the reply when the request sets no
+/// `max_tokens` (a quarter), and the most kept that way.
+const REPLY_SHARE_DIVISOR: u64 = 4;
+const MAX_REPLY_RESERVE: u64 = 8_192;
+/// Characters counted for each text's heading ("--- Answer 3 ---").
+const FRAMING_CHARS: usize = 40;
+/// Below this many characters per answer, a merge would rest on stubs: the
+/// model is skipped (the next, bigger one is tried) rather than fed them.
+pub const MIN_SHARE_CHARS: usize = 600;
+/// What ends a text that was cut; counted in the budget.
+pub const CUT_MARKER: &str = "\n[… cut to fit the context window]";
 
-/// Cuts texts to a common length when together they would not fit a
-/// context window. Returns them and, if anything was cut, a sentence
-/// saying how much.
-pub fn fit(texts: &[&str], context_window: Option<u32>) -> (Vec<String>, Option<String>) {
-    let whole = || texts.iter().map(|t| (*t).to_owned()).collect();
-    let Some(window) = context_window else {
-        return (whole(), None);
-    };
-    let budget = (u64::from(window).saturating_sub(RESERVED_TOKENS) * CHARS_PER_TOKEN) as usize;
-    let total: usize = texts.iter().map(|t| t.chars().count()).sum();
-    if total <= budget {
-        return (whole(), None);
+/// The room a prompt has for the texts it carries: the model's window, less
+/// the reply, the instructions, the question and the headings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Room {
+    /// The model's context window in tokens; `None` when unknown (nothing
+    /// is cut).
+    pub window: Option<u32>,
+    /// Characters of the prompt besides the texts: instructions, question.
+    pub overhead_chars: usize,
+    /// Tokens the reply may use, when the request says (`max_tokens`).
+    pub reply_tokens: Option<u32>,
+}
+
+impl Room {
+    /// The room in `window` for texts sent along with `parts` (system
+    /// prompt, question, closing instruction) and a reply of at most
+    /// `reply_tokens`.
+    pub fn new(window: Option<u32>, parts: &[&str], reply_tokens: Option<u32>) -> Self {
+        Self {
+            window,
+            overhead_chars: parts.iter().map(|p| p.chars().count()).sum(),
+            reply_tokens,
+        }
     }
-    let share = budget / texts.len().max(1);
-    let fitted = texts
+
+    /// Tokens kept for the reply: `max_tokens` when set, else a quarter
+    /// of the window up to 8,192 — a small window is not eaten whole.
+    pub fn reply_reserve(window: u32, reply_tokens: Option<u32>) -> u64 {
+        reply_tokens.map_or_else(
+            || (u64::from(window) / REPLY_SHARE_DIVISOR).min(MAX_REPLY_RESERVE),
+            u64::from,
+        )
+    }
+
+    /// Characters `n` texts may take together; `None` when unbounded.
+    pub fn budget(&self, n: usize) -> Option<usize> {
+        let window = self.window?;
+        let reply = Self::reply_reserve(window, self.reply_tokens);
+        let chars = u64::from(window).saturating_sub(reply) * CHARS_PER_TOKEN;
+        let chars = usize::try_from(chars).unwrap_or(usize::MAX);
+        Some(chars.saturating_sub(self.overhead_chars + FRAMING_CHARS * n))
+    }
+}
+
+/// Texts fitted to a room, and what was cut, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fitted {
+    pub texts: Vec<String>,
+    /// "the answers were cut to K of N characters", when anything was.
+    pub cut: Option<String>,
+}
+
+/// A room too small to be worth filling: each text would keep `share`
+/// characters, under `MIN_SHARE_CHARS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooSmall {
+    pub window: u32,
+    pub share: usize,
+}
+
+impl std::fmt::Display for TooSmall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "its context window of {} tokens leaves {} characters per answer once the \
+             instructions, the question and the reply are counted, under the {} a merge needs",
+            self.window, self.share, MIN_SHARE_CHARS
+        )
+    }
+}
+
+/// Fits `texts` to `room`. Short texts stay whole and the long ones share
+/// what is left equally (each cut to the same length, marked). `Err` when
+/// a text would have to be cut below `MIN_SHARE_CHARS`: better another
+/// model, or no merge, than a merge of stubs.
+pub fn fit(texts: &[&str], room: Room) -> Result<Fitted, TooSmall> {
+    let whole = || Fitted {
+        texts: texts.iter().map(|t| (*t).to_owned()).collect(),
+        cut: None,
+    };
+    let Some(budget) = room.budget(texts.len()) else {
+        return Ok(whole());
+    };
+    let lengths: Vec<usize> = texts.iter().map(|t| t.chars().count()).collect();
+    let total: usize = lengths.iter().sum();
+    if total <= budget {
+        return Ok(whole());
+    }
+    let cap = common_cap(&lengths, budget);
+    let marker = CUT_MARKER.chars().count();
+    if cap < MIN_SHARE_CHARS + marker {
+        return Err(TooSmall {
+            window: room.window.unwrap_or(0),
+            share: cap.saturating_sub(marker),
+        });
+    }
+    let keep = cap - marker;
+    let texts = texts
         .iter()
-        .map(|t| {
-            if t.chars().count() <= share {
+        .zip(&lengths)
+        .map(|(t, &len)| {
+            if len <= cap {
                 (*t).to_owned()
             } else {
-                let mut cut: String = t.chars().take(share).collect();
-                cut.push_str("\n[… cut to fit the context window]");
+                let mut cut: String = t.chars().take(keep).collect();
+                cut.push_str(CUT_MARKER);
                 cut
             }
         })
         .collect();
-    let kept: usize = texts.iter().map(|t| t.chars().count().min(share)).sum();
-    (
-        fitted,
-        Some(format!(
+    let kept: usize = lengths
+        .iter()
+        .map(|&len| if len <= cap { len } else { keep })
+        .sum();
+    Ok(Fitted {
+        texts,
+        cut: Some(format!(
             "the answers were cut to {kept} of {total} characters"
         )),
-    )
+    })
+}
+
+/// The largest length `cap` such that the texts, each cut to at most
+/// `cap`, take at most `budget` together (texts shorter than `cap` keep
+/// what they have, and leave the rest to the longer ones).
+fn common_cap(lengths: &[usize], budget: usize) -> usize {
+    let mut sorted = lengths.to_vec();
+    sorted.sort_unstable();
+    let mut left = budget;
+    for (i, &len) in sorted.iter().enumerate() {
+        let sharing = sorted.len() - i;
+        if len.saturating_mul(sharing) > left {
+            return left / sharing;
+        }
+        left -= len;
+    }
+    usize::MAX
 }
 
 /// Answers side by side under their models' names: what a result carries

@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::Value;
 
 #[test]
 fn lists_come_from_json_anywhere_or_from_numbered_lines() {
@@ -26,6 +27,24 @@ fn json_is_found_inside_prose() {
         Some(serde_json::json!({"A": 3, "B": 9}))
     );
     assert_eq!(extract_json("no json {here"), None);
+}
+
+#[test]
+fn objects_are_read_leniently_or_not_at_all() {
+    let fenced = "Here you go:\n```json\n{\"consensus\": [\"x\"]}\n```\nHope it helps.";
+    assert_eq!(extract_object(fenced).unwrap()["consensus"][0], "x");
+    let loose = "{'consensus': ['it\\'s \"fine\"', 'b',], 'sure': True, 'none': None,}";
+    let object = extract_object(loose).unwrap();
+    assert_eq!(object["consensus"][0], "it's \"fine\"");
+    assert_eq!(object["consensus"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        (object["sure"].clone(), object["none"].clone()),
+        (true.into(), Value::Null)
+    );
+    // An array before the object is not the object.
+    assert_eq!(extract_object("[1, 2] then {\"a\": 1}").unwrap()["a"], 1);
+    assert_eq!(extract_object("The answers mostly agree."), None);
+    assert_eq!(extract_object("{'cut off': ['a', "), None);
 }
 
 #[test]
@@ -65,12 +84,57 @@ fn similarity_is_one_for_the_same_words() {
 
 #[test]
 fn fitting_cuts_only_when_needed_and_says_so() {
-    let (texts, cut) = fit(&["short", "also short"], Some(100_000));
-    assert_eq!((texts.len(), cut), (2, None));
+    let room = |window| Room::new(Some(window), &["instructions", "question"], None);
+    let fitted = fit(&["short", "also short"], room(100_000)).unwrap();
+    assert_eq!((fitted.texts.len(), fitted.cut), (2, None));
     let long = "x".repeat(100_000);
-    let (texts, cut) = fit(&[&long, "tiny"], Some(20_000));
-    assert!(texts[0].len() < 40_000 && texts[1] == "tiny");
-    assert!(cut.unwrap().contains("of 100004 characters"));
+    let fitted = fit(&[&long, "tiny"], room(20_000)).unwrap();
+    assert!(fitted.texts[0].len() < 60_000 && fitted.texts[1] == "tiny");
+    assert!(fitted.texts[0].ends_with(CUT_MARKER));
+    assert!(fitted.cut.unwrap().contains("of 100004 characters"));
+}
+
+#[test]
+fn small_windows_keep_room_for_answers() {
+    // 8,192 tokens used to leave nothing: now a quarter is kept for the reply.
+    let room = Room::new(Some(8_192), &["instructions", "question"], None);
+    let budget = room.budget(5).unwrap();
+    assert!(budget > 15_000, "{budget}");
+    let long = "z".repeat(10_000);
+    let fitted = fit(&[&long, &long, &long, &long, &long], room).unwrap();
+    let kept = fitted.texts[0].chars().count() - CUT_MARKER.chars().count();
+    assert!(kept > 2_900, "each answer keeps {kept} characters");
+}
+
+#[test]
+fn the_question_and_the_reply_count_against_the_window() {
+    let question = "q".repeat(20_000);
+    let without = Room::new(Some(16_000), &[], None).budget(2).unwrap();
+    let with = Room::new(Some(16_000), &[&question], None)
+        .budget(2)
+        .unwrap();
+    assert_eq!(without - with, 20_000);
+    let capped = Room::new(Some(16_000), &[], Some(12_000))
+        .budget(2)
+        .unwrap();
+    assert_eq!(capped, 4_000 * 3 - 80, "max_tokens is reserved as asked");
+}
+
+#[test]
+fn a_window_that_would_leave_stubs_is_refused_not_filled() {
+    let long = "w".repeat(50_000);
+    let texts = [long.as_str(); 5];
+    let room = Room::new(Some(1_000), &["instructions"], None);
+    let error = fit(&texts, room).unwrap_err();
+    assert_eq!(error.window, 1_000);
+    assert!(error.share < MIN_SHARE_CHARS);
+    assert!(
+        error.to_string().contains("context window of 1000 tokens"),
+        "{error}"
+    );
+    // Short answers fit the same window whole.
+    let fitted = fit(&["4", "four", "IV"], room);
+    assert_eq!(fitted.unwrap().cut, None);
 }
 
 #[test]
@@ -123,6 +187,19 @@ mod properties {
         }
 
         #[test]
+        fn lenient_objects_take_any_text(text in "[{}\\[\\]'\",:a-zA-Z0-9 \\\\]{0,400}") {
+            let _ = extract_object(&text);
+        }
+
+        #[test]
+        fn strict_objects_read_the_same_leniently(keys in prop::collection::vec("[a-z' ]{1,8}", 0..5)) {
+            let object: serde_json::Map<String, serde_json::Value> =
+                keys.iter().map(|k| (k.clone(), serde_json::Value::String(format!("{k}'s"))) ).collect();
+            let text = format!("Prose with an apostrophe's quote. {}", serde_json::Value::Object(object.clone()));
+            prop_assert_eq!(extract_object(&text), Some(object));
+        }
+
+        #[test]
         fn bracket_storms_stay_cheap(text in "[\\[\\]{}\"a:,0-9 ]{0,2000}") {
             let _ = extract_json(&text);
             let _ = extract_list(&text);
@@ -149,15 +226,44 @@ mod properties {
         }
 
         #[test]
-        fn fitting_never_grows_past_the_budget(lengths in prop::collection::vec(0usize..50_000, 1..8), window in 9_000u32..40_000) {
+        fn fitting_never_grows_past_the_budget_nor_cuts_to_stubs(
+            lengths in prop::collection::vec(0usize..50_000, 1..8),
+            window in 1_000u32..300_000,
+            overhead in 0usize..20_000,
+            reply in prop::option::of(0u32..20_000),
+        ) {
             let texts: Vec<String> = lengths.iter().map(|&n| "y".repeat(n)).collect();
             let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let (fitted, cut) = fit(&refs, Some(window));
-            let budget = (u64::from(window) - 8_192) as usize * 3;
-            let marker = "\n[… cut to fit the context window]".chars().count();
-            let total: usize = fitted.iter().map(|t| t.chars().count()).sum();
-            prop_assert!(cut.is_none() || total <= budget + marker * texts.len());
-            prop_assert_eq!(cut.is_none(), lengths.iter().sum::<usize>() <= budget);
+            let room = Room { window: Some(window), overhead_chars: overhead, reply_tokens: reply };
+            let budget = room.budget(refs.len()).unwrap();
+            let fits_whole = lengths.iter().sum::<usize>() <= budget;
+            match fit(&refs, room) {
+                Ok(fitted) => {
+                    let total: usize = fitted.texts.iter().map(|t| t.chars().count()).sum();
+                    prop_assert_eq!(fitted.cut.is_none(), fits_whole);
+                    prop_assert!(fits_whole || total <= budget);
+                    let marker = CUT_MARKER.chars().count();
+                    for (text, &len) in fitted.texts.iter().zip(&lengths) {
+                        let n = text.chars().count();
+                        if text.ends_with(CUT_MARKER) && n - marker < len {
+                            prop_assert!(n - marker >= MIN_SHARE_CHARS);
+                        } else {
+                            prop_assert_eq!(n, len);
+                        }
+                    }
+                }
+                Err(small) => {
+                    prop_assert!(!fits_whole);
+                    prop_assert!(small.share < MIN_SHARE_CHARS);
+                }
+            }
+        }
+
+        #[test]
+        fn the_reply_reserve_grows_with_the_window(window in 1u32..2_000_000) {
+            let reserve = Room::reply_reserve(window, None);
+            prop_assert!(reserve <= u64::from(window) / 4 + 1);
+            prop_assert!(reserve == 8_192 || reserve == u64::from(window) / 4);
         }
     }
 }
@@ -265,10 +371,16 @@ mod guest_helpers {
         ];
         let synthesizers = vec!["first".to_owned(), "second".to_owned()];
         let mut asked = Vec::new();
+        let merge = |synthesizers| guest::Merge {
+            question: "q?",
+            answers: &answers,
+            synthesizers,
+            instructions: "merge",
+            context: "",
+            reply_tokens: None,
+        };
         let merged = guest::merge_with(
-            "q?",
-            &answers,
-            &synthesizers,
+            merge(&synthesizers),
             |_| Some(16_000),
             |model, prompt| {
                 asked.push((model.to_owned(), prompt.len()));
@@ -292,14 +404,57 @@ mod guest_helpers {
         assert_eq!(asked.len(), 2);
         assert!(asked[1].1 < 40_000, "the prompt was cut to fit");
 
-        let failed = guest::merge_with(
-            "q?",
-            &answers,
-            &synthesizers,
-            |_| None,
-            |_, _| Err("no".into()),
-        );
+        let failed = guest::merge_with(merge(&synthesizers), |_| None, |_, _| Err("no".into()));
         assert_eq!(failed.unwrap_err().len(), 2, "every error is kept");
+    }
+
+    #[test]
+    fn a_window_too_small_for_the_answers_falls_over_to_a_bigger_one() {
+        let answers = vec![
+            ("A".to_owned(), "x".repeat(30_000)),
+            ("B".to_owned(), "y".repeat(30_000)),
+        ];
+        let synthesizers = vec!["small".to_owned(), "big".to_owned()];
+        let windows = |model: &str| Some(if model == "small" { 400 } else { 64_000 });
+        let mut asked = Vec::new();
+        let merge = guest::Merge {
+            question: "q?",
+            answers: &answers,
+            synthesizers: &synthesizers,
+            instructions: "merge",
+            context: "",
+            reply_tokens: None,
+        };
+        let merged = guest::merge_with(merge, windows, |model, prompt| {
+            asked.push(model.to_owned());
+            assert!(prompt.contains(&"x".repeat(29_000)), "big reads nearly all");
+            Ok("merged".into())
+        })
+        .unwrap();
+        assert_eq!(asked, ["big"], "the small window is never sent stubs");
+        assert!(
+            merged.notes[0].starts_with(
+                "Synthesizer small failed (too small for the answers: its context window of 400 tokens"
+            ),
+            "{:?}",
+            merged.notes
+        );
+
+        // No window big enough: no merge at all, and every reason kept.
+        let only_small = vec!["small".to_owned()];
+        let failed = guest::merge_with(
+            guest::Merge {
+                synthesizers: &only_small,
+                ..merge
+            },
+            windows,
+            |_, _| panic!("never asked"),
+        )
+        .unwrap_err();
+        assert!(
+            failed[0].1.contains("under the 600 a merge needs"),
+            "{failed:?}"
+        );
     }
 
     #[test]
@@ -336,5 +491,112 @@ mod guest_helpers {
         assert!(crate::no_settings("").is_ok());
         let error = crate::no_settings(r#"{"x": 1}"#).unwrap_err();
         assert!(error.contains("unknown field `x`"), "{error}");
+    }
+}
+
+mod analysis_replies {
+    use crate::analysis::{self, Holder, Reading};
+
+    fn labels() -> Vec<String> {
+        ["A", "B", "C"].map(String::from).to_vec()
+    }
+
+    fn holders() -> Vec<Holder> {
+        ["m1", "m2", "m3"]
+            .iter()
+            .enumerate()
+            .map(|(i, m)| Holder {
+                label: crate::letter(i),
+                model: (*m).to_owned(),
+                call: Some(i as u32 + 1),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_full_analysis_names_who_holds_each_side() {
+        let reply = r#"Sure. ```json
+{"consensus": ["water boils at 100 C at sea level"],
+ "disagreements": [{"point": "boiling point on Everest",
+   "sides": [{"position": "about 70 C", "held_by": ["A", "C"]}, {"position": "about 90 C", "held_by": "B"}]}],
+ "unique_insights": [{"insight": "pressure cookers raise it", "held_by": ["Answer C"]}],
+ "likely_errors": [{"error": "90 C is too high for 8,849 m", "held_by": ["B"]}],
+ "blind_spots": ["humidity"],
+ "confidence": {"level": "high", "score": 0.8, "why": "physics is settled"}}
+```"#;
+        let Reading::Parsed(a) = analysis::read(reply, &labels()) else {
+            panic!("parsed")
+        };
+        assert_eq!(a.disagreements[0].sides[0].held_by, [0, 2]);
+        assert_eq!(a.disagreements[0].sides[1].held_by, [1]);
+        assert_eq!(a.unique_insights[0].held_by, [2]);
+        assert!(a.missing.is_empty());
+        let reading = Reading::Parsed(a);
+        let notes = reading.notes("judge", &holders());
+        assert_eq!(notes[0], "Confidence: high (0.80) — physics is settled.");
+        assert!(notes.contains(
+            &"Disagreement: boiling point on Everest — \"about 70 C\" (m1, m3) vs \"about 90 C\" (m2)"
+                .to_owned()
+        ), "{notes:?}");
+        let details = reading.details(&holders());
+        assert_eq!(
+            details["disagreements"][0]["sides"][1]["held_by"][0],
+            serde_json::json!({"answer": "B", "model": "m2", "call": 2})
+        );
+        assert!(
+            reading
+                .brief(&labels())
+                .contains("\"about 70 C\" (A, C) vs")
+        );
+    }
+
+    #[test]
+    fn loose_replies_default_what_they_lack() {
+        let reply = "{'Consensus': 'all say 4', 'confidence': 'Medium - they agree', 'contradictions': [],}";
+        let Reading::Parsed(a) = analysis::read(reply, &labels()) else {
+            panic!("parsed")
+        };
+        assert_eq!(a.consensus, ["all say 4"]);
+        assert_eq!(a.confidence.as_ref().unwrap().level, "medium");
+        assert_eq!(
+            a.missing,
+            ["unique_insights", "likely_errors", "blind_spots"]
+        );
+        let notes = Reading::Parsed(a).notes("x", &holders());
+        assert!(
+            notes
+                .last()
+                .unwrap()
+                .contains("left out unique insights, likely errors, blind spots")
+        );
+        // A percentage, and a bare number.
+        let Reading::Parsed(p) = analysis::read(r#"{"confidence": 85}"#, &labels()) else {
+            panic!()
+        };
+        assert_eq!(p.confidence.unwrap().level, "high");
+    }
+
+    #[test]
+    fn a_reply_without_an_analysis_is_free_text() {
+        let prose = "The answers mostly agree; B is off.";
+        assert_eq!(
+            analysis::read(prose, &labels()),
+            Reading::FreeText(prose.to_owned())
+        );
+        // JSON, but not an analysis.
+        assert!(matches!(
+            analysis::read(r#"{"answer": 4}"#, &labels()),
+            Reading::FreeText(_)
+        ));
+        let notes = analysis::read(prose, &labels()).notes("x", &holders());
+        assert!(notes[0].contains("used as free text"), "{notes:?}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_reply_reads_without_panicking(reply in "\\PC{0,400}") {
+            let reading = analysis::read(&reply, &labels());
+            let _ = (reading.brief(&labels()), reading.notes("x", &holders()), reading.details(&holders()));
+        }
     }
 }

@@ -34,6 +34,7 @@ fn every_builtin_plugin_is_embedded_and_no_test_plugin_is() {
         "synthesize",
         "heavy-planner",
         "council",
+        "analysis",
     ] {
         assert!(names.contains(&expected), "{expected} is built in");
     }

@@ -52,39 +52,80 @@ impl Guest for Council {
                     .collect()
             })
             .collect();
-        let requests: Vec<_> = ballots_asked
-            .iter()
-            .enumerate()
-            .map(|(ranker, shown)| {
-                let mut prompt = format!("Question:\n{}\n\nAnswers from other council members:\n\n", request.prompt);
-                for (p, &other) in shown.iter().enumerate() {
-                    prompt.push_str(&format!("--- Answer {} ---\n{}\n\n", kit::letter(p), answered[other].2.trim()));
+        // Each ranker reads the others' answers fitted to its own window; a
+        // window that would leave stubs casts no ballot.
+        let system = "You are a fair reviewer on a council of AI models. You do not know who wrote each answer.";
+        let mut rankers = Vec::new();
+        let mut requests = Vec::new();
+        for (ranker, shown) in ballots_asked.iter().enumerate() {
+            let model = &answered[ranker].1.model;
+            let letters: Vec<String> = (0..shown.len()).map(kit::letter).collect();
+            let instruction = format!(
+                "Rank these answers from best to worst for accuracy and insight. Reply with only JSON: \
+                 {{\"ranking\": [{}]}} using every letter once.",
+                letters
+                    .iter()
+                    .map(|l| format!("\"{l}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            let texts: Vec<&str> = shown
+                .iter()
+                .map(|&other| answered[other].2.trim())
+                .collect();
+            let fitted = match kit::guest::fit_for(
+                model,
+                &texts,
+                &[system, &request.prompt, &instruction],
+                None,
+            ) {
+                Ok(fitted) => fitted,
+                Err(small) => {
+                    notes.push(format!(
+                        "{model} did not rank: {small}; its ballot was not counted."
+                    ));
+                    continue;
                 }
-                let letters: Vec<String> = (0..shown.len()).map(kit::letter).collect();
-                prompt.push_str(&format!(
-                    "Rank these answers from best to worst for accuracy and insight. Reply with only JSON: \
-                     {{\"ranking\": [{}]}} using every letter once.",
-                    letters.iter().map(|l| format!("\"{l}\"")).collect::<Vec<_>>().join(", ")
+            };
+            if let Some(cut) = fitted.cut {
+                notes.push(format!(
+                    "To fit {model}'s context window for its ranking, {cut}."
                 ));
-                let system = "You are a fair reviewer on a council of AI models. You do not know who wrote each answer.";
-                kit::guest::request(
-                    "peer ranking",
-                    &answered[ranker].1.model,
-                    vec![kit::guest::message(Role::System, system), kit::guest::message(Role::User, prompt)],
-                    kit::guest::NO_SAMPLING,
-                )
-            })
-            .collect();
-        kit::wit::host::progress(&format!(
-            "{} council members are ranking each other",
-            requests.len()
-        ));
-        let replies = kit::guest::complete(&requests);
+            }
+            let mut prompt = format!(
+                "Question:\n{}\n\nAnswers from other council members:\n\n",
+                request.prompt
+            );
+            for (p, text) in fitted.texts.iter().enumerate() {
+                prompt.push_str(&format!("--- Answer {} ---\n{text}\n\n", kit::letter(p)));
+            }
+            prompt.push_str(&instruction);
+            rankers.push(ranker);
+            requests.push(kit::guest::request(
+                "peer ranking",
+                model,
+                vec![
+                    kit::guest::message(Role::System, system),
+                    kit::guest::message(Role::User, prompt),
+                ],
+                kit::guest::NO_SAMPLING,
+            ));
+        }
+        let replies = if requests.is_empty() {
+            Vec::new()
+        } else {
+            kit::wit::host::progress(&format!(
+                "{} council members are ranking each other",
+                requests.len()
+            ));
+            kit::guest::complete(&requests)
+        };
 
         let mut points = vec![0.0f64; answered.len()];
         let mut appearances = vec![0u32; answered.len()];
         let mut ballots = Vec::new();
-        for (ranker, (reply, shown)) in replies.iter().zip(&ballots_asked).enumerate() {
+        for (&ranker, reply) in rankers.iter().zip(&replies) {
+            let shown = &ballots_asked[ranker];
             let ranker_model = &answered[ranker].1.model;
             let ranking = match reply.as_ref().map(|text| parse_ranking(text, shown.len())) {
                 Ok(Some(ranking)) => ranking,

@@ -27,6 +27,8 @@ const DEBATER: &str = "You are one participant in a debate between AI models abo
 Consider the other participants' answers carefully: adopt what is right in them, point out and drop \
 what is wrong, and give your best revised answer. Reply with the answer only.";
 
+const REVISE: &str = "Give your revised answer.";
+
 const MERGE: &str = "You are given a question and the final answers of a debate between AI models. \
 Write the single best answer, reflecting where they agree and settling any remaining disagreement. \
 Answer directly; do not mention the debate.";
@@ -68,36 +70,66 @@ impl Guest for Debate {
         while !converged && rounds < max_rounds {
             rounds += 1;
             kit::wit::host::progress(&format!("debate round {rounds} of at most {max_rounds}"));
-            let requests: Vec<_> = (0..latest.len())
-                .map(|me| {
-                    let mut prompt = format!(
-                        "Question:\n{}\n\nYour previous answer:\n{}\n\n",
-                        request.prompt,
-                        latest[me].trim()
-                    );
-                    for (p, other) in (0..latest.len()).filter(|&o| o != me).enumerate() {
-                        prompt.push_str(&format!(
-                            "--- Participant {} ---\n{}\n\n",
-                            kit::letter(p),
-                            latest[other].trim()
+            // Each participant reads its own answer and the others', fitted
+            // to its window; one whose window would leave stubs sits the
+            // round out and keeps its answer.
+            let mut speakers = Vec::new();
+            let mut requests = Vec::new();
+            for me in 0..latest.len() {
+                let mut texts = vec![latest[me].trim()];
+                texts.extend(
+                    (0..latest.len())
+                        .filter(|&o| o != me)
+                        .map(|o| latest[o].trim()),
+                );
+                let fitted = match kit::guest::fit_for(
+                    &models[me],
+                    &texts,
+                    &[DEBATER, &request.prompt, REVISE],
+                    None,
+                ) {
+                    Ok(fitted) => fitted,
+                    Err(small) => {
+                        notes.push(format!(
+                            "{} sat out round {rounds}: {small}; kept its previous answer.",
+                            models[me]
                         ));
+                        continue;
                     }
-                    prompt.push_str("Give your revised answer.");
-                    kit::guest::request(
-                        &format!("round {rounds}"),
-                        &models[me],
-                        vec![
-                            kit::guest::message(Role::System, DEBATER),
-                            kit::guest::message(Role::User, prompt),
-                        ],
-                        kit::guest::NO_SAMPLING,
-                    )
-                })
-                .collect();
-            for (me, said) in kit::guest::complete_cited(&requests)
-                .into_iter()
-                .enumerate()
-            {
+                };
+                if let Some(cut) = fitted.cut {
+                    notes.push(format!(
+                        "To fit {}'s context window in round {rounds}, {cut}.",
+                        models[me]
+                    ));
+                }
+                let mut prompt = format!(
+                    "Question:\n{}\n\nYour previous answer:\n{}\n\n",
+                    request.prompt, fitted.texts[0]
+                );
+                for (p, other) in fitted.texts[1..].iter().enumerate() {
+                    prompt.push_str(&format!(
+                        "--- Participant {} ---\n{other}\n\n",
+                        kit::letter(p)
+                    ));
+                }
+                prompt.push_str(REVISE);
+                speakers.push(me);
+                requests.push(kit::guest::request(
+                    &format!("round {rounds}"),
+                    &models[me],
+                    vec![
+                        kit::guest::message(Role::System, DEBATER),
+                        kit::guest::message(Role::User, prompt),
+                    ],
+                    kit::guest::NO_SAMPLING,
+                ));
+            }
+            if requests.is_empty() {
+                notes.push(format!("No participant could read the others' answers in round {rounds}, so the debate stopped."));
+                break;
+            }
+            for (&me, said) in speakers.iter().zip(kit::guest::complete_cited(&requests)) {
                 match (said.text, said.id) {
                     (Ok(text), id) => {
                         latest[me] = text;

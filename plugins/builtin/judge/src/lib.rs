@@ -60,24 +60,37 @@ impl Guest for Judge {
             .criteria
             .as_deref()
             .unwrap_or("correctness, completeness and clarity");
-        let mut prompt = format!("Question:\n{}\n\n", request.prompt);
-        for (position, &candidate) in order.iter().enumerate() {
-            prompt.push_str(&format!(
-                "--- Candidate {} ---\n{}\n\n",
-                kit::letter(position),
-                answered[candidate].2.trim()
-            ));
-        }
         let letters: Vec<String> = (0..order.len()).map(kit::letter).collect();
-        prompt.push_str(&format!(
+        let instruction = format!(
             "Score every candidate from 0 to 10 for {criteria}. Reply with only JSON of the form \
              {{\"scores\": {{\"A\": 7, \"B\": 4}}}} covering candidates {}.",
             letters.join(", ")
-        ));
+        );
         let system =
             "You are a strict, impartial judge of answers. You do not know who wrote them.";
+        let shown: Vec<&str> = order.iter().map(|&c| answered[c].2.trim()).collect();
         let mut scores = Vec::new();
+        let mut cut_note = None;
         let (found, errors) = kit::first_success(&plan.synthesizers, |judge| {
+            // Each judge's window decides how much of each candidate it reads.
+            let fitted = kit::guest::fit_for(
+                judge,
+                &shown,
+                &[system, &request.prompt, &instruction],
+                None,
+            )
+            .map_err(|small| format!("too small for the candidates: {small}"))?;
+            cut_note = fitted
+                .cut
+                .map(|c| format!("To fit {judge}'s context window, {c}."));
+            let mut prompt = format!("Question:\n{}\n\n", request.prompt);
+            for (position, text) in fitted.texts.iter().enumerate() {
+                prompt.push_str(&format!(
+                    "--- Candidate {} ---\n{text}\n\n",
+                    kit::letter(position),
+                ));
+            }
+            prompt.push_str(&instruction);
             let reply = kit::guest::ask("judge", judge, system, &prompt, kit::guest::NO_SAMPLING)?;
             scores = parse_scores(&reply, &letters).ok_or_else(|| {
                 format!("its verdict had no score for every candidate: {reply:.200}")
@@ -107,6 +120,7 @@ impl Guest for Judge {
             ));
         };
         notes.extend(kit::fallback_notes("Judge", &errors, Some(&judge)));
+        notes.extend(cut_note);
         // Highest score wins; ties go to the candidate that came first in the fan-out.
         let best_position = (0..order.len())
             .max_by(|&a, &b| {

@@ -70,28 +70,53 @@ impl Guest for Mixture {
         let mut sources = sources;
         for layer in 2..=layers {
             kit::wit::host::progress(&format!("mixture layer {layer} of {layers}"));
-            let mut context = String::from("Responses from the previous layer:\n\n");
-            for (n, (_, text)) in current.iter().enumerate() {
-                context.push_str(&format!("{}. {}\n\n", n + 1, text.trim()));
+            // Every proposer reads the previous layer fitted to its own
+            // window; one whose window would leave stubs sits the layer out.
+            let texts: Vec<&str> = current.iter().map(|(_, t)| t.trim()).collect();
+            let mut seats = Vec::new();
+            let mut requests = Vec::new();
+            for seat in &plan.panel {
+                let fitted = match kit::guest::fit_for(
+                    &seat.model,
+                    &texts,
+                    &[AGGREGATE, &request.prompt],
+                    seat.sampling.max_tokens,
+                ) {
+                    Ok(fitted) => fitted,
+                    Err(small) => {
+                        notes.push(format!("{} sat out layer {layer}: {small}.", seat.model));
+                        continue;
+                    }
+                };
+                if let Some(cut) = fitted.cut {
+                    notes.push(format!(
+                        "To fit {}'s context window in layer {layer}, {cut}.",
+                        seat.model
+                    ));
+                }
+                let mut context = String::from("Responses from the previous layer:\n\n");
+                for (n, text) in fitted.texts.iter().enumerate() {
+                    context.push_str(&format!("{}. {text}\n\n", n + 1));
+                }
+                seats.push(seat);
+                requests.push(kit::guest::request(
+                    &format!("layer {layer}"),
+                    &seat.model,
+                    vec![
+                        kit::guest::message(Role::System, format!("{AGGREGATE}\n\n{context}")),
+                        kit::guest::message(Role::User, request.prompt.clone()),
+                    ],
+                    seat.sampling,
+                ));
             }
-            let requests: Vec<_> = plan
-                .panel
-                .iter()
-                .map(|seat| {
-                    kit::guest::request(
-                        &format!("layer {layer}"),
-                        &seat.model,
-                        vec![
-                            kit::guest::message(Role::System, format!("{AGGREGATE}\n\n{context}")),
-                            kit::guest::message(Role::User, request.prompt.clone()),
-                        ],
-                        seat.sampling,
-                    )
-                })
-                .collect();
             let mut next = Vec::new();
             let mut next_sources = Vec::new();
-            for (seat, said) in plan.panel.iter().zip(kit::guest::complete_cited(&requests)) {
+            let said = if requests.is_empty() {
+                Vec::new()
+            } else {
+                kit::guest::complete_cited(&requests)
+            };
+            for (seat, said) in seats.iter().zip(said) {
                 match said.text {
                     Ok(text) => {
                         next.push((seat.model.clone(), text));
