@@ -83,7 +83,7 @@ impl CopyLimit {
 struct Cut {
     model: String,
     copy: String,
-    whole: String,
+    whole: Arc<String>,
 }
 
 /// Cuts the copies, and remembers them to restore a verbatim answer.
@@ -101,7 +101,7 @@ impl Cutter {
                 if let Ok(reply) = &mut copy.outcome
                     && let Some(cut) = self.limit.cut(&reply.content)
                 {
-                    let whole = std::mem::replace(&mut reply.content, cut.clone());
+                    let whole = std::mem::replace(&mut reply.content, Arc::new(cut.clone()));
                     self.cuts.lock().expect("cuts lock").push(Cut {
                         model: completion.model.clone(),
                         copy: cut,
@@ -121,7 +121,7 @@ impl Cutter {
             return;
         }
         if let Some(cut) = cuts.iter().find(|c| c.copy.trim() == answer.text.trim()) {
-            answer.text = cut.whole.clone();
+            answer.text = String::clone(&cut.whole);
         }
         let models: Vec<&str> = cuts.iter().map(|c| c.model.as_str()).collect();
         let limit = match self.limit.chars {

@@ -342,9 +342,14 @@ fn escalate(
     };
     let mut merging = Spend::default();
     let merge = kit::guest::merge_with(
-        &request.prompt,
-        &inputs,
-        &plan.synthesizers,
+        kit::guest::Merge {
+            question: &request.prompt,
+            answers: &inputs,
+            synthesizers: &plan.synthesizers,
+            instructions,
+            context: "",
+            reply_tokens: settings.max_tokens,
+        },
         kit::guest::context_window,
         |model, prompt| {
             host::progress(&format!("merging {} answers with {model}", inputs.len()));
