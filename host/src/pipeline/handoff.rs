@@ -82,7 +82,8 @@ impl CopyLimit {
 #[derive(Debug, Clone)]
 struct Cut {
     model: String,
-    copy: String,
+    /// Shared with the completion handed to the plugin, not copied.
+    copy: Arc<String>,
     whole: Arc<String>,
 }
 
@@ -101,7 +102,8 @@ impl Cutter {
                 if let Ok(reply) = &mut copy.outcome
                     && let Some(cut) = self.limit.cut(&reply.content)
                 {
-                    let whole = std::mem::replace(&mut reply.content, Arc::new(cut.clone()));
+                    let cut = Arc::new(cut);
+                    let whole = std::mem::replace(&mut reply.content, cut.clone());
                     self.cuts.lock().expect("cuts lock").push(Cut {
                         model: completion.model.clone(),
                         copy: cut,
