@@ -14,6 +14,7 @@ mod failures;
 mod first_contact;
 mod history;
 mod http;
+mod live_swap;
 mod load;
 mod money;
 mod polyglot;

@@ -64,6 +64,30 @@ pub enum Step {
     /// A plain-JSON completion whose content is `parts` content parts of
     /// `part_bytes` each (sent as JSON even to a streaming request).
     BigParts { parts: usize, part_bytes: usize },
+    /// A well-formed chat completion once the test opens `gate`: holds a
+    /// run in flight for exactly as long as the test needs.
+    Gated { gate: Gate, text: String },
+}
+
+/// Opened once by the test; every request waiting on it then answers.
+#[derive(Clone, Default)]
+pub struct Gate(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Gate {
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    async fn opened(&self) {
+        let mut open = self.0.subscribe();
+        let _ = open.wait_for(|open| *open).await;
+    }
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gate(open: {})", *self.0.borrow())
+    }
 }
 
 /// One piece of a scripted event stream.
@@ -368,6 +392,10 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
         }
     };
     match step {
+        Step::Gated { gate, text } => {
+            gate.opened().await;
+            answer(guard, stream, &model, &text)
+        }
         Step::Answer { delay, text } => {
             tokio::time::sleep(delay).await;
             answer(guard, stream, &model, &text)

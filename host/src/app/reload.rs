@@ -160,7 +160,10 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<String> {
         }
         differs
     };
-    if keep("max_concurrent_runs", new.max_concurrent_runs != old.max_concurrent_runs) {
+    if keep(
+        "max_concurrent_runs",
+        new.max_concurrent_runs != old.max_concurrent_runs,
+    ) {
         new.max_concurrent_runs = old.max_concurrent_runs;
     }
     if keep("max_runs_kept", new.max_runs_kept != old.max_runs_kept) {
@@ -184,8 +187,14 @@ fn changes(old: &Runner, new: &Runner) -> Vec<String> {
         changes.push(line);
     }
     let plugins = diff(
-        &old.registry.iter().map(|p| (p.name.clone(), p.clone())).collect(),
-        &new.registry.iter().map(|p| (p.name.clone(), p.clone())).collect(),
+        &old.registry
+            .iter()
+            .map(|p| (p.name.clone(), p.clone()))
+            .collect(),
+        &new.registry
+            .iter()
+            .map(|p| (p.name.clone(), p.clone()))
+            .collect(),
         Arc::ptr_eq,
     );
     if let Some(line) = plugins.describe("plugins", "rebuilt") {
@@ -281,7 +290,10 @@ mod tests {
         let old = map(&[("a", 1), ("b", 1), ("c", 1)]);
         let new = map(&[("a", 1), ("c", 2), ("d", 1)]);
         let line = diff(&old, &new, |x, y| x == y).describe("pipelines", "changed");
-        assert_eq!(line.as_deref(), Some("pipelines +d −b, pipelines changed: c"));
+        assert_eq!(
+            line.as_deref(),
+            Some("pipelines +d −b, pipelines changed: c")
+        );
         let same = diff(&old, &old, |x, y| x == y).describe("pipelines", "changed");
         assert_eq!(same, None);
         let rebuilt = diff(&old, &map(&[("a", 2), ("b", 1), ("c", 1)]), |x, y| x == y)
@@ -299,7 +311,13 @@ mod tests {
         let named = keep_restart_only(&base, &mut new);
         assert_eq!(named, ["[store]", "limits.max_concurrent_runs"]);
         assert_eq!(new.store, base.store);
-        assert_eq!(new.limits.max_concurrent_runs, base.limits.max_concurrent_runs);
-        assert_eq!(new.limits.max_prompt_bytes, base.limits.max_prompt_bytes + 1);
+        assert_eq!(
+            new.limits.max_concurrent_runs,
+            base.limits.max_concurrent_runs
+        );
+        assert_eq!(
+            new.limits.max_prompt_bytes,
+            base.limits.max_prompt_bytes + 1
+        );
     }
 }

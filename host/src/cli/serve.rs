@@ -85,7 +85,10 @@ async fn stdio(config: Option<&Path>, watch: bool) -> ExitCode {
 /// so an MCP client shows each call's readable failure instead of "server
 /// disconnected". Then reloads it on SIGHUP and, with `watch`, whenever its
 /// files change.
-fn load(config: Option<&Path>, watch: bool) -> Result<std::sync::Arc<crate::app::Chorus>, ExitCode> {
+fn load(
+    config: Option<&Path>,
+    watch: bool,
+) -> Result<std::sync::Arc<crate::app::Chorus>, ExitCode> {
     let chorus = super::load(config)?;
     for problem in chorus.runner().llm.key_problems() {
         tracing::warn!("{problem}; its calls will fail");

@@ -106,9 +106,9 @@ pub fn check(chorus: &Chorus, items: &[Item], settings: &Settings) -> Result<(),
                     pipelines.join(", ")
                 ))
             }
-            Target::Model(model) if runner.llm.model(model).is_none() => problems.push(
-                format!("no model `{model}` in the configuration's [models] table"),
-            ),
+            Target::Model(model) if runner.llm.model(model).is_none() => problems.push(format!(
+                "no model `{model}` in the configuration's [models] table"
+            )),
             _ => {}
         }
     }

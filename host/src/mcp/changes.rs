@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
+use rmcp::RoleServer;
 use rmcp::model::{ProtocolVersion, Tool};
 use rmcp::service::{Peer, SubscriptionContext};
-use rmcp::RoleServer;
 use serde_json::Value;
 use tokio::sync::watch;
 

@@ -153,7 +153,9 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(changes::current(&self.chorus)))
+        Ok(ListToolsResult::with_all_items(changes::current(
+            &self.chorus,
+        )))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -186,7 +188,10 @@ impl ServerHandler for Server {
         if !tools.iter().any(|t| t.name == name) {
             let known: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
             return Err(McpError::invalid_params(
-                format!("unknown tool: no tool named `{name}` (tools: {})", known.join(", ")),
+                format!(
+                    "unknown tool: no tool named `{name}` (tools: {})",
+                    known.join(", ")
+                ),
                 None,
             ));
         }

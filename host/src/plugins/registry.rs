@@ -124,7 +124,10 @@ impl Registry {
             let (component, source) = cache.load(&engine, name, &wasm).map_err(|e| {
                 loaded.error(
                     &key,
-                    format!("{origin} is not a loadable WebAssembly component: {e:#}"),
+                    format!(
+                        "{origin} is not a loadable WebAssembly component: {}",
+                        one_line(&format!("{e:#}"))
+                    ),
                 )
             })?;
             let (kind, contract) = contract_of(&engine, &component)
@@ -134,7 +137,10 @@ impl Registry {
             let guest = linker
                 .instantiate_pre(&component)
                 .and_then(|pre| Guest::new(pre, kind, serving))
-                .map_err(|e| loaded.error(&key, format!("{origin} cannot be linked: {e:#}")))?;
+                .map_err(|e| {
+                    let why = one_line(&format!("{e:#}"));
+                    loaded.error(&key, format!("{origin} cannot be linked: {why}"))
+                })?;
             let plugin = Plugin {
                 name: name.clone(),
                 kind,
@@ -208,6 +214,12 @@ fn validate_settings(plugins: &[Arc<Plugin>]) -> Option<(String, PluginError)> {
             .join()
             .expect("validating settings does not panic")
     })
+}
+
+/// wasmtime's message on one line (a parse error spells out byte arrays
+/// over many): a refused reload is reported as one block.
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A plugin's component bytes, where they came from (for messages), and
