@@ -367,3 +367,66 @@ async fn an_http_client_listening_for_changes_hears_that_the_tools_changed() {
     drop(stream);
     server.terminate().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_swap_keeps_warm_provider_connections_unless_the_provider_changed() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer("ok")]);
+    }
+    mock.script(SYNTH, [Step::answer("merged")]);
+    let before = config(&mock, "");
+    let server = Server::start(&before).await;
+    server.ask("ask", "warm up").await;
+    let warm = mock.connections();
+    assert!(warm > 0);
+
+    // The pipelines change, the providers do not: the pool is kept.
+    save(server.config_path(), &format!("{before}{SECOND}"));
+    server.wait_for_stderr("reloaded plugins.toml", 1).await;
+    assert_eq!(
+        structured(&server.ask("ask", "q").await)["kind"],
+        "synthesis"
+    );
+    assert_eq!(mock.connections(), warm, "no new connection after the swap");
+
+    // The provider changes: new clients, new connections, said in the log.
+    let changed = format!("{before}{SECOND}")
+        .replace("request_timeout = \"10s\"", "request_timeout = \"11s\"");
+    save(server.config_path(), &changed);
+    let reloaded = server.wait_for_stderr("reloaded plugins.toml", 2).await;
+    assert!(
+        reloaded[1].contains("providers new clients: mock"),
+        "{reloaded:?}"
+    );
+    assert_eq!(
+        structured(&server.ask("ask", "q").await)["kind"],
+        "synthesis"
+    );
+    assert!(
+        mock.connections() > warm,
+        "a changed provider connects anew"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_editors_burst_of_saves_is_one_reload() {
+    let mock = Mock::start().await;
+    let before = config(&mock, "");
+    let server = Server::start(&before).await;
+    let after = format!("{before}{SECOND}");
+    // What editors do: write in place, write a backup, rename a temporary
+    // over the file, touch it — several events within milliseconds.
+    std::fs::write(server.config_path(), &after).unwrap();
+    std::fs::write(server.config_path().with_extension("toml~"), &before).unwrap();
+    save(server.config_path(), &after);
+    save(server.config_path(), &after);
+    std::fs::write(server.config_path(), &after).unwrap();
+    let reloaded = server.wait_for_stderr("reloaded plugins.toml", 1).await;
+    assert!(reloaded[0].contains("pipelines +second"), "{reloaded:?}");
+    // SIGHUP's reload comes after any other the burst started.
+    server.signal("HUP");
+    server.wait_for_stderr("SIGHUP: reloaded", 1).await;
+    let reloads = server.wait_for_stderr("reloaded plugins.toml", 1).await;
+    assert_eq!(reloads.len(), 2, "one reload for the burst: {reloads:?}");
+}

@@ -199,6 +199,8 @@ struct Shared {
     catalog_requests: AtomicUsize,
     /// When set, requests without `Bearer <key>` get a 401.
     required_key: Mutex<Option<String>>,
+    /// TCP connections accepted: how many a client opened.
+    connections: AtomicUsize,
 }
 
 /// A request the mock received.
@@ -249,6 +251,10 @@ impl Mock {
             .await
             .expect("bind the mock on 127.0.0.1");
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let counted = shared.clone();
+        let listener = axum::serve::ListenerExt::tap_io(listener, move |_| {
+            counted.connections.fetch_add(1, Ordering::SeqCst);
+        });
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("the mock serves");
         });
@@ -301,6 +307,12 @@ impl Mock {
     pub fn require_key(&self, key: &str) -> &Self {
         *self.shared.required_key.lock().unwrap() = Some(key.to_owned());
         self
+    }
+
+    /// TCP connections accepted so far (a client that reuses its pooled
+    /// connections opens no more).
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::SeqCst)
     }
 
     pub fn in_flight(&self) -> usize {

@@ -10,8 +10,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
-use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
+use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use super::Chorus;
@@ -19,7 +18,7 @@ use crate::config::Loaded;
 
 /// How long the files must be quiet before a reload: an editor's save is a
 /// burst of a few events within milliseconds.
-const QUIET: Duration = Duration::from_millis(300);
+const QUIET: Duration = Duration::from_millis(250);
 
 /// Why a reload was started, as said in its report.
 #[derive(Debug, Clone, Copy)]
@@ -51,7 +50,18 @@ pub fn start(chorus: Arc<Chorus>, watch_files: bool) {
         if let Some(files) = &mut files {
             files.follow(&chorus.runner().loaded);
         }
-        while let Some(trigger) = pending.recv().await {
+        while let Some(mut trigger) = pending.recv().await {
+            if let Trigger::Files = trigger {
+                // Wait out the burst; a SIGHUP within it is what it was.
+                loop {
+                    match tokio::time::timeout(QUIET, pending.recv()).await {
+                        Ok(Some(Trigger::Signal)) => trigger = Trigger::Signal,
+                        Ok(Some(Trigger::Files)) => {}
+                        Ok(None) => return,
+                        Err(_quiet) => break,
+                    }
+                }
+            }
             let label = match trigger {
                 Trigger::Signal => "SIGHUP: ",
                 Trigger::Files => "",
@@ -89,7 +99,7 @@ fn listen_for_sighup(_triggers: mpsc::Sender<Trigger>) {}
 
 /// The watched directories, and the files in them whose changes count.
 struct Files {
-    debouncer: Debouncer<RecommendedWatcher>,
+    watcher: RecommendedWatcher,
     wanted: Arc<Mutex<BTreeSet<PathBuf>>>,
     dirs: BTreeSet<PathBuf>,
 }
@@ -99,18 +109,20 @@ impl Files {
     fn start(triggers: mpsc::Sender<Trigger>) -> Option<Self> {
         let wanted: Arc<Mutex<BTreeSet<PathBuf>>> = Arc::default();
         let seen = wanted.clone();
-        let handler = move |events: DebounceEventResult| match events {
-            Ok(events) => {
+        let handler = move |event: notify::Result<Event>| match event {
+            Ok(event) if changes_content(&event.kind) => {
                 let wanted = seen.lock().unwrap_or_else(|e| e.into_inner());
-                if events.iter().any(|e| wanted.contains(&normal(&e.path))) {
+                if event.paths.iter().any(|p| wanted.contains(&normal(p))) {
+                    // Full means a reload is pending: it will see this too.
                     let _ = triggers.try_send(Trigger::Files);
                 }
             }
+            Ok(_) => {}
             Err(e) => tracing::warn!("watching the configuration files: {e}"),
         };
-        match new_debouncer(QUIET, handler) {
-            Ok(debouncer) => Some(Self {
-                debouncer,
+        match notify::recommended_watcher(handler) {
+            Ok(watcher) => Some(Self {
+                watcher,
                 wanted,
                 dirs: BTreeSet::new(),
             }),
@@ -131,14 +143,10 @@ impl Files {
             .filter_map(|f| f.parent().map(Path::to_path_buf))
             .collect();
         for gone in self.dirs.difference(&dirs) {
-            let _ = self.debouncer.watcher().unwatch(gone);
+            let _ = self.watcher.unwatch(gone);
         }
         for dir in dirs.difference(&self.dirs) {
-            if let Err(e) = self
-                .debouncer
-                .watcher()
-                .watch(dir, RecursiveMode::NonRecursive)
-            {
+            if let Err(e) = self.watcher.watch(dir, RecursiveMode::NonRecursive) {
                 tracing::warn!(
                     "cannot watch {} ({e}); changes there are not seen: send SIGHUP to reload",
                     dir.display()
@@ -147,6 +155,21 @@ impl Files {
         }
         self.dirs = dirs;
         *self.wanted.lock().unwrap_or_else(|e| e.into_inner()) = files;
+    }
+}
+
+/// Whether an event can mean new content: not a read (inotify reports
+/// every open, chorus's own reads included, and a close after reading).
+fn changes_content(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(notify::event::AccessKind::Close(notify::event::AccessMode::Write)) => {
+            true
+        }
+        EventKind::Access(_) => false,
+        EventKind::Modify(notify::event::ModifyKind::Metadata(
+            notify::event::MetadataKind::AccessTime,
+        )) => false,
+        _ => true,
     }
 }
 
@@ -177,6 +200,24 @@ fn normal(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reading_a_file_is_not_a_change_writing_renaming_or_touching_it_is() {
+        use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind, RenameMode};
+        let read = [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+        ];
+        assert!(!read.iter().any(changes_content));
+        let written = [
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Modify(ModifyKind::Any),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)),
+            EventKind::Create(CreateKind::File),
+            EventKind::Remove(notify::event::RemoveKind::File),
+        ];
+        assert!(written.iter().all(changes_content));
+    }
 
     #[test]
     fn the_files_of_a_config_are_itself_and_its_plugin_files() {
