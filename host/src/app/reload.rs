@@ -197,7 +197,20 @@ fn changes(old: &Runner, new: &Runner) -> Vec<String> {
             .collect(),
         Arc::ptr_eq,
     );
-    if let Some(line) = plugins.describe("plugins", "rebuilt") {
+    if !new.registry.same_engine(&old.registry) {
+        // Every plugin is rebuilt on the new engine; name the cause, not all.
+        let added_removed = Diff {
+            changed: Vec::new(),
+            ..plugins
+        };
+        if let Some(line) = added_removed.describe("plugins", "rebuilt") {
+            changes.push(line);
+        }
+        changes.push(format!(
+            "all {} plugins rebuilt (the plugin instance pool was sized anew for the largest max_memory_mib)",
+            new.registry.iter().count()
+        ));
+    } else if let Some(line) = plugins.describe("plugins", "rebuilt") {
         changes.push(line);
     }
     if !Arc::ptr_eq(&old.llm, &new.llm) {

@@ -178,6 +178,12 @@ impl Registry {
         })
     }
 
+    /// Whether both run on one engine (a reload keeps it unless the
+    /// instance pool had to be sized anew).
+    pub fn same_engine(&self, other: &Registry) -> bool {
+        Engine::same(&self.engine, &other.engine)
+    }
+
     pub fn get(&self, name: &str) -> Option<&Arc<Plugin>> {
         self.plugins.get(name)
     }
