@@ -17,6 +17,7 @@ mod first_contact;
 mod fitting;
 mod history;
 mod http;
+mod live_swap;
 mod load;
 mod money;
 mod polyglot;

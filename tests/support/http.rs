@@ -82,6 +82,12 @@ impl HttpServer {
         self.stderr.text()
     }
 
+    /// Waits (up to 60 s) until stderr has `n` complete lines containing
+    /// `needle`.
+    pub async fn wait_for_stderr(&self, needle: &str, n: usize) -> Vec<String> {
+        super::wait_for_lines(&self.stderr, needle, n).await
+    }
+
     /// A POST of one JSON-RPC message as an MCP client makes it, with the
     /// bearer token when given.
     pub fn post(&self, token: Option<&str>, message: &Value) -> reqwest::RequestBuilder {

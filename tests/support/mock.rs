@@ -64,6 +64,30 @@ pub enum Step {
     /// A plain-JSON completion whose content is `parts` content parts of
     /// `part_bytes` each (sent as JSON even to a streaming request).
     BigParts { parts: usize, part_bytes: usize },
+    /// A well-formed chat completion once the test opens `gate`: holds a
+    /// run in flight for exactly as long as the test needs.
+    Gated { gate: Gate, text: String },
+}
+
+/// Opened once by the test; every request waiting on it then answers.
+#[derive(Clone, Default)]
+pub struct Gate(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Gate {
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    async fn opened(&self) {
+        let mut open = self.0.subscribe();
+        let _ = open.wait_for(|open| *open).await;
+    }
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Gate(open: {})", *self.0.borrow())
+    }
 }
 
 /// One piece of a scripted event stream.
@@ -175,6 +199,8 @@ struct Shared {
     catalog_requests: AtomicUsize,
     /// When set, requests without `Bearer <key>` get a 401.
     required_key: Mutex<Option<String>>,
+    /// TCP connections accepted: how many a client opened.
+    connections: AtomicUsize,
 }
 
 /// A request the mock received.
@@ -225,6 +251,10 @@ impl Mock {
             .await
             .expect("bind the mock on 127.0.0.1");
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let counted = shared.clone();
+        let listener = axum::serve::ListenerExt::tap_io(listener, move |_| {
+            counted.connections.fetch_add(1, Ordering::SeqCst);
+        });
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("the mock serves");
         });
@@ -277,6 +307,12 @@ impl Mock {
     pub fn require_key(&self, key: &str) -> &Self {
         *self.shared.required_key.lock().unwrap() = Some(key.to_owned());
         self
+    }
+
+    /// TCP connections accepted so far (a client that reuses its pooled
+    /// connections opens no more).
+    pub fn connections(&self) -> usize {
+        self.shared.connections.load(Ordering::SeqCst)
     }
 
     pub fn in_flight(&self) -> usize {
@@ -368,6 +404,10 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
         }
     };
     match step {
+        Step::Gated { gate, text } => {
+            gate.opened().await;
+            answer(guard, stream, &model, &text)
+        }
         Step::Answer { delay, text } => {
             tokio::time::sleep(delay).await;
             answer(guard, stream, &model, &text)

@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-pub use mock::{Mock, Sse, Step};
+pub use mock::{Gate, Mock, Sse, Step};
 
 /// The environment variable the test config names for the API key, and a
 /// canary value for it that must never show up anywhere.
@@ -154,11 +154,13 @@ pub fn command(args: &[&str]) -> tokio::process::Command {
     command
 }
 
-/// Collects progress notifications, and counts resource-list changes.
+/// Collects progress notifications, and counts resource-list and
+/// tool-list changes.
 #[derive(Clone, Default)]
 pub struct Client {
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     pub resource_list_changes: Arc<std::sync::atomic::AtomicUsize>,
+    pub tool_list_changes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ClientHandler for Client {
@@ -174,12 +176,18 @@ impl ClientHandler for Client {
         self.resource_list_changes
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tool_list_changes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A running `chorus serve` and an MCP client connected to it.
 pub struct Server {
     pub client: RunningService<RoleClient, Client>,
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    tool_list_changes: Arc<std::sync::atomic::AtomicUsize>,
     stderr: Log,
     pid: Option<u32>,
     _config: ConfigFile,
@@ -192,8 +200,15 @@ impl Server {
 
     /// Starts with extra environment variables (e.g. `CHORUS_LOG=trace`).
     pub async fn start_with_env(config: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_with_args(config, &[], env).await
+    }
+
+    /// Starts with extra `serve` arguments (e.g. `--no-watch`) and
+    /// environment variables.
+    pub async fn start_with_args(config: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
         let file = write_config(config);
         let mut command = command(&["serve", "--config", file.path.to_str().unwrap()]);
+        command.args(args);
         command.env("XDG_DATA_HOME", file.dir.path().join("data"));
         command.envs(env.iter().copied());
         let (transport, stderr) = TokioChildProcess::builder(command)
@@ -204,6 +219,7 @@ impl Server {
         let log = capture(stderr);
         let handler = Client::default();
         let progress = handler.progress.clone();
+        let tool_list_changes = handler.tool_list_changes.clone();
         let client = handler
             .serve(transport)
             .await
@@ -211,10 +227,39 @@ impl Server {
         Self {
             client,
             progress,
+            tool_list_changes,
             stderr: log,
             pid,
             _config: file,
         }
+    }
+
+    /// The config file the server was started with (rewrite it to test
+    /// live reloads).
+    pub fn config_path(&self) -> &Path {
+        &self._config.path
+    }
+
+    /// Sends the server a signal, e.g. `HUP`.
+    pub fn signal(&self, name: &str) {
+        let pid = self.pid.expect("the server's pid").to_string();
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &pid])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name} {pid}");
+    }
+
+    /// How many `notifications/tools/list_changed` the client has had.
+    pub fn tool_list_changes(&self) -> usize {
+        self.tool_list_changes
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits (up to 60 s) until the server's stderr has `n` complete lines
+    /// containing `needle`; returns those lines.
+    pub async fn wait_for_stderr(&self, needle: &str, n: usize) -> Vec<String> {
+        wait_for_lines(&self.stderr, needle, n).await
     }
 
     /// Kills the server process outright (SIGKILL): nothing of it runs
@@ -277,6 +322,29 @@ impl Drop for Log {
                 self.text()
             );
         }
+    }
+}
+
+/// Waits (up to 60 s) until `log` has `n` complete lines containing
+/// `needle`; returns those lines. Panics (showing the log) if it never does.
+pub async fn wait_for_lines(log: &Log, needle: &str, n: usize) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = log.text();
+        let complete = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
+        let found: Vec<String> = complete
+            .lines()
+            .filter(|line| line.contains(needle))
+            .map(str::to_owned)
+            .collect();
+        if found.len() >= n {
+            return found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never saw {n} line(s) with {needle:?} on stderr"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

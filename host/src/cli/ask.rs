@@ -62,12 +62,13 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
             text
         }
     };
+    let runner = chorus.runner();
     let Some(pipeline) = args
         .pipeline
         .as_deref()
-        .or_else(|| chorus.loaded().default_pipeline())
+        .or_else(|| runner.loaded.default_pipeline())
     else {
-        let names: Vec<_> = chorus.runner.pipelines().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<_> = runner.pipelines().map(|(n, _)| n.as_str()).collect();
         eprintln!(
             "chorus: choose a pipeline with --pipeline (available: {})",
             names.join(", ")
@@ -111,7 +112,8 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
 /// work: every provider the models use lacks a usable key, or cannot be
 /// connected to (seen when its model list is fetched).
 async fn first_contact(chorus: &Chorus) -> Option<ExitCode> {
-    let llm = &chorus.runner.llm;
+    let runner = chorus.runner();
+    let llm = &runner.llm;
     let models = llm.models();
     let mut used: Vec<&str> = models.values().map(|m| m.provider.as_str()).collect();
     used.sort_unstable();

@@ -59,7 +59,8 @@ pub async fn run(
         }
     };
     let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|e| e.into_inner()));
-    let llm = &chorus.runner.llm;
+    let runner = chorus.runner();
+    let llm = &runner.llm;
     let calls: Vec<Call> = seen
         .calls
         .into_iter()
@@ -70,8 +71,7 @@ pub async fn run(
             request,
         })
         .collect();
-    let selector = chorus
-        .runner
+    let selector = runner
         .pipelines()
         .find(|(name, _)| *name == pipeline)
         .map(|(_, p)| p.selector.clone())

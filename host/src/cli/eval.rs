@@ -61,7 +61,7 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
         .map(|t| Target::parse(t))
         .collect();
     if targets.is_empty()
-        && let Some(default) = chorus.loaded().default_pipeline()
+        && let Some(default) = chorus.runner().loaded.default_pipeline()
     {
         targets.push(Target::Pipeline(default.to_owned()));
     }

@@ -35,7 +35,8 @@ struct Row<'a> {
 }
 
 pub async fn run(chorus: &Chorus, args: Args) -> ExitCode {
-    let llm = &chorus.runner.llm;
+    let runner = chorus.runner();
+    let llm = &runner.llm;
     if let Some(p) = &args.provider
         && !llm.providers().contains(&p.as_str())
     {

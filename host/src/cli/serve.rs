@@ -1,6 +1,7 @@
 //! `chorus serve`: MCP on stdio (the default, for a client that starts
 //! chorus itself), or with `--http ADDR` over Streamable HTTP, one chorus
-//! shared by many clients.
+//! shared by many clients. Either way the configuration is reloaded live
+//! (see `app::watcher`).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -25,11 +26,18 @@ pub struct Args {
     /// origin is refused; clients that are not browsers send none.
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
     allow_origins: Vec<String>,
+    /// Do not watch the configuration file and the plugin files it names
+    /// for changes. SIGHUP still reloads them: a good change is swapped in
+    /// (runs in flight finish on what they started with), a bad one is
+    /// refused and reported on stderr while the old one keeps serving.
+    #[arg(long)]
+    no_watch: bool,
 }
 
 pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
+    let watch = !args.no_watch;
     let Some(listen) = args.http else {
-        return stdio(config).await;
+        return stdio(config, watch).await;
     };
     let token = std::env::var("CHORUS_TOKEN").ok();
     let options = match mcp::http::Options::new(
@@ -44,11 +52,11 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let chorus = match load(config) {
+    let chorus = match load(config, watch) {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
-    tracing::info!(config = %chorus.loaded().origin, "chorus {} serving MCP over HTTP", env!("CARGO_PKG_VERSION"));
+    tracing::info!(config = %chorus.runner().loaded.origin, "chorus {} serving MCP over HTTP", env!("CARGO_PKG_VERSION"));
     match mcp::http::serve(chorus, options).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -58,12 +66,12 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
     }
 }
 
-async fn stdio(config: Option<&Path>) -> ExitCode {
-    let chorus = match load(config) {
+async fn stdio(config: Option<&Path>, watch: bool) -> ExitCode {
+    let chorus = match load(config, watch) {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
-    tracing::info!(config = %chorus.loaded().origin, "chorus {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
+    tracing::info!(config = %chorus.runner().loaded.origin, "chorus {} serving MCP on stdio", env!("CARGO_PKG_VERSION"));
     match mcp::serve(chorus).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -75,11 +83,16 @@ async fn stdio(config: Option<&Path>) -> ExitCode {
 
 /// Loads chorus, warning about missing API keys: the server starts anyway,
 /// so an MCP client shows each call's readable failure instead of "server
-/// disconnected".
-fn load(config: Option<&Path>) -> Result<std::sync::Arc<crate::app::Chorus>, ExitCode> {
+/// disconnected". Then reloads it on SIGHUP and, with `watch`, whenever its
+/// files change.
+fn load(
+    config: Option<&Path>,
+    watch: bool,
+) -> Result<std::sync::Arc<crate::app::Chorus>, ExitCode> {
     let chorus = super::load(config)?;
-    for problem in chorus.runner.llm.key_problems() {
+    for problem in chorus.runner().llm.key_problems() {
         tracing::warn!("{problem}; its calls will fail");
     }
+    crate::app::watcher::start(chorus.clone(), watch);
     Ok(chorus)
 }

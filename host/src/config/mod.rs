@@ -35,6 +35,9 @@ pub struct Loaded {
     pub base_dir: PathBuf,
     /// The text it was parsed from, to locate keys in later errors.
     pub text: Arc<str>,
+    /// The file it was read from; `None` for the built-in default. What
+    /// `chorus serve` watches and reloads.
+    pub path: Option<PathBuf>,
 }
 
 /// A problem with the configuration, located as precisely as we can.
@@ -97,7 +100,9 @@ impl Loaded {
             .map(Path::to_path_buf)
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or_else(|| PathBuf::from("."));
-        Self::parse(&text, &origin, base_dir)
+        let mut loaded = Self::parse(&text, &origin, base_dir)?;
+        loaded.path = Some(path.to_path_buf());
+        Ok(loaded)
     }
 
     pub fn parse(text: &str, origin: &str, base_dir: PathBuf) -> Result<Self, ConfigError> {
@@ -133,6 +138,7 @@ impl Loaded {
             origin: origin.to_owned(),
             base_dir,
             text: Arc::from(text),
+            path: None,
         })
     }
 

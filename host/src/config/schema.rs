@@ -12,7 +12,7 @@ use url::Url;
 
 pub use super::fan_out::{FanOut, FanOutOverride, MergeReserve, Quorum};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// The pipeline `chorus ask` runs when `--pipeline` is not given.
@@ -37,7 +37,7 @@ pub struct Config {
 }
 
 /// Bounds that hold for every run.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Largest prompt accepted, in bytes.
@@ -83,7 +83,7 @@ impl Default for Limits {
 }
 
 /// Where compiled plugins are cached.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Cache {
     pub enabled: bool,
@@ -102,7 +102,7 @@ impl Default for Cache {
 
 /// The run store: every run's history in one SQLite file, shared by every
 /// chorus process that names it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Store {
     /// `false` writes nothing to disk: runs are kept in memory only, as
@@ -134,7 +134,7 @@ impl Default for Store {
 }
 
 /// An OpenAI-compatible endpoint.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Provider {
     /// The API root; chorus appends `/chat/completions` and `/models`.
@@ -195,7 +195,7 @@ pub struct Provider {
 
 /// Retries for 429, 5xx and connection failures, with exponential backoff
 /// and jitter; a 429's Retry-After is honoured up to `max_backoff`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Retry {
     /// Attempts in all, the first included (1 = never retry).
@@ -217,7 +217,7 @@ impl Default for Retry {
 }
 
 /// A model the plugins may use, and what chorus knows about it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Model {
     /// Which provider serves it; may be left out when there is one provider.
@@ -245,7 +245,7 @@ pub struct Model {
 }
 
 /// A strategy plugin: a WebAssembly component and its settings.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginSpec {
     /// One of the plugins compiled into chorus (see `chorus check`).
@@ -272,7 +272,7 @@ pub struct PluginSpec {
 }
 
 /// A pipeline is one MCP tool: selector -> prompter -> fan-out -> synthesizer.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pipeline {
     /// What the tool does, as the MCP client's model will read it.
@@ -293,7 +293,7 @@ pub struct Pipeline {
 }
 
 /// One option of a pipeline's tool.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OptionSpec {
     #[serde(rename = "type")]

@@ -97,7 +97,8 @@ pub struct Evaluation {
 /// Checks that every target and the judge exist, before anything is spent.
 pub fn check(chorus: &Chorus, items: &[Item], settings: &Settings) -> Result<(), String> {
     let mut problems = Vec::new();
-    let pipelines: Vec<&str> = chorus.runner.pipelines().map(|(n, _)| n.as_str()).collect();
+    let runner = chorus.runner();
+    let pipelines: Vec<&str> = runner.pipelines().map(|(n, _)| n.as_str()).collect();
     for target in &settings.targets {
         match target {
             Target::Pipeline(name) if !pipelines.contains(&name.as_str()) => {
@@ -106,9 +107,9 @@ pub fn check(chorus: &Chorus, items: &[Item], settings: &Settings) -> Result<(),
                     pipelines.join(", ")
                 ))
             }
-            Target::Model(model) if chorus.runner.llm.model(model).is_none() => problems.push(
-                format!("no model `{model}` in the configuration's [models] table"),
-            ),
+            Target::Model(model) if runner.llm.model(model).is_none() => problems.push(format!(
+                "no model `{model}` in the configuration's [models] table"
+            )),
             _ => {}
         }
     }
@@ -117,7 +118,7 @@ pub fn check(chorus: &Chorus, items: &[Item], settings: &Settings) -> Result<(),
         None if judged > 0 => problems.push(format!(
             "{judged} question(s) are graded by a judge: name its model with --judge MODEL"
         )),
-        Some(model) if chorus.runner.llm.model(model).is_none() => problems.push(format!(
+        Some(model) if runner.llm.model(model).is_none() => problems.push(format!(
             "no judge model `{model}` in the configuration's [models] table"
         )),
         _ => {}
@@ -247,7 +248,7 @@ async fn ask(
                 }],
                 sampling: Sampling::default(),
             };
-            let completion = chorus.runner.llm.complete(&request).await;
+            let completion = chorus.runner().llm.complete(&request).await;
             outcome.latency_ms = u64::from(completion.latency_ms);
             match completion.outcome {
                 Ok(reply) => {
@@ -263,7 +264,8 @@ async fn ask(
     }
     outcome.grade = match (&outcome.answer, &outcome.error) {
         (Some(answer), _) => {
-            let judge = judge.map(|model| (&*chorus.runner.llm, model));
+            let runner = chorus.runner();
+            let judge = judge.map(|model| (&*runner.llm, model));
             item.grader.grade(item, answer, judge).await
         }
         (None, error) => Grade {

@@ -95,13 +95,33 @@ pub struct Llm {
 
 impl Llm {
     pub fn new(loaded: &Loaded) -> Result<Self, ConfigError> {
+        Self::reusing(loaded, None, &[])
+    }
+
+    /// Like `new`, but a provider named in `unchanged` keeps `previous`'s
+    /// client — its connection pool, warm connections and concurrency
+    /// permits — instead of getting a new one (a reload that did not
+    /// touch it).
+    pub fn reusing(
+        loaded: &Loaded,
+        previous: Option<&Llm>,
+        unchanged: &[&str],
+    ) -> Result<Self, ConfigError> {
         big_buffers_go_back_to_the_system();
         let mut providers = HashMap::new();
         let mut catalog_policy = HashMap::new();
         for (name, provider) in &loaded.config.providers {
-            let client = ProviderClient::new(name, provider)
-                .map_err(|(key, message)| loaded.error(key, message))?;
-            providers.insert(name.clone(), Arc::new(client));
+            let kept = previous
+                .filter(|_| unchanged.contains(&name.as_str()))
+                .and_then(|p| p.providers.get(name).cloned());
+            let client = match kept {
+                Some(client) => client,
+                None => Arc::new(
+                    ProviderClient::new(name, provider)
+                        .map_err(|(key, message)| loaded.error(key, message))?,
+                ),
+            };
+            providers.insert(name.clone(), client);
             catalog_policy.insert(
                 name.clone(),
                 provider.catalog.then(|| catalog::ttl(provider)),

@@ -8,8 +8,10 @@
 //!   the session;
 //! - [`http`]: the same server over Streamable HTTP, with its access checks;
 //! - [`server`]: the handler; [`tools`], [`resources`], [`tasks`] and
-//!   [`progress`] what it serves.
+//!   [`progress`] what it serves; [`changes`] tells clients when a reload
+//!   changed the tools.
 
+mod changes;
 pub mod http;
 mod progress;
 mod resources;
@@ -39,6 +41,7 @@ pub async fn serve(chorus: Arc<Chorus>) -> anyhow::Result<()> {
     // call and task watches the session too, so rmcp's drain of in-flight
     // responses finds them already stopped.
     let running = rmcp::service::serve_directly(server.clone(), transport, None);
+    server.announce_tool_changes(running.peer().clone());
     let reason = running.waiting().await?;
     session.end("the service stopped");
     server.shutdown();

@@ -10,9 +10,9 @@ use rmcp::model::{
     GetTaskResult, Implementation, InitializeRequestParams, InitializeResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, Tool,
+    ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
@@ -20,40 +20,30 @@ use super::progress::Reporter;
 use super::tasks::Tasks;
 use super::tools::Call;
 use super::transport::Session;
-use super::{resources, tools};
+use super::{changes, resources, tools};
 use crate::app::Chorus;
 
 #[derive(Clone)]
 pub struct Server {
     chorus: Arc<Chorus>,
-    tools: Arc<Vec<Tool>>,
     tasks: Arc<Tasks>,
     session: Session,
 }
 
 impl Server {
     pub fn new(chorus: Arc<Chorus>, session: Session) -> Self {
-        let mut tools: Vec<Tool> = chorus
-            .runner
-            .pipelines()
-            .map(|(name, pipeline)| tools::tool(name, pipeline))
-            .collect();
-        let synthesizers: Vec<&str> = chorus
-            .runner
-            .registry
-            .iter()
-            .filter(|p| p.kind == crate::plugins::Kind::Synthesizer)
-            .map(|p| p.name.as_str())
-            .collect();
-        let pipelines: Vec<&str> = chorus.runner.pipelines().map(|(n, _)| n.as_str()).collect();
-        tools.push(tools::resynthesize_tool(&synthesizers, &pipelines));
-        let tasks = Tasks::new(chorus.loaded().config.limits.task_ttl);
+        let tasks = Tasks::new(chorus.runner().loaded.config.limits.task_ttl);
         Self {
             chorus,
-            tools: Arc::new(tools),
             tasks: Arc::new(tasks),
             session,
         }
+    }
+
+    /// Announces every change of the tool list to a client on stdio (see
+    /// [`changes`]).
+    pub fn announce_tool_changes(&self, peer: rmcp::service::Peer<RoleServer>) {
+        changes::announce_to_session(&self.chorus, peer, self.session.clone());
     }
 
     /// Stops every task (the session is over).
@@ -129,6 +119,7 @@ impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
             .enable_tasks()
@@ -162,11 +153,29 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+        Ok(ListToolsResult::with_all_items(changes::current(
+            &self.chorus,
+        )))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.iter().find(|t| t.name == name).cloned()
+        changes::current(&self.chorus)
+            .into_iter()
+            .find(|t| t.name == name)
+    }
+
+    /// A 2026-07-28 client hears of tool list changes on a
+    /// `subscriptions/listen` stream.
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        changes::listen(&self.chorus, subscription, &self.session).await;
+        Ok(())
     }
 
     async fn call_tool(
@@ -175,10 +184,14 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
-        if self.get_tool(&name).is_none() {
-            let known: Vec<&str> = self.tools.iter().map(|t| &*t.name).collect();
+        let tools = changes::current(&self.chorus);
+        if !tools.iter().any(|t| t.name == name) {
+            let known: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
             return Err(McpError::invalid_params(
-                format!("no tool named `{name}` (tools: {})", known.join(", ")),
+                format!(
+                    "unknown tool: no tool named `{name}` (tools: {})",
+                    known.join(", ")
+                ),
                 None,
             ));
         }

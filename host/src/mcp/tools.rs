@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::app::Chorus;
 use crate::config::Pipeline;
-use crate::pipeline::{Merger, Progress, RunError, options};
+use crate::pipeline::{Merger, Progress, RunError, Runner, options};
 use crate::record::{AnswerKind, RunRecord, Totals};
 
 /// The result's shape, kept compact: every tool repeats it in `tools/list`,
@@ -67,6 +67,23 @@ pub fn tool(name: &str, pipeline: &Pipeline) -> Tool {
     )
     .with_raw_output_schema(OUTPUT_SCHEMA.clone())
     .with_annotations(ToolAnnotations::new().read_only(true).open_world(true))
+}
+
+/// The tools a runner serves: one per pipeline, and `resynthesize`.
+pub fn list(runner: &Runner) -> Vec<Tool> {
+    let mut tools: Vec<Tool> = runner
+        .pipelines()
+        .map(|(name, pipeline)| tool(name, pipeline))
+        .collect();
+    let synthesizers: Vec<&str> = runner
+        .registry
+        .iter()
+        .filter(|p| p.kind == crate::plugins::Kind::Synthesizer)
+        .map(|p| p.name.as_str())
+        .collect();
+    let pipelines: Vec<&str> = runner.pipelines().map(|(n, _)| n.as_str()).collect();
+    tools.push(resynthesize_tool(&synthesizers, &pipelines));
+    tools
 }
 
 /// The tool that merges a kept run's answers again.

@@ -80,19 +80,7 @@ impl Runner {
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
         let llm = Arc::new(Llm::new(&loaded)?);
         let registry = Registry::load(&loaded)?;
-        for (name, pipeline) in &loaded.config.pipelines {
-            for (role, kind, plugin) in roles(pipeline) {
-                let found = registry
-                    .get(plugin)
-                    .expect("validated: pipelines name defined plugins");
-                if found.kind != kind {
-                    return Err(loaded.error(
-                        format!("pipelines.{name}.{role}"),
-                        format!("plugin `{plugin}` is a {}, not a {kind}", found.kind),
-                    ));
-                }
-            }
-        }
+        check_roles(&loaded, &registry)?;
         let run_slots = Arc::new(tokio::sync::Semaphore::new(
             loaded.config.limits.max_concurrent_runs as usize,
         ));
@@ -101,6 +89,36 @@ impl Runner {
             registry,
             llm,
             run_slots,
+        })
+    }
+
+    /// The runner for a changed configuration, built beside `previous`
+    /// (which keeps serving the runs it started): unchanged plugins and
+    /// provider clients are taken over as they are, and so are the run
+    /// slots, so `limits.max_concurrent_runs` holds across the change
+    /// (the caller keeps that limit as it was: it cannot change live).
+    pub fn reload(loaded: Loaded, previous: &Runner) -> Result<Self, ConfigError> {
+        let (old, new) = (&previous.loaded.config, &loaded.config);
+        let llm =
+            if old.providers == new.providers && old.models == new.models && old.cache == new.cache
+            {
+                previous.llm.clone()
+            } else {
+                let unchanged: Vec<&str> = new
+                    .providers
+                    .iter()
+                    .filter(|(name, p)| old.providers.get(*name) == Some(p))
+                    .map(|(name, _)| name.as_str())
+                    .collect();
+                Arc::new(Llm::reusing(&loaded, Some(&previous.llm), &unchanged)?)
+            };
+        let registry = Registry::load_reusing(&loaded, Some(&previous.registry))?;
+        check_roles(&loaded, &registry)?;
+        Ok(Self {
+            loaded,
+            registry,
+            llm,
+            run_slots: previous.run_slots.clone(),
         })
     }
 
@@ -491,6 +509,24 @@ impl Runner {
             known.join(", ")
         ))
     }
+}
+
+/// Every pipeline's plugins are of the kind their role needs.
+fn check_roles(loaded: &Loaded, registry: &Registry) -> Result<(), ConfigError> {
+    for (name, pipeline) in &loaded.config.pipelines {
+        for (role, kind, plugin) in roles(pipeline) {
+            let found = registry
+                .get(plugin)
+                .expect("validated: pipelines name defined plugins");
+            if found.kind != kind {
+                return Err(loaded.error(
+                    format!("pipelines.{name}.{role}"),
+                    format!("plugin `{plugin}` is a {}, not a {kind}", found.kind),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A pipeline's plugins by role.

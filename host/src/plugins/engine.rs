@@ -23,7 +23,7 @@ const KEEP_RESIDENT: usize = 1 << 20;
 const SPARE_SLOTS: u32 = 2;
 
 /// How the engine is sized.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sizing {
     /// Plugin calls alive at once (one per run, plus spares).
     pub slots: u32,

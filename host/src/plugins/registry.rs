@@ -8,11 +8,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
 use super::bindings::{self, CONTRACT, Guest, VERSIONS};
-use super::engine::{self, Sizing};
+use super::engine::{self, Sizing, Slots};
 use super::sandbox::{CallLimits, State};
 use super::{Kind, Plugin, PluginError, cache};
 use crate::config::{ConfigError, Loaded};
@@ -34,15 +35,30 @@ pub(super) fn builtin_bytes(name: &str) -> Option<&'static [u8]> {
         .map(|(_, bytes)| *bytes)
 }
 
-/// Every plugin of a configuration, loaded.
+/// Every plugin of a configuration, loaded, and the engine that runs them.
 pub struct Registry {
     plugins: BTreeMap<String, Arc<Plugin>>,
+    /// Each plugin's component, by SHA-256: what a reload compares.
+    digests: BTreeMap<String, [u8; 32]>,
+    sizing: Sizing,
+    engine: Engine,
+    slots: Slots,
+    linker: Arc<Linker<State>>,
 }
 
 impl Registry {
     /// Loads (compiles or fetches from the cache) every plugin in the
     /// config, and has each check its settings.
     pub fn load(loaded: &Loaded) -> Result<Self, ConfigError> {
+        Self::load_reusing(loaded, None)
+    }
+
+    /// Loads the plugins of `loaded`, taking from `previous` (the set being
+    /// replaced by a reload) every plugin whose component, settings and
+    /// limits are unchanged, as it is: compiled, linked and validated. The
+    /// engine is kept too when its sizing is unchanged; runs in flight on
+    /// `previous` are untouched either way.
+    pub fn load_reusing(loaded: &Loaded, previous: Option<&Registry>) -> Result<Self, ConfigError> {
         let config = &loaded.config;
         let largest = config
             .plugins
@@ -50,12 +66,20 @@ impl Registry {
             .map(|p| p.max_memory_mib)
             .max()
             .unwrap_or(64);
-        let (engine, slots) =
-            engine::engine(Sizing::for_runs(config.limits.max_concurrent_runs, largest));
-        let mut linker: Linker<State> = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(|e| loaded.error("", format!("{e:#}")))?;
-        bindings::add_to_linker(&mut linker).map_err(|e| loaded.error("", format!("{e:#}")))?;
+        let sizing = Sizing::for_runs(config.limits.max_concurrent_runs, largest);
+        let previous = previous.filter(|p| p.sizing == sizing);
+        let (engine, slots, linker) = match previous {
+            Some(p) => (p.engine.clone(), p.slots.clone(), p.linker.clone()),
+            None => {
+                let (engine, slots) = engine::engine(sizing);
+                let mut linker: Linker<State> = Linker::new(&engine);
+                wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+                    .map_err(|e| loaded.error("", format!("{e:#}")))?;
+                bindings::add_to_linker(&mut linker)
+                    .map_err(|e| loaded.error("", format!("{e:#}")))?;
+                (engine, slots, Arc::new(linker))
+            }
+        };
         let cache = cache::CompileCache::new(if config.cache.enabled {
             config
                 .cache
@@ -65,45 +89,45 @@ impl Registry {
         } else {
             None
         });
-        cache.prune(&engine);
+        if previous.is_none() {
+            cache.prune(&engine);
+        }
 
         let mut plugins = BTreeMap::new();
+        let mut digests = BTreeMap::new();
+        let mut fresh = Vec::new();
         for (name, spec) in &config.plugins {
             let started = Instant::now();
-            let (wasm, origin, key) = match (&spec.builtin, &spec.path) {
-                (Some(builtin), _) => {
-                    let bytes = builtin_bytes(builtin).map(<[u8]>::to_vec).ok_or_else(|| {
-                        let known: Vec<_> = builtin_names().collect();
-                        loaded.error(
-                            format!("plugins.{name}.builtin"),
-                            format!(
-                                "no built-in plugin `{builtin}` (built in: {})",
-                                known.join(", ")
-                            ),
-                        )
-                    })?;
-                    (
-                        bytes,
-                        format!("builtin:{builtin}"),
-                        format!("plugins.{name}.builtin"),
-                    )
-                }
-                (None, Some(path)) => {
-                    let full: PathBuf = loaded.base_dir.join(path);
-                    let key = format!("plugins.{name}.path");
-                    let bytes =
-                        crate::config::read_regular_file(&full, crate::config::MAX_PLUGIN_BYTES)
-                            .map_err(|e| {
-                                loaded.error(&key, format!("cannot read {}: {e}", full.display()))
-                            })?;
-                    (bytes, full.display().to_string(), key)
-                }
-                (None, None) => unreachable!("validated: a plugin has builtin or path"),
+            let (wasm, origin, key) = component_of(loaded, name, spec)?;
+            let digest: [u8; 32] = Sha256::digest(&wasm).into();
+            let settings =
+                serde_json::to_string(&spec.settings).unwrap_or_else(|_| "{}".to_owned());
+            let limits = CallLimits {
+                cpu_time: spec.cpu_time,
+                wall_time: spec.wall_time,
+                max_memory_mib: spec.max_memory_mib,
+                max_batch: config.limits.max_calls_per_run,
             };
+            digests.insert(name.clone(), digest);
+            let kept = previous.and_then(|p| {
+                let plugin = p.plugins.get(name)?;
+                let same = p.digests.get(name) == Some(&digest)
+                    && plugin.origin == origin
+                    && plugin.settings == settings
+                    && plugin.limits == limits;
+                same.then(|| plugin.clone())
+            });
+            if let Some(plugin) = kept {
+                plugins.insert(name.clone(), plugin);
+                continue;
+            }
             let (component, source) = cache.load(&engine, name, &wasm).map_err(|e| {
                 loaded.error(
                     &key,
-                    format!("{origin} is not a loadable WebAssembly component: {e:#}"),
+                    format!(
+                        "{origin} is not a loadable WebAssembly component: {}",
+                        one_line(&format!("{e:#}"))
+                    ),
                 )
             })?;
             let (kind, contract) = contract_of(&engine, &component)
@@ -113,7 +137,10 @@ impl Registry {
             let guest = linker
                 .instantiate_pre(&component)
                 .and_then(|pre| Guest::new(pre, kind, serving))
-                .map_err(|e| loaded.error(&key, format!("{origin} cannot be linked: {e:#}")))?;
+                .map_err(|e| {
+                    let why = one_line(&format!("{e:#}"));
+                    loaded.error(&key, format!("{origin} cannot be linked: {why}"))
+                })?;
             let plugin = Plugin {
                 name: name.clone(),
                 kind,
@@ -121,22 +148,18 @@ impl Registry {
                 origin,
                 source,
                 load_time: started.elapsed(),
-                settings: serde_json::to_string(&spec.settings).unwrap_or_else(|_| "{}".to_owned()),
-                limits: CallLimits {
-                    cpu_time: spec.cpu_time,
-                    wall_time: spec.wall_time,
-                    max_memory_mib: spec.max_memory_mib,
-                    max_batch: config.limits.max_calls_per_run,
-                },
+                settings,
+                limits,
                 engine: engine.clone(),
                 slots: slots.clone(),
                 guest,
             };
             tracing::debug!(plugin = %name, kind = %kind, source = ?source, "loaded in {:?}", plugin.load_time);
-            plugins.insert(name.clone(), Arc::new(plugin));
+            let plugin = Arc::new(plugin);
+            fresh.push(plugin.clone());
+            plugins.insert(name.clone(), plugin);
         }
-        let registry = Self { plugins };
-        if let Some((name, error)) = registry.validate_settings() {
+        if let Some((name, error)) = validate_settings(&fresh) {
             let message = match error {
                 PluginError::Failed { message, .. } => {
                     format!("plugin `{name}` refused its settings: {message}")
@@ -145,7 +168,20 @@ impl Registry {
             };
             return Err(loaded.error(format!("plugins.{name}.settings"), message));
         }
-        Ok(registry)
+        Ok(Self {
+            plugins,
+            digests,
+            sizing,
+            engine,
+            slots,
+            linker,
+        })
+    }
+
+    /// Whether both run on one engine (a reload keeps it unless the
+    /// instance pool had to be sized anew).
+    pub fn same_engine(&self, other: &Registry) -> bool {
+        Engine::same(&self.engine, &other.engine)
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<Plugin>> {
@@ -155,30 +191,73 @@ impl Registry {
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Plugin>> {
         self.plugins.values()
     }
+}
 
-    /// Has every plugin check its settings; the first refusal, if any.
-    /// Runs on a short-lived runtime of its own, so loading stays callable
-    /// from plain code (`chorus check`) and from inside a runtime alike.
-    fn validate_settings(&self) -> Option<(String, PluginError)> {
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_time()
-                        .build()
-                        .expect("a runtime for validating settings");
-                    runtime.block_on(async {
-                        for plugin in self.plugins.values() {
-                            if let Err(e) = plugin.validate_settings().await {
-                                return Some((plugin.name.clone(), e));
-                            }
+/// Has each of `plugins` check its settings (a 0.1 plugin is instantiated
+/// instead); the first refusal, if any. Runs on a short-lived runtime of its
+/// own, so loading stays callable from plain code (`chorus check`) and from
+/// inside a runtime alike.
+fn validate_settings(plugins: &[Arc<Plugin>]) -> Option<(String, PluginError)> {
+    if plugins.is_empty() {
+        return None;
+    }
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .build()
+                    .expect("a runtime for validating settings");
+                runtime.block_on(async {
+                    for plugin in plugins {
+                        if let Err(e) = plugin.validate_settings().await {
+                            return Some((plugin.name.clone(), e));
                         }
-                        None
-                    })
+                    }
+                    None
                 })
-                .join()
-                .expect("validating settings does not panic")
-        })
+            })
+            .join()
+            .expect("validating settings does not panic")
+    })
+}
+
+/// wasmtime's message on one line (a parse error spells out byte arrays
+/// over many): a refused reload is reported as one block.
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A plugin's component bytes, where they came from (for messages), and
+/// the config key that names them.
+fn component_of(
+    loaded: &Loaded,
+    name: &str,
+    spec: &crate::config::PluginSpec,
+) -> Result<(Vec<u8>, String, String), ConfigError> {
+    match (&spec.builtin, &spec.path) {
+        (Some(builtin), _) => {
+            let key = format!("plugins.{name}.builtin");
+            let bytes = builtin_bytes(builtin).map(<[u8]>::to_vec).ok_or_else(|| {
+                let known: Vec<_> = builtin_names().collect();
+                loaded.error(
+                    &key,
+                    format!(
+                        "no built-in plugin `{builtin}` (built in: {})",
+                        known.join(", ")
+                    ),
+                )
+            })?;
+            Ok((bytes, format!("builtin:{builtin}"), key))
+        }
+        (None, Some(path)) => {
+            let full: PathBuf = loaded.base_dir.join(path);
+            let key = format!("plugins.{name}.path");
+            let bytes = crate::config::read_regular_file(&full, crate::config::MAX_PLUGIN_BYTES)
+                .map_err(|e| loaded.error(&key, format!("cannot read {}: {e}", full.display())))?;
+            Ok((bytes, full.display().to_string(), key))
+        }
+        (None, None) => unreachable!("validated: a plugin has builtin or path"),
     }
 }
 

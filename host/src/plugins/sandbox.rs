@@ -41,7 +41,7 @@ const MAX_PROGRESS_BYTES: usize = 500;
 pub const FIXED_WALL_CLOCK: Duration = Duration::from_secs(946_684_800);
 
 /// What one call of a plugin may use.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CallLimits {
     pub cpu_time: Duration,
     pub wall_time: Duration,

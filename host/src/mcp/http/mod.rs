@@ -50,7 +50,8 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options) -> anyhow::Result<()> 
         .await
         .with_context(|| format!("cannot listen on {}", options.addr))?;
     let local = listener.local_addr()?;
-    let max_body = (chorus.loaded().config.limits.max_prompt_bytes * 4).max(MIN_REQUEST_BYTES);
+    let max_body =
+        (chorus.runner().loaded.config.limits.max_prompt_bytes * 4).max(MIN_REQUEST_BYTES);
     let session = Session::new();
     let server = Server::new(chorus, session.clone());
     let stop = CancellationToken::new();

@@ -63,14 +63,16 @@ impl Guest {
         }
     }
 
-    /// Calls `validate-settings`; 0.1 plugins have none and accept anything.
+    /// Calls `validate-settings`; 0.1 plugins have none and accept any
+    /// settings, but are instantiated all the same, so that loading one
+    /// proves it can run.
     pub async fn validate_settings(
         &self,
         store: &mut Store<State>,
         settings: &str,
     ) -> wasmtime::Result<Result<(), String>> {
         match self {
-            Self::V0_1(_) => Ok(Ok(())),
+            Self::V0_1(guest) => guest.instantiate(store).await.map(Ok),
             Self::V0_2(guest) => guest.validate_settings(store, settings).await,
         }
     }

@@ -73,6 +73,16 @@ impl Guest {
         })
     }
 
+    /// Instantiates the plugin and drops it: 0.1 has no `validate-settings`,
+    /// so this is what loading it checks (its start-up runs, its memory fits).
+    pub async fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<()> {
+        match self {
+            Self::Selector(pre) => pre.instantiate_async(&mut *store).await.map(drop),
+            Self::Prompter(pre) => pre.instantiate_async(&mut *store).await.map(drop),
+            Self::Synthesizer(pre) => pre.instantiate_async(&mut *store).await.map(drop),
+        }
+    }
+
     pub async fn select(
         &self,
         store: &mut Store<State>,

@@ -5,11 +5,19 @@
 //! Every run goes through here, so every run is recorded: the store watches
 //! its events as it goes and keeps its end. Follow-ups and re-syntheses are
 //! resolved here too, since they build on runs the store keeps.
+//!
+//! The runner can be swapped while chorus serves ([`reload`], driven by
+//! [`watcher`] in `chorus serve`): each run takes the current one when it
+//! starts and finishes on it, whatever is swapped in meanwhile.
+
+pub mod reload;
+pub mod watcher;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
+use tokio::sync::watch;
 
 use crate::config::{ConfigError, Loaded};
 use crate::pipeline::follow_up::{MAX_TURNS, NOT_KEPT, TOO_LONG};
@@ -18,8 +26,12 @@ use crate::record::{AnswerKind, RunRecord, RunStatus, StoredRun};
 use crate::store::{Links, Lookup, Page, Query, Recorder, Store, StoreError};
 
 pub struct Chorus {
-    pub runner: Runner,
+    /// The runner new runs use; replaced whole by a reload, announced to
+    /// every subscriber.
+    current: watch::Sender<Arc<Runner>>,
     pub store: Store,
+    /// One reload at a time.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 impl Chorus {
@@ -28,16 +40,27 @@ impl Chorus {
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
         let runner = Runner::load(loaded)?;
         let store = Store::open_or_memory(&runner.loaded);
-        Ok(Self { runner, store })
+        Ok(Self {
+            current: watch::Sender::new(Arc::new(runner)),
+            store,
+            reloading: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The runner as it is now. A run holds on to the one it started with.
+    pub fn runner(&self) -> Arc<Runner> {
+        self.current.borrow().clone()
+    }
+
+    /// Sees every runner swapped in by a reload (the MCP layer announces a
+    /// changed tool list from it).
+    pub fn changes(&self) -> watch::Receiver<Arc<Runner>> {
+        self.current.subscribe()
     }
 
     /// Finds the configuration the way every command does, and loads it.
     pub fn discover(explicit: Option<&Path>) -> Result<Self, ConfigError> {
         Loaded::discover(explicit).and_then(Self::load)
-    }
-
-    pub fn loaded(&self) -> &Loaded {
-        &self.runner.loaded
     }
 
     /// Runs `pipeline` and keeps its record. `options` may hold the
@@ -59,10 +82,10 @@ impl Chorus {
             follow_up_of: conversation.as_ref().map(|c| c.of.clone()),
             resynthesis_of: None,
         };
-        let mut recorder = self.store.recorder(links, self.runner.time_limit(pipeline));
+        let runner = self.runner();
+        let mut recorder = self.store.recorder(links, runner.time_limit(pipeline));
         let progress = events::fan(vec![recorder.watcher(), progress]);
-        let outcome = self
-            .runner
+        let outcome = runner
             .run_continuing(pipeline, prompt, options, conversation, progress)
             .await;
         self.keep(&mut recorder, outcome).await
@@ -97,10 +120,10 @@ impl Chorus {
             follow_up_of: source.follow_up_of.clone(),
             resynthesis_of: Some(source.run_id.clone()),
         };
-        let mut recorder = self.store.recorder(links, self.runner.time_limit(limit_of));
+        let runner = self.runner();
+        let mut recorder = self.store.recorder(links, runner.time_limit(limit_of));
         let progress = events::fan(vec![recorder.watcher(), progress]);
-        let outcome = self
-            .runner
+        let outcome = runner
             .resynthesize(&source, &merger, conversation, progress)
             .await
             .map(|mut record| {
@@ -222,7 +245,7 @@ impl Chorus {
                 _ => beyond = Some(NOT_KEPT),
             }
         }
-        let max_bytes = self.loaded().config.limits.max_prompt_bytes;
+        let max_bytes = self.runner().loaded.config.limits.max_prompt_bytes;
         Ok(Conversation::new(run.run_id, turns, beyond, max_bytes))
     }
 
@@ -235,7 +258,7 @@ impl Chorus {
         options: Map<String, Value>,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
-        self.runner
+        self.runner()
             .dry_run(pipeline, prompt, options, progress)
             .await
     }
