@@ -245,3 +245,35 @@ async fn a_synthesizer_that_fails_returns_the_3mb_answers_whole() {
     );
     assert!(!answer.contains("[… chorus cut"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_council_member_whose_window_is_too_small_casts_no_ballot_and_says_why() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        let text = format!("{model}: {}", "word ".repeat(2_000));
+        mock.script(
+            model,
+            [
+                Step::answer(&text),
+                Step::answer(r#"{"ranking": ["A", "B", "C", "D"]}"#),
+            ],
+        );
+    }
+    mock.script(SYNTH, [Step::answer("the chairman's answer")]);
+    let text = config(&mock, &pipeline("council", "council")).replace(
+        "[models.m5]\ncontext_window = 100000",
+        "[models.m5]\ncontext_window = 1000",
+    );
+    let server = Server::start(&text).await;
+    let structured = structured(&server.ask("council", "q").await).clone();
+    assert_eq!(structured["kind"], "synthesis", "{}", structured["notes"]);
+    assert_eq!(
+        structured["details"]["ballots"].as_array().unwrap().len(),
+        4
+    );
+    assert_eq!(mock.requests_for("m5").len(), 1, "m5 is not asked to rank");
+    note(
+        &structured,
+        "m5 did not rank: its context window of 1000 tokens leaves",
+    );
+}
