@@ -208,9 +208,26 @@ async fn a_synthesizer_that_fails_returns_the_3mb_answers_whole() {
         "\n[plugins.broken]\npath = \"{}/chaos_synthesizer.wasm\"\nsettings = {{ mode = \"bad-id\" }}\n\n[pipelines.broken]\ndescription = \"broken\"\nselector = \"panel\"\nprompter = \"passthrough\"\nsynthesizer = \"broken\"\n",
         plugin_dir().display()
     );
-    // From the terminal: an MCP result this size (answer and structured
-    // copy, 30 MB) is over the 16 MiB line rmcp's clients accept.
-    let file = write_config(&config(&mock, &extra));
+    let config = config(&mock, &extra);
+
+    // Over MCP, the side by side (15 MB) is more than one message carries
+    // (rmcp's clients drop lines over 16 MiB): it is cut, and says where
+    // each answer is whole — and there they are.
+    let server = Server::start(&config).await;
+    let result = server.ask("broken", "q").await;
+    let structured = structured(&result);
+    assert_eq!(structured["kind"], "unmerged", "{}", structured["notes"]);
+    note(structured, "Merging failed");
+    note(structured, "more than one MCP message carries");
+    let run_id = structured["run_id"].as_str().unwrap();
+    for call in calls(structured, "fan-out") {
+        let id = call["id"].as_u64().unwrap() as u32;
+        assert!(recorded_call(&server, run_id, id).await.len() > BIG);
+    }
+    drop(server);
+
+    // From the terminal, every paid answer whole.
+    let file = write_config(&config);
     let output = tokio::time::timeout(
         std::time::Duration::from_secs(60),
         command(&[
@@ -233,15 +250,45 @@ async fn a_synthesizer_that_fails_returns_the_3mb_answers_whole() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let structured: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    let structured = &structured;
-    assert_eq!(structured["kind"], "unmerged", "{}", structured["notes"]);
-    note(structured, "Merging failed");
-    let answer = structured["answer"].as_str().unwrap();
+    let record: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(record["kind"], "unmerged");
+    let answer = record["answer"].as_str().unwrap();
     assert!(
         answer.len() > 5 * BIG,
         "every paid answer whole: {}",
         answer.len()
     );
-    assert!(!answer.contains("[… chorus cut"));
+    assert!(!answer.contains("[… chorus cut") && !answer.contains("[… cut"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_council_member_whose_window_is_too_small_casts_no_ballot_and_says_why() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        let text = format!("{model}: {}", "word ".repeat(2_000));
+        mock.script(
+            model,
+            [
+                Step::answer(&text),
+                Step::answer(r#"{"ranking": ["A", "B", "C", "D"]}"#),
+            ],
+        );
+    }
+    mock.script(SYNTH, [Step::answer("the chairman's answer")]);
+    let text = config(&mock, &pipeline("council", "council")).replace(
+        "[models.m5]\ncontext_window = 100000",
+        "[models.m5]\ncontext_window = 1000",
+    );
+    let server = Server::start(&text).await;
+    let structured = structured(&server.ask("council", "q").await).clone();
+    assert_eq!(structured["kind"], "synthesis", "{}", structured["notes"]);
+    assert_eq!(
+        structured["details"]["ballots"].as_array().unwrap().len(),
+        4
+    );
+    assert_eq!(mock.requests_for("m5").len(), 1, "m5 is not asked to rank");
+    note(
+        &structured,
+        "m5 did not rank: its context window of 1000 tokens leaves",
+    );
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
+use super::resources::RUN_URI_PREFIX;
 use crate::app::Chorus;
 use crate::config::Pipeline;
 use crate::pipeline::{Merger, Progress, RunError, Runner, options};
@@ -221,8 +222,14 @@ fn type_name(value: &Value) -> &'static str {
 /// account of how it was made, and the full record as structured content.
 /// A run in which no model answered is an error result — with every cause.
 pub fn success(result: &RunRecord) -> CallToolResult {
+    let shown = shown_answer(result, MAX_RESULT_ANSWER_BYTES);
     let content = vec![
-        ContentBlock::text(result.answer.clone()),
+        ContentBlock::text(
+            shown
+                .as_ref()
+                .map_or(&result.answer, |(text, _)| text)
+                .clone(),
+        ),
         ContentBlock::text(account(result)),
         ContentBlock::resource_link(super::resources::link(&result.run_id, &result.summary)),
     ];
@@ -231,8 +238,47 @@ pub fn success(result: &RunRecord) -> CallToolResult {
     } else {
         CallToolResult::success(content)
     };
-    tool_result.structured_content = Some(structured(result));
+    let mut structured = structured(result);
+    if let Some((text, note)) = shown {
+        structured["answer"] = Value::String(text);
+        if let Some(notes) = structured["notes"].as_array_mut() {
+            notes.push(Value::String(note));
+        }
+    }
+    tool_result.structured_content = Some(structured);
     tool_result
+}
+
+/// The most of an answer one tool result carries. It is sent twice (as
+/// text and in `structuredContent`), and rmcp's clients drop any message
+/// over 16 MiB — the call would never end for them. The record keeps the
+/// whole answer.
+const MAX_RESULT_ANSWER_BYTES: usize = 4 << 20;
+
+/// The answer cut to `max` bytes, with a note saying where it is whole;
+/// `None` when it fits.
+fn shown_answer(result: &RunRecord, max: usize) -> Option<(String, String)> {
+    let answer = &result.answer;
+    if answer.len() <= max {
+        return None;
+    }
+    let mut end = max;
+    while !answer.is_char_boundary(end) {
+        end -= 1;
+    }
+    let run = &result.run_id;
+    let text = format!(
+        "{}\n\n[… cut to {end} of {} bytes to fit one MCP message]",
+        &answer[..end],
+        answer.len()
+    );
+    let note = format!(
+        "The answer is {} bytes, more than one MCP message carries; the first {end} are shown. \
+         It is kept whole: `chorus runs answer {run}` prints it, and each model's own answer is \
+         the resource {RUN_URI_PREFIX}{run}/calls/N.",
+        answer.len()
+    );
+    Some((text, note))
 }
 
 /// The record as the output schema describes it: `details` always an
@@ -349,6 +395,42 @@ mod tests {
         }
         assert_eq!(success["kind"], "single");
         assert_eq!(failure["error"]["kind"], "invalid-arguments");
+    }
+
+    #[test]
+    fn an_answer_too_big_for_one_message_is_cut_and_says_where_it_is_whole() {
+        let record = |answer: String| RunRecord {
+            run_id: "r".into(),
+            pipeline: "p".into(),
+            kind: AnswerKind::Unmerged,
+            summary: "s".into(),
+            answer,
+            notes: vec![],
+            calls: vec![],
+            usage: Totals::default(),
+            elapsed_ms: 1,
+            details: None,
+            follow_up_of: None,
+            resynthesis_of: None,
+        };
+        assert_eq!(shown_answer(&record("ééé".into()), 6), None);
+        let (text, note) = shown_answer(&record("éééé".into()), 5).unwrap();
+        assert!(text.starts_with("éé\n\n[… cut to 4 of 8 bytes"), "{text}");
+        assert!(note.contains("`chorus runs answer r`"), "{note}");
+        assert!(note.contains("chorus://runs/r/calls/N"), "{note}");
+
+        let big = record("x".repeat(MAX_RESULT_ANSWER_BYTES + 1));
+        let result = success(&big);
+        let structured = result.structured_content.unwrap();
+        let answer = structured["answer"].as_str().unwrap();
+        assert!(answer.len() < MAX_RESULT_ANSWER_BYTES + 200);
+        assert!(
+            structured["notes"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("The answer is")
+        );
+        assert_eq!(result.content[0].as_text().unwrap().text, answer);
     }
 
     #[test]
