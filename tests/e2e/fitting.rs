@@ -152,7 +152,7 @@ async fn five_3mb_answers_reach_council_judge_and_vote_and_none_is_lost() {
     assert!(answer.len() > BIG && !answer.contains("[… chorus cut"));
     let sent = mock.requests_for(SYNTH)[0].text();
     assert!(sent.len() < 600_000, "the judge got {} bytes", sent.len());
-    note(&verdict, "were longer than this run's models can read");
+    note(&verdict, "were handed to the strategy cut to ");
     let run_id = verdict["run_id"].as_str().unwrap();
     assert!(recorded_call(&server, run_id, 0).await.len() > BIG);
     drop(server);

@@ -56,6 +56,19 @@ impl CopyLimit {
         Self { chars, bytes }
     }
 
+    /// The limit in words: which bound holds, and why.
+    fn describe(&self) -> String {
+        match self.chars {
+            Some(chars) if chars <= self.bytes => {
+                format!("{chars} characters, the most the run's largest context window could hold")
+            }
+            _ => format!(
+                "{} bytes each, what the plugin's memory cap allows for that many answers",
+                self.bytes
+            ),
+        }
+    }
+
     /// `text` within the limit: `None` when it already is.
     fn cut(&self, text: &str) -> Option<String> {
         let mut end = text.len().min(self.bytes);
@@ -71,7 +84,7 @@ impl CopyLimit {
             end -= 1;
         }
         Some(format!(
-            "{}\n[… chorus cut this answer to {end} of {} bytes: more than any model of this run could read]",
+            "{}\n[… chorus cut this answer to {end} of {} bytes: more than this strategy could use]",
             &text[..end],
             text.len()
         ))
@@ -126,14 +139,11 @@ impl Cutter {
             answer.text = String::clone(&cut.whole);
         }
         let models: Vec<&str> = cuts.iter().map(|c| c.model.as_str()).collect();
-        let limit = match self.limit.chars {
-            Some(chars) => format!("{} characters or {} bytes", chars, self.limit.bytes),
-            None => format!("{} bytes", self.limit.bytes),
-        };
         answer.notes.push(format!(
-            "{} answer(s) ({}) were longer than this run's models can read; the strategy saw the first {limit} of each. The whole answers are kept in the run record.",
+            "{} answer(s) ({}) were handed to the strategy cut to {}. The run record keeps them whole.",
             cuts.len(),
-            models.join(", ")
+            models.join(", "),
+            self.limit.describe()
         ));
     }
 }
