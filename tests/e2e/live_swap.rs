@@ -430,3 +430,62 @@ async fn an_editors_burst_of_saves_is_one_reload() {
     let reloads = server.wait_for_stderr("reloaded plugins.toml", 1).await;
     assert_eq!(reloads.len(), 2, "one reload for the burst: {reloads:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_keys_and_refused_settings_are_refused_and_what_needs_a_restart_is_said() {
+    let mock = Mock::start().await;
+    mock.script(SYNTH, [Step::answer("merged")]);
+    for model in PANEL {
+        mock.script(model, [Step::answer("ok")]);
+    }
+    let before = config(&mock, "");
+    let server = Server::start(&before).await;
+
+    // An unknown key: refused, naming the key.
+    save(server.config_path(), &format!("bogus = 1\n{before}"));
+    server.wait_for_stderr("was refused", 1).await;
+    assert!(
+        server.stderr().contains("unknown field `bogus`"),
+        "{}",
+        server.stderr()
+    );
+
+    // Settings the plugin itself refuses (static-panel's panel must name
+    // models): refused with the plugin's own message.
+    let refused = before.replace(
+        "settings = { panel = [\"m1\", \"m2\", \"m3\", \"m4\", \"m5\"]",
+        "settings = { panel = 5",
+    );
+    assert_ne!(refused, before);
+    save(server.config_path(), &refused);
+    let blocks = server.wait_for_stderr("was refused", 2).await;
+    assert_eq!(blocks.len(), 2);
+    let log = server.stderr();
+    let lines: Vec<&str> = log.lines().collect();
+    let last = lines
+        .iter()
+        .rposition(|line| line.contains("was refused"))
+        .unwrap();
+    let reason = lines[last + 1];
+    assert!(
+        reason.contains("plugins.panel.settings") && reason.contains("refused its settings"),
+        "{log}"
+    );
+    assert_eq!(
+        structured(&server.ask("ask", "q").await)["kind"],
+        "synthesis"
+    );
+
+    // A good change with a key that needs a restart: applied, and the rest
+    // is named.
+    save(
+        server.config_path(),
+        &format!("{before}{SECOND}\n[store]\nmax_runs = 5\n"),
+    );
+    let reloaded = server.wait_for_stderr("reloaded plugins.toml", 1).await;
+    assert!(
+        reloaded[0].contains("pipelines +second")
+            && reloaded[0].contains("needs a restart to take effect, still as before: [store]"),
+        "{reloaded:?}"
+    );
+}
