@@ -38,6 +38,11 @@ pub fn start(chorus: Arc<Chorus>, watch_files: bool) {
     } else {
         None
     };
+    // Watching starts before `serve` answers anything: a save right after
+    // a client connects is seen.
+    if let Some(files) = &mut files {
+        files.follow(&chorus.runner().loaded);
+    }
     let origin = chorus.runner().loaded.origin.clone();
     match (&files, chorus.runner().loaded.path.is_some()) {
         (Some(_), true) => tracing::info!("watching {origin} and its plugin files for changes"),
@@ -47,9 +52,6 @@ pub fn start(chorus: Arc<Chorus>, watch_files: bool) {
         }
     }
     tokio::spawn(async move {
-        if let Some(files) = &mut files {
-            files.follow(&chorus.runner().loaded);
-        }
         while let Some(mut trigger) = pending.recv().await {
             if let Trigger::Files = trigger {
                 // Wait out the burst; a SIGHUP within it is what it was.
