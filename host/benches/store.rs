@@ -71,6 +71,7 @@ fn run(i: usize) -> Run {
                 model: (*m).into(),
                 messages: vec![user(prompt.clone())],
                 sampling: Sampling::default(),
+                response_format: None,
             })
         })
         .collect();
@@ -90,6 +91,7 @@ fn run(i: usize) -> Run {
             user(format!("{prompt}\n\n{synthesis_prompt}")),
         ],
         sampling: Sampling::default(),
+        response_format: None,
     }));
     let calls: Vec<Arc<CallRecord>> = requests
         .iter()
@@ -111,6 +113,7 @@ fn run(i: usize) -> Run {
                 error: None,
                 reply: Some(std::sync::Arc::new(answer(&request.model))),
                 reused_from: None,
+                format_sent: None,
             })
         })
         .collect();

@@ -119,6 +119,10 @@ pub struct CallRecord {
     /// tokens and cost stay with the run that paid for them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reused_from: Option<CallRef>,
+    /// The response format the provider was asked for (`json-schema` or
+    /// `json-object`), when the request named one and the model took it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format_sent: Option<String>,
 }
 
 /// A call of some run.
@@ -425,6 +429,7 @@ mod tests {
             error: None,
             reply: Some(Arc::new("the answer".into())),
             reused_from: None,
+            format_sent: None,
         };
         assert!(serde_json::to_value(&call).unwrap().get("reply").is_none());
         let stored = StoredCall {

@@ -4,7 +4,7 @@
 //! a failing analyst falls over to the next, and with no analyst and no
 //! writer the paid answers come back side by side.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::*;
 
@@ -202,6 +202,22 @@ async fn an_analyst_that_returns_garbage_still_yields_an_answer_marked_unparsed(
     );
     let writer_prompt = mock.requests_for(SYNTH)[1].text();
     assert!(writer_prompt.contains("Analysis of the answers (free text):"));
+    // With no catalog saying the model takes a response format, none was
+    // sent, and the notes say the reply was read leniently.
+    assert!(
+        mock.requests_for(SYNTH)[0]
+            .body
+            .get("response_format")
+            .is_none()
+    );
+    assert!(
+        text(&result).contains(
+            "The analyst synth takes no response format (by its catalog entry, or its provider refused one), so its reply was read leniently."
+        ),
+        "{}",
+        text(&result)
+    );
+    assert_eq!(structured["details"]["analyst"]["format"], "none");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -258,4 +274,146 @@ async fn a_failing_analyst_falls_over_and_with_none_left_the_answers_come_side_b
         "{notes}"
     );
     assert_eq!(structured["details"]["analysis"], Value::Null);
+}
+
+/// A provider's model list: the analysts' entries say which response
+/// formats they take; the panel's say nothing of the kind.
+fn catalog_with(mock: &Mock, synth: &[&str], synth2: &[&str]) {
+    let entry = |id: &str, params: &[&str]| {
+        let mut supported = vec!["max_tokens", "temperature"];
+        supported.extend_from_slice(params);
+        json!({"id": id, "context_length": 100000, "supported_parameters": supported})
+    };
+    let mut models: Vec<Value> = PANEL.iter().map(|m| entry(m, &[])).collect();
+    models.push(entry(SYNTH, synth));
+    models.push(entry(SYNTH2, synth2));
+    mock.catalog(Value::Array(models));
+}
+
+const STRICT_ANALYSIS: &str = r#"{"consensus": ["it boils lower up high"], "disagreements": [],
+  "unique_insights": [], "likely_errors": [], "blind_spots": [],
+  "confidence": {"level": "high", "score": 0.9, "why": "they agree"}}"#;
+
+fn analysis_call(structured: &Value) -> Value {
+    structured["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["label"] == "analysis")
+        .cloned()
+        .expect("an analysis call")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_analyst_is_held_to_the_schema_where_its_model_takes_structured_outputs() {
+    let mock = Mock::start().await;
+    panel_disagrees(&mock);
+    catalog_with(&mock, &["structured_outputs", "response_format"], &[]);
+    mock.script(
+        SYNTH,
+        [
+            Step::answer(STRICT_ANALYSIS),
+            Step::answer("It boils at about 70 C."),
+        ],
+    );
+    let server = Server::start(&config(&mock, PIPELINE)).await;
+    let result = server.ask("analysis", "q").await;
+    let structured = structured(&result);
+    assert_eq!(structured["kind"], "synthesis", "{}", structured["notes"]);
+
+    let requests = mock.requests_for(SYNTH);
+    let format = &requests[0].body["response_format"];
+    assert_eq!(format["type"], "json_schema", "{format}");
+    assert_eq!(format["json_schema"]["name"], "panel_analysis");
+    assert_eq!(format["json_schema"]["strict"], true);
+    let schema = &format["json_schema"]["schema"];
+    assert_eq!(schema["additionalProperties"], false);
+    assert_eq!(schema["required"].as_array().unwrap().len(), 6, "{schema}");
+    // A strict model can only cite the letters the analyst was shown.
+    let held_by = &schema["properties"]["likely_errors"]["items"]["properties"]["held_by"];
+    assert_eq!(held_by["items"]["enum"], json!(["A", "B", "C", "D", "E"]));
+    // Nothing else asked for a format: not the writer, not the panel.
+    assert!(requests[1].body.get("response_format").is_none());
+    for model in PANEL {
+        assert!(
+            mock.requests_for(model)[0]
+                .body
+                .get("response_format")
+                .is_none()
+        );
+    }
+
+    // The user sees what was sent, in the notes, the details and the call.
+    assert!(
+        text(&result).contains(
+            "The analyst synth was held to the analysis's JSON schema (structured outputs)."
+        ),
+        "{}",
+        text(&result)
+    );
+    assert_eq!(structured["details"]["analyst"]["format"], "json-schema");
+    assert_eq!(analysis_call(structured)["format_sent"], "json-schema");
+    assert_eq!(
+        structured["details"]["analysis"]["confidence"]["level"],
+        "high"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_with_only_a_json_mode_is_asked_for_json() {
+    let mock = Mock::start().await;
+    panel_disagrees(&mock);
+    catalog_with(&mock, &["response_format"], &[]);
+    mock.script(
+        SYNTH,
+        [Step::answer(STRICT_ANALYSIS), Step::answer("Final.")],
+    );
+    let server = Server::start(&config(&mock, PIPELINE)).await;
+    let result = server.ask("analysis", "q").await;
+    let format = &mock.requests_for(SYNTH)[0].body["response_format"];
+    assert_eq!(format, &json!({"type": "json_object"}));
+    assert!(
+        text(&result).contains(
+            "The analyst synth was asked for JSON (its provider has a JSON mode but no schemas); its reply was read leniently."
+        ),
+        "{}",
+        text(&result)
+    );
+    assert_eq!(
+        analysis_call(structured(&result))["format_sent"],
+        "json-object"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_that_refuses_the_schema_is_asked_again_without_it() {
+    let mock = Mock::start().await;
+    panel_disagrees(&mock);
+    catalog_with(&mock, &["structured_outputs"], &[]);
+    mock.script(
+        SYNTH,
+        [
+            Step::status(400, "Invalid schema for response_format 'panel_analysis'"),
+            Step::answer(STRICT_ANALYSIS),
+            Step::answer("Final."),
+        ],
+    );
+    let server = Server::start(&config(&mock, PIPELINE)).await;
+    let result = server.ask("analysis", "q").await;
+    let structured = structured(&result);
+    assert_eq!(structured["kind"], "synthesis", "{}", structured["notes"]);
+    let requests = mock.requests_for(SYNTH);
+    assert_eq!(requests[0].body["response_format"]["type"], "json_schema");
+    assert!(requests[1].body.get("response_format").is_none());
+    assert_eq!(
+        requests[1].text(),
+        requests[0].text(),
+        "the same request, without the format"
+    );
+    let call = analysis_call(structured);
+    assert_eq!(call["status"], "ok");
+    assert_eq!(call["attempts"], 2, "{call}");
+    assert!(call.get("format_sent").is_none(), "{call}");
+    assert_eq!(structured["details"]["analyst"]["format"], "none");
+    assert_eq!(structured["details"]["analysis"]["parsed"], true);
 }

@@ -184,7 +184,7 @@ async fn a_plugin_built_for_another_contract_is_refused_at_load_naming_both_vers
     assert!(stderr.contains("`plugins.future.path`"), "{stderr}");
     assert!(
         stderr.contains(
-            "was built for chorus:strategy@0.3.0, but this chorus speaks chorus:strategy@0.2.0"
+            "was built for chorus:strategy@0.4.0, but this chorus speaks chorus:strategy@0.3.0"
         ),
         "{stderr}"
     );
@@ -372,6 +372,21 @@ async fn log_and_progress_floods_are_bounded_and_said_to_be() {
         "{log}"
     );
     assert!(log.contains("4900 more progress messages than the 100 a call may"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_response_format_providers_would_refuse_stops_the_plugin_saying_why() {
+    let mock = Mock::start().await;
+    let extra = chaos_pipeline("bad-format", "bad-format", "");
+    let server = serving_server(&mock, &extra).await;
+    let message = text(&server.ask("bad-format", "q").await);
+    assert!(
+        message.contains(
+            "plugin `chaos-bad-format` was stopped: its host.complete request 0 (\"bad format\") cannot be sent: the response format's schema name \"my schema\" must be 1 to 64 letters, digits, `_` or `-`"
+        ),
+        "{message}"
+    );
+    assert!(mock.requests_for("m1").is_empty(), "nothing was sent");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -43,6 +43,7 @@ fn answered(id: u32, label: String, model: String) -> Completion {
                 cost: Some(0.0005),
                 ..Usage::default()
             }),
+            format_sent: Default::default(),
         }),
     }
 }

@@ -57,7 +57,7 @@ impl Kind {
 }
 
 /// The contract, copied into every project so it builds on its own.
-const CONTRACT_WIT: &str = include_str!("../../../wit/0.2.0/strategy.wit");
+const CONTRACT_WIT: &str = include_str!("../../../wit/0.3.0/strategy.wit");
 
 pub fn run(command: Command) -> ExitCode {
     let Command::New(args) = command;

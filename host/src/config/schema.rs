@@ -237,6 +237,11 @@ pub struct Model {
     pub max_output_tokens: Option<u32>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Request parameters the model accepts, when its provider's catalog
+    /// does not say (or says wrong): e.g. `["structured_outputs"]` lets
+    /// plugins ask it for JSON of a schema. Wins over the catalog.
+    #[serde(default)]
+    pub supported_parameters: Option<Vec<String>>,
     /// JSON fields merged into every request body for this model, over the
     /// provider's `extra_body` and the plugins' sampling: e.g. OpenRouter's
     /// `reasoning = { effort = "high" }`, `max_tokens`, `provider = { … }`.

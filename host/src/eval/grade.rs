@@ -173,6 +173,7 @@ async fn judged(llm: &Llm, model: &str, item: &Item, answer: &str) -> Grade {
             temperature: Some(0.0),
             ..Sampling::default()
         },
+        response_format: None,
     };
     match llm.complete(&request).await.outcome {
         Ok(reply) => {

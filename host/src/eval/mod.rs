@@ -247,6 +247,7 @@ async fn ask(
                     content: item.question.clone(),
                 }],
                 sampling: Sampling::default(),
+                response_format: None,
             };
             let completion = chorus.runner().llm.complete(&request).await;
             outcome.latency_ms = u64::from(completion.latency_ms);

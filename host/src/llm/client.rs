@@ -214,6 +214,7 @@ impl ProviderClient {
                 served_by: self.scrubber.scrub_owned(reply.served_by),
                 finish_reason: reply.finish_reason.map(|r| self.scrubber.scrub_owned(r)),
                 usage: reply.usage,
+                format_sent: reply.format_sent,
             }),
             Err(mut e) => {
                 e.failure.message = self.scrubber.scrub_owned(e.failure.message);

@@ -65,6 +65,30 @@ pub enum PriceSource {
 }
 
 impl ModelInfo {
+    /// How much of `asked` this model takes, by its supported parameters:
+    /// a schema where it has `structured_outputs`, JSON mode where it has
+    /// `response_format` (or structured outputs), nothing where it has
+    /// neither or nobody says.
+    pub fn format_for(&self, asked: Option<&ResponseFormat>) -> FormatSent {
+        let Some(asked) = asked else {
+            return FormatSent::None;
+        };
+        let accepts = |name: &str| {
+            self.supported_parameters
+                .as_deref()
+                .is_some_and(|params| params.iter().any(|p| p == name))
+        };
+        match asked {
+            ResponseFormat::JsonSchema(_) if accepts("structured_outputs") => {
+                FormatSent::JsonSchema
+            }
+            _ if accepts("response_format") || accepts("structured_outputs") => {
+                FormatSent::JsonObject
+            }
+            _ => FormatSent::None,
+        }
+    }
+
     /// USD for these token counts, when both prices are known.
     pub fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> Option<f64> {
         let (input, output) = (self.input_price?, self.output_price?);
@@ -280,7 +304,10 @@ impl Llm {
                     max_output_tokens: m
                         .max_output_tokens
                         .or(listed.and_then(|l| l.max_output_tokens)),
-                    supported_parameters: listed.map(|l| l.supported_parameters.clone()),
+                    supported_parameters: m
+                        .supported_parameters
+                        .clone()
+                        .or_else(|| listed.map(|l| l.supported_parameters.clone())),
                     prices_source,
                     listed: catalog.as_ref().map(|_| listed.is_some()),
                 };
@@ -322,11 +349,34 @@ impl Llm {
                 let provider = &self.providers[&info.provider];
                 let empty = Map::new();
                 let params = self.params.get(&request.model).unwrap_or(&empty);
-                let body =
-                    wire::request_body(request, provider.extra_body(), params, provider.streams());
-                let outcome = provider
-                    .send(Bytes::from(body), &request.model, on_tokens, attempts)
-                    .await;
+                let send = |format: FormatSent| {
+                    let body = wire::request_body(
+                        request,
+                        provider.extra_body(),
+                        params,
+                        provider.streams(),
+                        format,
+                    );
+                    provider.send(Bytes::from(body), &request.model, on_tokens, attempts)
+                };
+                let outcome = match wire::forced_format(params) {
+                    Some(forced) => send(forced).await.map(|r| r.sent(forced)),
+                    None => {
+                        let format = info.format_for(request.response_format.as_ref());
+                        match send(format).await {
+                            Err(refused)
+                                if format != FormatSent::None && refuses_format(&refused) =>
+                            {
+                                tracing::info!(
+                                    model = %request.model,
+                                    "the provider refused the response format ({refused}); asking again without it"
+                                );
+                                send(FormatSent::None).await
+                            }
+                            outcome => outcome.map(|r| r.sent(format)),
+                        }
+                    }
+                };
                 (
                     outcome.map(|reply| with_cost(reply, &info, request)),
                     attempts.load(Ordering::Relaxed),
@@ -342,6 +392,13 @@ impl Llm {
             outcome,
         }
     }
+}
+
+/// Whether a failure is a provider refusing the request as asked (400,
+/// 422, or OpenRouter's 404 "no endpoints … can handle the requested
+/// parameters"): worth one more try without the response format.
+fn refuses_format(failure: &Failure) -> bool {
+    failure.kind == FailureKind::HttpStatus && matches!(failure.status, Some(400 | 404 | 422))
 }
 
 /// Responses make the process's largest buffers (an 8 MB body, the answer

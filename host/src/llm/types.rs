@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use serde::Serialize;
+use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -36,6 +37,85 @@ pub struct ChatRequest {
     pub model: String,
     pub messages: Vec<Message>,
     pub sampling: Sampling,
+    /// Ask for JSON, or JSON of a schema; `None` for free text. Sent only
+    /// to models that accept it (see `FormatSent`).
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// How a reply must be written when a plugin reads it as data.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat {
+    /// Any JSON object: the provider's JSON mode.
+    JsonObject,
+    /// JSON matching a schema: the provider's structured outputs.
+    JsonSchema(JsonSchema),
+}
+
+/// A named JSON Schema, as OpenAI's `response_format.json_schema` holds it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JsonSchema {
+    pub name: String,
+    pub schema: Value,
+    pub strict: bool,
+}
+
+impl JsonSchema {
+    /// Checks what providers refuse with a 400: a name of 1 to 64 letters,
+    /// digits, `_` or `-`, and a schema that is a JSON object. The error
+    /// says which, for the plugin that sent it.
+    pub fn new(name: String, schema: &str, strict: bool) -> Result<Self, String> {
+        let name_ok = (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !name_ok {
+            return Err(format!(
+                "the response format's schema name {name:?} must be 1 to 64 letters, digits, `_` or `-`"
+            ));
+        }
+        let schema: Value = serde_json::from_str(schema)
+            .map_err(|e| format!("the response format's schema `{name}` is not JSON: {e}"))?;
+        if !schema.is_object() {
+            return Err(format!(
+                "the response format's schema `{name}` must be a JSON object, not {schema}"
+            ));
+        }
+        Ok(Self {
+            name,
+            schema,
+            strict,
+        })
+    }
+}
+
+/// What chorus asked the provider for, of a request's `response_format`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FormatSent {
+    /// Nothing: none was asked, the model does not take one, or the
+    /// provider refused it and the call was made again without.
+    #[default]
+    None,
+    JsonObject,
+    JsonSchema,
+}
+
+impl FormatSent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::JsonObject => "json-object",
+            Self::JsonSchema => "json-schema",
+        }
+    }
+
+    /// The kind `text` spells (as a stored record does).
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::None, Self::JsonObject, Self::JsonSchema]
+            .into_iter()
+            .find(|f| f.as_str() == text)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -63,6 +143,18 @@ pub struct Reply {
     pub served_by: String,
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
+    /// What was asked of the provider, of the request's `response_format`.
+    pub format_sent: FormatSent,
+}
+
+impl Reply {
+    /// The reply, saying `format` was what the provider was asked for.
+    pub fn sent(self, format: FormatSent) -> Self {
+        Self {
+            format_sent: format,
+            ..self
+        }
+    }
 }
 
 /// Why a call failed. Kept in step with `failure-kind` in the WIT contract.

@@ -14,18 +14,22 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::types::{ChatRequest, Failure, FailureKind, Message, Reply, Usage};
+use super::types::{
+    ChatRequest, Failure, FailureKind, FormatSent, Message, Reply, ResponseFormat, Usage,
+};
 use lenient::{Content, First, Text, WireError, WireUsage};
 
 /// The body of `POST {base_url}/chat/completions`. Later sources win:
-/// the provider's `extra_body`, then the plugin's sampling, then the
-/// model's `params` (the operator's word on that model). The model, the
-/// messages and `stream` are chorus's and never overridden.
+/// the provider's `extra_body`, then the plugin's sampling and response
+/// format (as much of it as `format` says to send), then the model's
+/// `params` (the operator's word on that model). The model, the messages
+/// and `stream` are chorus's and never overridden.
 pub fn request_body(
     request: &ChatRequest,
     extra: &Map<String, Value>,
     params: &Map<String, Value>,
     stream: bool,
+    format: FormatSent,
 ) -> Vec<u8> {
     #[derive(Serialize)]
     struct Body<'a> {
@@ -48,6 +52,9 @@ pub fn request_body(
             fields.insert(key.to_owned(), value);
         }
     }
+    if let Some(format) = response_format(request.response_format.as_ref(), format) {
+        fields.insert("response_format".to_owned(), format);
+    }
     for (key, value) in params {
         fields.insert(key.clone(), value.clone());
     }
@@ -61,6 +68,32 @@ pub fn request_body(
         stream,
     };
     serde_json::to_vec(&body).expect("a map of JSON values serializes")
+}
+
+/// OpenAI's `response_format` for `asked`, cut down to what `format` says
+/// the model takes.
+fn response_format(asked: Option<&ResponseFormat>, format: FormatSent) -> Option<Value> {
+    match (asked?, format) {
+        (_, FormatSent::None) => None,
+        (ResponseFormat::JsonSchema(schema), FormatSent::JsonSchema) => Some(serde_json::json!({
+            "type": "json_schema",
+            "json_schema": schema,
+        })),
+        (_, FormatSent::JsonObject | FormatSent::JsonSchema) => {
+            Some(serde_json::json!({ "type": "json_object" }))
+        }
+    }
+}
+
+/// The response format a model's `params` force on every request, if any
+/// (the operator's word wins over a plugin's).
+pub fn forced_format(params: &Map<String, Value>) -> Option<FormatSent> {
+    let format = params.get("response_format")?;
+    Some(match format.get("type").and_then(Value::as_str) {
+        Some("json_schema") => FormatSent::JsonSchema,
+        Some("json_object") => FormatSent::JsonObject,
+        _ => FormatSent::None,
+    })
 }
 
 /// The `max_tokens` a request will be sent with: the model's params win
@@ -174,6 +207,7 @@ pub fn conclude(parts: Parts, requested_model: &str) -> Result<Reply, Failure> {
             .unwrap_or_else(|| requested_model.to_owned()),
         finish_reason: parts.finish_reason,
         usage: parts.usage.and_then(usage),
+        format_sent: FormatSent::None,
     })
 }
 

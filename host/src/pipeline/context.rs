@@ -18,7 +18,7 @@ use super::follow_up;
 use super::stragglers::{self, Ended, Policy};
 use crate::config::{FanOut, show_duration};
 use crate::llm::{
-    ChatRequest, Completion, Failure, FailureKind, Llm, Message, ModelInfo, Reply,
+    ChatRequest, Completion, Failure, FailureKind, FormatSent, Llm, Message, ModelInfo, Reply,
     estimate_prompt_tokens,
 };
 use crate::plugins::{self, HostServices};
@@ -332,6 +332,7 @@ impl RunContext {
                 served_by: request.model.clone(),
                 finish_reason: Some("dry-run".to_owned()),
                 usage: None,
+                format_sent: Default::default(),
             }),
         };
         self.record(id, stage, &completion, worst);
@@ -469,15 +470,21 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// A completion as the run's record keeps it.
 pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord {
-    let (usage, error, status, reply) = match &completion.outcome {
-        Ok(reply) => (reply.usage, None, "ok", Some(reply.content.clone())),
+    let (usage, error, status, reply, format_sent) = match &completion.outcome {
+        Ok(reply) => (
+            reply.usage,
+            None,
+            "ok",
+            Some(reply.content.clone()),
+            (reply.format_sent != FormatSent::None).then(|| reply.format_sent.as_str().to_owned()),
+        ),
         Err(failure) => {
             let status = match failure.kind {
                 FailureKind::Cut => "cut",
                 FailureKind::OverBudget => "skipped",
                 _ => "failed",
             };
-            (None, Some(call_error(failure)), status, None)
+            (None, Some(call_error(failure)), status, None, None)
         }
     };
     CallRecord {
@@ -496,6 +503,7 @@ pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord 
         error,
         reply,
         reused_from: None,
+        format_sent,
     }
 }
 

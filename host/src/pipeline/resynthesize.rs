@@ -12,7 +12,7 @@ use super::context::RunContext;
 use super::events::{Event, Progress, Stage};
 use super::follow_up::Conversation;
 use super::{RunError, Runner, WRAP_UP, ceiling, checked, options};
-use crate::llm::{Completion, Failure, FailureKind, Reply, Sampling};
+use crate::llm::{Completion, Failure, FailureKind, FormatSent, Reply, Sampling};
 use crate::plugins::{Kind, Plan, Plugin, Request, Seat};
 use crate::record::{CallRecord, CallRef, RunRecord, RunStatus, StoredRun};
 
@@ -270,6 +270,7 @@ fn reuse(source: &StoredRun) -> (Vec<CallRecord>, Vec<Completion>) {
                     run_id: source.run_id.clone(),
                     call: call.id,
                 }),
+                format_sent: call.format_sent.clone(),
             };
             let completion = Completion {
                 id: Some(id),
@@ -292,6 +293,11 @@ fn outcome(call: &CallRecord) -> Result<Reply, Failure> {
             served_by: call.model.clone(),
             finish_reason: None,
             usage: None,
+            format_sent: call
+                .format_sent
+                .as_deref()
+                .and_then(FormatSent::parse)
+                .unwrap_or_default(),
         }),
         (Some(error), _) => {
             let failure = match FailureKind::parse(&error.kind) {
@@ -422,6 +428,7 @@ mod tests {
                 }),
                 reply: reply.map(|r| Arc::new(r.to_owned())),
                 reused_from: None,
+                format_sent: None,
             },
             request: None,
         }

@@ -18,6 +18,7 @@ fn completion(id: u32, ok: bool) -> Completion {
                 served_by: "m".into(),
                 finish_reason: None,
                 usage: None,
+                format_sent: Default::default(),
             })
         } else {
             Err(Failure::new(FailureKind::Timeout, "slow"))

@@ -301,6 +301,7 @@ mod tests {
                 model: model.into(),
                 messages: vec![],
                 sampling: Default::default(),
+                response_format: None,
             }),
         }
     }
@@ -326,6 +327,7 @@ mod tests {
             }),
             reply: ok.then(|| Arc::new("an answer".into())),
             reused_from: None,
+            format_sent: None,
         }))
     }
 

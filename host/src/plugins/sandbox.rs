@@ -64,6 +64,12 @@ pub enum Stopped {
         "it asked host.complete for {asked} chat completions in one batch; the most a run may make is {max} (limits.max_calls_per_run)"
     )]
     BatchTooLarge { asked: usize, max: u32 },
+    #[error("its host.complete request {index} (\"{label}\") cannot be sent: {why}")]
+    BadRequest {
+        index: usize,
+        label: String,
+        why: String,
+    },
 }
 
 pub struct State {

@@ -57,7 +57,7 @@ pub fn run(
         "SELECT id, stage, label, model, status, latency_ms, attempts, prompt_tokens,
                 completion_tokens, cost_usd, error_kind, error_status, error_message, {reply_column},
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
-                cost_estimated
+                cost_estimated, format_sent
          FROM calls WHERE run_seq = ?1 ORDER BY id"
     ))?;
     let ended = run.status != RunStatus::Running;
@@ -160,6 +160,7 @@ fn call_row(row: &Row<'_>, run_ended: bool) -> rusqlite::Result<StoredCall> {
             error,
             reply: texts::read(row, 13)?.map(Arc::new),
             reused_from,
+            format_sent: row.get(19)?,
         },
         request: json(texts::read(row, 16)?),
     })

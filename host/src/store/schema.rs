@@ -14,7 +14,7 @@ use super::StoreError;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION];
+const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3];
 
 /// Version 1: runs, and the calls of each run.
 pub(super) const V1: &str = r#"
@@ -73,6 +73,11 @@ CREATE TABLE calls (
     reused_from_call  INTEGER,
     UNIQUE (run_seq, id)
 );
+"#;
+
+/// Version 3: what response format each call's provider was asked for.
+const V3: &str = r#"
+ALTER TABLE calls ADD COLUMN format_sent TEXT;  -- json-schema, json-object; NULL: none
 "#;
 
 /// The schema version this chorus writes.

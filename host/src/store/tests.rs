@@ -62,6 +62,8 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                     content: prompt.into(),
                 }],
                 sampling: Sampling::default(),
+                // The second asks for JSON, and its provider was asked.
+                response_format: (i == 1).then_some(crate::llm::ResponseFormat::JsonObject),
             })
         })
         .collect();
@@ -83,6 +85,7 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 error: None,
                 reply: Some(Arc::new(format!("answer {i} to {prompt}"))),
                 reused_from: None,
+                format_sent: (i == 1).then(|| "json-object".to_owned()),
             })
         })
         .collect();
@@ -182,6 +185,14 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends() {
     let request = partial.calls[2].request.as_ref().unwrap();
     assert_eq!(request["messages"][0]["content"], "Why is the sky blue?");
     assert_eq!(request["messages"][0]["role"], "user");
+    assert!(request.get("response_format").is_none(), "{request}");
+    let asked = partial.calls[1].request.as_ref().unwrap();
+    assert_eq!(asked["response_format"], json!({"type": "json_object"}));
+    assert_eq!(
+        partial.calls[1].call.format_sent.as_deref(),
+        Some("json-object")
+    );
+    assert_eq!(partial.calls[0].call.format_sent, None);
     assert!((partial.usage.cost_usd - 0.002).abs() < 1e-12, "so far");
 
     recorder.finish(Ok(&run.record)).await.unwrap();

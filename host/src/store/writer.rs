@@ -385,6 +385,7 @@ fn upsert_call(
         call.reasoning_tokens,
         call.cost_estimated,
         placed.long(),
+        call.format_sent,
     ])?;
     if written == 0 {
         texts::discard(tx, &placed)?;
@@ -395,8 +396,8 @@ fn upsert_call(
 const UPSERT_CALL: &str = "INSERT INTO calls (run_seq, id, stage, label, model, status, latency_ms,
         attempts, prompt_tokens, completion_tokens, cost_usd, error_kind, error_status,
         error_message, reply, reused_from_run, reused_from_call, reasoning_tokens, cost_estimated,
-        reply_text)
-    SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20
+        reply_text, format_sent)
+    SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21
     FROM runs WHERE id = ?1
     ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status,
         latency_ms = excluded.latency_ms, attempts = excluded.attempts,
@@ -404,13 +405,14 @@ const UPSERT_CALL: &str = "INSERT INTO calls (run_seq, id, stage, label, model, 
         cost_usd = excluded.cost_usd, error_kind = excluded.error_kind,
         error_status = excluded.error_status, error_message = excluded.error_message,
         reply = excluded.reply, reply_text = excluded.reply_text,
-        reasoning_tokens = excluded.reasoning_tokens, cost_estimated = excluded.cost_estimated";
+        reasoning_tokens = excluded.reasoning_tokens, cost_estimated = excluded.cost_estimated,
+        format_sent = excluded.format_sent";
 
 const UPSERT_CALL_IF_UNFINISHED: &str = "INSERT INTO calls (run_seq, id, stage, label, model,
         status, latency_ms, attempts, prompt_tokens, completion_tokens, cost_usd, error_kind,
         error_status, error_message, reply, reused_from_run, reused_from_call, reasoning_tokens, cost_estimated,
-        reply_text)
-    SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20
+        reply_text, format_sent)
+    SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21
     FROM runs WHERE id = ?1
     ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status,
         latency_ms = excluded.latency_ms, attempts = excluded.attempts,
@@ -418,7 +420,8 @@ const UPSERT_CALL_IF_UNFINISHED: &str = "INSERT INTO calls (run_seq, id, stage, 
         cost_usd = excluded.cost_usd, error_kind = excluded.error_kind,
         error_status = excluded.error_status, error_message = excluded.error_message,
         reply = excluded.reply, reply_text = excluded.reply_text,
-        reasoning_tokens = excluded.reasoning_tokens, cost_estimated = excluded.cost_estimated
+        reasoning_tokens = excluded.reasoning_tokens, cost_estimated = excluded.cost_estimated,
+        format_sent = excluded.format_sent
     WHERE calls.status = 'running'";
 
 /// A run that ended without a record: its totals from the calls on record.
@@ -447,12 +450,15 @@ pub fn request_json(request: &ChatRequest) -> String {
         model: &'a str,
         messages: &'a [crate::llm::Message],
         sampling: &'a crate::llm::Sampling,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        response_format: Option<&'a crate::llm::ResponseFormat>,
     }
     serde_json::to_string(&Kept {
         label: &request.label,
         model: &request.model,
         messages: &request.messages,
         sampling: &request.sampling,
+        response_format: request.response_format.as_ref(),
     })
     .expect("a chat request serializes")
 }

@@ -21,6 +21,55 @@ pub const FORMAT: &str = r#"{
   "confidence": {"level": "low | medium | high", "score": 0.7, "why": "what the confidence rests on"}
 }"#;
 
+/// The name the analysis's schema goes by in a request.
+pub const SCHEMA_NAME: &str = "panel_analysis";
+
+/// `FORMAT` as a JSON Schema a provider can hold a reply to (structured
+/// outputs, strict): every property required, no others, and `held_by`
+/// limited to `labels`, so a strict model cannot cite an answer that is
+/// not there.
+pub fn schema(labels: &[String]) -> String {
+    let object = |properties: Value| {
+        let required: Vec<&String> = properties
+            .as_object()
+            .map_or(vec![], |p| p.keys().collect());
+        json!({
+            "type": "object",
+            "properties": properties,
+            "required": required,
+            "additionalProperties": false,
+        })
+    };
+    let text = json!({"type": "string"});
+    let texts = json!({"type": "array", "items": text});
+    let held_by = json!({"type": "array", "items": {"type": "string", "enum": labels}});
+    let claims = |name: &str| {
+        json!({
+            "type": "array",
+            "items": object(json!({ name: text, "held_by": held_by })),
+        })
+    };
+    object(json!({
+        "consensus": texts,
+        "disagreements": {
+            "type": "array",
+            "items": object(json!({
+                "point": text,
+                "sides": claims("position"),
+            })),
+        },
+        "unique_insights": claims("insight"),
+        "likely_errors": claims("error"),
+        "blind_spots": texts,
+        "confidence": object(json!({
+            "level": {"type": "string", "enum": ["low", "medium", "high"]},
+            "score": {"type": "number"},
+            "why": text,
+        })),
+    }))
+    .to_string()
+}
+
 /// Items shown per section in the user's notes (details keep them all).
 const NOTE_ITEMS: usize = 5;
 /// Characters of one item shown in a note.

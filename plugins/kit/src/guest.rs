@@ -5,8 +5,8 @@
 
 use crate::wit::host;
 use crate::wit::types::{
-    Answer, AnswerKind, ChatRequest, Completion, ContentPart, Failure, Message, Plan, Role,
-    Sampling, Seat,
+    Answer, AnswerKind, ChatRequest, Completion, ContentPart, Failure, FormatSent, Message, Plan,
+    Role, Sampling, Seat,
 };
 
 pub const NO_SAMPLING: Sampling = Sampling {
@@ -46,6 +46,7 @@ pub fn request(
         model: model.to_owned(),
         messages,
         sampling,
+        response_format: None,
     }
 }
 
@@ -55,6 +56,8 @@ pub fn request(
 pub struct Said {
     pub id: Option<u32>,
     pub text: Result<String, String>,
+    /// What the provider was asked for, of the request's response format.
+    pub format_sent: FormatSent,
 }
 
 /// Runs requests at once; each outcome with its call id.
@@ -64,6 +67,10 @@ pub fn complete_cited(requests: &[ChatRequest]) -> Vec<Said> {
         .map(|c| Said {
             id: c.id,
             text: text_of(c),
+            format_sent: c
+                .outcome
+                .as_ref()
+                .map_or(FormatSent::None, |reply| reply.format_sent),
         })
         .collect()
 }

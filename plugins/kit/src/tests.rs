@@ -286,7 +286,7 @@ fn counts_come_from_the_call_then_the_settings_then_the_default() {
 mod guest_helpers {
     use crate::guest::{self, Ending, Merged};
     use crate::wit::types::{
-        AnswerKind, Completion, ContentPart, Failure, FailureKind, Reply, Role,
+        AnswerKind, Completion, ContentPart, Failure, FailureKind, FormatSent, Reply, Role,
     };
 
     fn completion(id: Option<u32>, model: &str, outcome: Result<&str, &str>) -> Completion {
@@ -302,6 +302,7 @@ mod guest_helpers {
                     served_by: model.into(),
                     finish_reason: None,
                     usage: None,
+                    format_sent: FormatSent::None,
                 }),
                 Err(message) => Err(Failure {
                     kind: FailureKind::RateLimited,
@@ -511,6 +512,52 @@ mod analysis_replies {
                 call: Some(i as u32 + 1),
             })
             .collect()
+    }
+
+    /// Every object in `schema` is strict: all its properties required,
+    /// none other allowed (what OpenAI's strict mode refuses otherwise).
+    fn assert_strict(schema: &serde_json::Value, path: &str) {
+        if schema["type"] == "object" {
+            let properties = schema["properties"].as_object().expect(path);
+            let mut required: Vec<&str> = schema["required"]
+                .as_array()
+                .expect(path)
+                .iter()
+                .map(|r| r.as_str().unwrap())
+                .collect();
+            required.sort_unstable();
+            let mut keys: Vec<&str> = properties.keys().map(String::as_str).collect();
+            keys.sort_unstable();
+            assert_eq!(required, keys, "{path}");
+            assert_eq!(schema["additionalProperties"], false, "{path}");
+            for (key, property) in properties {
+                assert_strict(property, &format!("{path}.{key}"));
+            }
+        }
+        if schema["type"] == "array" {
+            assert_strict(&schema["items"], &format!("{path}[]"));
+        }
+    }
+
+    #[test]
+    fn the_schema_is_strict_names_only_the_labels_and_its_replies_read_whole() {
+        let schema: serde_json::Value =
+            serde_json::from_str(&analysis::schema(&labels())).unwrap();
+        assert_strict(&schema, "$");
+        let held_by = &schema["properties"]["disagreements"]["items"]["properties"]["sides"]
+            ["items"]["properties"]["held_by"];
+        assert_eq!(held_by["items"]["enum"], serde_json::json!(["A", "B", "C"]));
+        // A reply that fills the schema exactly is read with nothing missing.
+        let reply = r#"{"consensus": ["c"], "disagreements": [{"point": "p",
+            "sides": [{"position": "x", "held_by": ["A"]}, {"position": "y", "held_by": ["B", "C"]}]}],
+            "unique_insights": [{"insight": "i", "held_by": ["C"]}],
+            "likely_errors": [{"error": "e", "held_by": ["B"]}], "blind_spots": ["b"],
+            "confidence": {"level": "medium", "score": 0.5, "why": "w"}}"#;
+        let Reading::Parsed(a) = analysis::read(reply, &labels()) else {
+            panic!("not parsed")
+        };
+        assert!(a.missing.is_empty(), "{:?}", a.missing);
+        assert_eq!(a.disagreements[0].sides[1].held_by, [1, 2]);
     }
 
     #[test]

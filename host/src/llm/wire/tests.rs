@@ -1,7 +1,8 @@
 use serde_json::json;
 
 use super::*;
-use crate::llm::types::{ChatRequest, Message, Role, Sampling};
+use crate::llm::ModelInfo;
+use crate::llm::types::{ChatRequest, JsonSchema, Message, Role, Sampling};
 
 fn parse(body: serde_json::Value) -> Result<Reply, Failure> {
     parse_reply(body.to_string().as_bytes(), "asked/model")
@@ -204,6 +205,7 @@ fn the_request_body_layers_extra_body_sampling_and_params() {
             max_tokens: Some(10),
             ..Sampling::default()
         },
+        response_format: None,
     };
     let extra = json!({"transforms": [], "temperature": 1.0, "model": "evil/override"});
     let params = json!({"reasoning": {"effort": "high"}, "max_tokens": 20000, "stream": false});
@@ -212,6 +214,7 @@ fn the_request_body_layers_extra_body_sampling_and_params() {
         extra.as_object().unwrap(),
         params.as_object().unwrap(),
         true,
+        FormatSent::None,
     );
     let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(body["model"], "a/b", "nobody overrides the model");
@@ -227,6 +230,135 @@ fn the_request_body_layers_extra_body_sampling_and_params() {
         Some(20000)
     );
     assert_eq!(max_tokens(&request, &Map::new()), Some(10));
+}
+
+fn asking_for(format: Option<ResponseFormat>) -> ChatRequest {
+    ChatRequest {
+        label: "analysis".into(),
+        model: "a/b".into(),
+        messages: vec![Message {
+            role: Role::User,
+            content: "Reply in JSON.".into(),
+        }],
+        sampling: Sampling::default(),
+        response_format: format,
+    }
+}
+
+fn schema() -> ResponseFormat {
+    ResponseFormat::JsonSchema(
+        JsonSchema::new(
+            "panel_analysis".into(),
+            r#"{"type": "object", "properties": {"x": {"type": "string"}}}"#,
+            true,
+        )
+        .unwrap(),
+    )
+}
+
+fn body_of(
+    request: &ChatRequest,
+    params: serde_json::Value,
+    sent: FormatSent,
+) -> serde_json::Value {
+    let bytes = request_body(
+        request,
+        &Map::new(),
+        params.as_object().unwrap(),
+        false,
+        sent,
+    );
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[test]
+fn a_response_format_is_sent_as_far_as_the_model_takes_it() {
+    let request = asking_for(Some(schema()));
+    let full = body_of(&request, json!({}), FormatSent::JsonSchema);
+    assert_eq!(
+        full["response_format"],
+        json!({
+            "type": "json_schema",
+            "json_schema": {
+                "name": "panel_analysis",
+                "schema": {"type": "object", "properties": {"x": {"type": "string"}}},
+                "strict": true,
+            }
+        })
+    );
+    let json_mode = body_of(&request, json!({}), FormatSent::JsonObject);
+    assert_eq!(json_mode["response_format"], json!({"type": "json_object"}));
+    let none = body_of(&request, json!({}), FormatSent::None);
+    assert!(none.get("response_format").is_none(), "{none}");
+    let free_text = body_of(&asking_for(None), json!({}), FormatSent::JsonSchema);
+    assert!(free_text.get("response_format").is_none(), "{free_text}");
+}
+
+#[test]
+fn an_operators_response_format_wins_and_is_what_is_reported() {
+    let forced = json!({"response_format": {"type": "json_object"}});
+    let body = body_of(
+        &asking_for(Some(schema())),
+        forced.clone(),
+        FormatSent::JsonObject,
+    );
+    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    assert_eq!(
+        forced_format(forced.as_object().unwrap()),
+        Some(FormatSent::JsonObject)
+    );
+    let text = json!({"response_format": {"type": "text"}});
+    assert_eq!(
+        forced_format(text.as_object().unwrap()),
+        Some(FormatSent::None)
+    );
+    assert_eq!(forced_format(&Map::new()), None);
+}
+
+#[test]
+fn what_a_model_takes_follows_its_supported_parameters() {
+    let model = |params: Option<&[&str]>| ModelInfo {
+        id: "a/b".into(),
+        provider: "p".into(),
+        context_window: None,
+        input_price: None,
+        output_price: None,
+        tags: vec![],
+        max_output_tokens: None,
+        supported_parameters: params.map(|p| p.iter().map(|s| (*s).to_owned()).collect()),
+        prices_source: None,
+        listed: None,
+    };
+    let schema = schema();
+    let json = ResponseFormat::JsonObject;
+    let structured = model(Some(&["structured_outputs", "response_format", "tools"]));
+    assert_eq!(structured.format_for(Some(&schema)), FormatSent::JsonSchema);
+    assert_eq!(structured.format_for(Some(&json)), FormatSent::JsonObject);
+    assert_eq!(structured.format_for(None), FormatSent::None);
+    let json_mode = model(Some(&["response_format", "temperature"]));
+    assert_eq!(json_mode.format_for(Some(&schema)), FormatSent::JsonObject);
+    let neither = model(Some(&["temperature"]));
+    assert_eq!(neither.format_for(Some(&schema)), FormatSent::None);
+    let unknown = model(None);
+    assert_eq!(
+        unknown.format_for(Some(&json)),
+        FormatSent::None,
+        "nobody said it takes one"
+    );
+}
+
+#[test]
+fn a_schema_providers_would_refuse_is_refused_here_saying_why() {
+    let object = r#"{"type": "object"}"#;
+    assert!(JsonSchema::new("ok_name-2".into(), object, false).is_ok());
+    for name in ["", "has space", "dots.not.allowed", &"x".repeat(65)] {
+        let error = JsonSchema::new(name.into(), object, true).unwrap_err();
+        assert!(error.contains("1 to 64 letters"), "{error}");
+    }
+    let not_json = JsonSchema::new("s".into(), "{type: object", true).unwrap_err();
+    assert!(not_json.contains("is not JSON"), "{not_json}");
+    let not_object = JsonSchema::new("s".into(), "[1, 2]", true).unwrap_err();
+    assert!(not_object.contains("must be a JSON object"), "{not_object}");
 }
 
 mod properties {

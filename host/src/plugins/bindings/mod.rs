@@ -6,6 +6,7 @@
 
 pub mod v0_1;
 pub mod v0_2;
+pub mod v0_3;
 
 use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};
@@ -15,15 +16,16 @@ use super::types::{AnswerKind, Kind, Plan, Prompts, Request};
 use crate::llm;
 
 /// The newest contract version: the one new plugins are built for.
-pub const CONTRACT: &str = v0_2::VERSION;
+pub const CONTRACT: &str = v0_3::VERSION;
 
 /// Every contract version this host serves, oldest first.
-pub const VERSIONS: &[&str] = &[v0_1::VERSION, v0_2::VERSION];
+pub const VERSIONS: &[&str] = &[v0_1::VERSION, v0_2::VERSION, v0_3::VERSION];
 
 /// Adds every version's `host` interface to the linker.
 pub fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     v0_1::add_to_linker(linker)?;
-    v0_2::add_to_linker(linker)
+    v0_2::add_to_linker(linker)?;
+    v0_3::add_to_linker(linker)
 }
 
 /// What an answer cites, in the terms of the contract it came from.
@@ -49,6 +51,7 @@ pub struct GuestAnswer {
 pub enum Guest {
     V0_1(v0_1::Guest),
     V0_2(v0_2::Guest),
+    V0_3(v0_3::Guest),
 }
 
 impl Guest {
@@ -57,6 +60,7 @@ impl Guest {
         match version {
             v0_1::VERSION => Ok(Self::V0_1(v0_1::Guest::new(pre, kind)?)),
             v0_2::VERSION => Ok(Self::V0_2(v0_2::Guest::new(pre, kind)?)),
+            v0_3::VERSION => Ok(Self::V0_3(v0_3::Guest::new(pre, kind)?)),
             other => Err(wasmtime::Error::msg(format!(
                 "no bindings for contract version {other}"
             ))),
@@ -74,6 +78,7 @@ impl Guest {
         match self {
             Self::V0_1(guest) => guest.instantiate(store).await.map(Ok),
             Self::V0_2(guest) => guest.validate_settings(store, settings).await,
+            Self::V0_3(guest) => guest.validate_settings(store, settings).await,
         }
     }
 
@@ -86,6 +91,7 @@ impl Guest {
         match self {
             Self::V0_1(guest) => guest.select(store, request, settings).await,
             Self::V0_2(guest) => guest.select(store, request, settings).await,
+            Self::V0_3(guest) => guest.select(store, request, settings).await,
         }
     }
 
@@ -99,6 +105,7 @@ impl Guest {
         match self {
             Self::V0_1(guest) => guest.prompt(store, request, plan, settings).await,
             Self::V0_2(guest) => guest.prompt(store, request, plan, settings).await,
+            Self::V0_3(guest) => guest.prompt(store, request, plan, settings).await,
         }
     }
 
@@ -117,6 +124,11 @@ impl Guest {
                     .await
             }
             Self::V0_2(guest) => {
+                guest
+                    .synthesize(store, request, plan, completions, settings)
+                    .await
+            }
+            Self::V0_3(guest) => {
                 guest
                     .synthesize(store, request, plan, completions, settings)
                     .await

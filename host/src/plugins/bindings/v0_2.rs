@@ -270,6 +270,8 @@ impl From<wit::ChatRequest> for llm::ChatRequest {
                 })
                 .collect(),
             sampling: r.sampling.into(),
+            // Before 0.3 a request could not ask for a response format.
+            response_format: None,
         }
     }
 }

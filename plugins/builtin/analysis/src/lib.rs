@@ -1,9 +1,12 @@
 //! Synthesizer in two steps. An analyst model reads the panel's answers —
 //! anonymised as A, B, C…, in an order shuffled per run — and returns a
 //! structured analysis: consensus, disagreements with who holds each side,
-//! unique insights, likely errors, blind spots, confidence. It is read
-//! leniently (`kit::analysis`); a reply that is not JSON at all is used as
-//! free text, and said so. Then a writer model writes the final answer
+//! unique insights, likely errors, blind spots, confidence. It is asked
+//! with the analysis's JSON schema as the response format (the host sends
+//! it where the model supports structured outputs, JSON mode where it has
+//! only that, nothing otherwise) and read leniently all the same
+//! (`kit::analysis`); a reply that is not JSON at all is used as free text,
+//! and said so. Then a writer model writes the final answer
 //! from the analysis and the answers. The analysis is in `details` and, by
 //! model, in the notes.
 //!
@@ -25,16 +28,18 @@
 
 wit_bindgen::generate!({
     world: "synthesizer-plugin",
-    path: "../../../wit/0.2.0",
+    path: "../../../wit/0.3.0",
     with: {
-        "chorus:strategy/types@0.2.0": kit::wit::types,
-        "chorus:strategy/host@0.2.0": kit::wit::host,
+        "chorus:strategy/types@0.3.0": kit::wit::types,
+        "chorus:strategy/host@0.3.0": kit::wit::host,
     },
 });
 
 use exports::chorus::strategy::synthesizer::Guest;
 use kit::analysis::{Holder, Reading};
-use kit::wit::types::{Answer, Completion, Plan, Request, Role, Sampling};
+use kit::wit::types::{
+    Answer, Completion, FormatSent, JsonSchema, Plan, Request, ResponseFormat, Role, Sampling,
+};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -106,6 +111,7 @@ impl Guest for AnalysisPlugin {
         notes.extend(analysed.cut);
         let (brief, analysis_details) = match (&analysed.reading, &analysed.by) {
             (Some(reading), Some((analyst, _))) => {
+                notes.push(format_note(analyst, analysed.format_sent));
                 notes.extend(reading.notes(analyst, &holders));
                 (reading.brief(&labels), reading.details(&holders))
             }
@@ -149,7 +155,11 @@ impl Guest for AnalysisPlugin {
         let writer = merge.as_ref().ok().map(|m| m.model.clone());
         let details = json!({
             "analysis": analysis_details,
-            "analyst": analysed.by.as_ref().map(|(model, call)| json!({"model": model, "call": call})),
+            "analyst": analysed.by.as_ref().map(|(model, call)| json!({
+                "model": model,
+                "call": call,
+                "format": format_name(analysed.format_sent),
+            })),
             "writer": writer,
             "answers": holders.iter().map(|h| json!({"answer": h.label, "model": h.model, "call": h.call})).collect::<Vec<_>>(),
         })
@@ -185,12 +195,38 @@ impl Guest for AnalysisPlugin {
 }
 
 /// What the analysts produced: the reading and who made it (model, call
-/// id), each earlier analyst's error, and what was cut to fit.
+/// id), how its provider was asked to shape it, each earlier analyst's
+/// error, and what was cut to fit.
 struct Analysed {
     reading: Option<Reading>,
     by: Option<(String, Option<u32>)>,
+    format_sent: FormatSent,
     errors: Vec<(String, String)>,
     cut: Option<String>,
+}
+
+/// How the analysis was asked for, in the notes: the user should know
+/// whether its shape was held by the provider or read out of free text.
+fn format_note(analyst: &str, sent: FormatSent) -> String {
+    match sent {
+        FormatSent::JsonSchema => format!(
+            "The analyst {analyst} was held to the analysis's JSON schema (structured outputs)."
+        ),
+        FormatSent::JsonObject => format!(
+            "The analyst {analyst} was asked for JSON (its provider has a JSON mode but no schemas); its reply was read leniently."
+        ),
+        FormatSent::None => format!(
+            "The analyst {analyst} takes no response format (by its catalog entry, or its provider refused one), so its reply was read leniently."
+        ),
+    }
+}
+
+fn format_name(sent: FormatSent) -> &'static str {
+    match sent {
+        FormatSent::JsonSchema => "json-schema",
+        FormatSent::JsonObject => "json-object",
+        FormatSent::None => "none",
+    }
 }
 
 /// Asks `analysts` in order until one replies; a window too small for the
@@ -202,6 +238,11 @@ fn analyse(question: &str, texts: &[&str], labels: &[String], analysts: &[String
         labels.join(", "),
         kit::analysis::FORMAT
     );
+    let format = ResponseFormat::JsonSchema(JsonSchema {
+        name: kit::analysis::SCHEMA_NAME.to_owned(),
+        schema: kit::analysis::schema(labels),
+        strict: true,
+    });
     let mut errors = Vec::new();
     for analyst in analysts {
         let fitted =
@@ -221,7 +262,7 @@ fn analyse(question: &str, texts: &[&str], labels: &[String], analysts: &[String
         }
         prompt.push_str(&instruction);
         kit::wit::host::progress(&format!("{analyst} is analysing {} answers", texts.len()));
-        let request = kit::guest::request(
+        let mut request = kit::guest::request(
             "analysis",
             analyst,
             vec![
@@ -230,25 +271,28 @@ fn analyse(question: &str, texts: &[&str], labels: &[String], analysts: &[String
             ],
             kit::guest::NO_SAMPLING,
         );
+        request.response_format = Some(format.clone());
         let said = kit::guest::complete_cited(&[request]).pop();
-        match said.map(|s| (s.text, s.id)) {
-            Some((Ok(reply), id)) => {
+        match said.map(|s| (s.text, s.id, s.format_sent)) {
+            Some((Ok(reply), id, format_sent)) => {
                 return Analysed {
                     reading: Some(kit::analysis::read(&reply, labels)),
                     by: Some((analyst.clone(), id)),
+                    format_sent,
                     errors,
                     cut: fitted
                         .cut
                         .map(|c| format!("To fit the analyst {analyst}'s context window, {c}.")),
                 };
             }
-            Some((Err(error), _)) => errors.push((analyst.clone(), error)),
+            Some((Err(error), _, _)) => errors.push((analyst.clone(), error)),
             None => errors.push((analyst.clone(), "the host returned no outcome".to_owned())),
         }
     }
     Analysed {
         reading: None,
         by: None,
+        format_sent: FormatSent::None,
         errors,
         cut: None,
     }

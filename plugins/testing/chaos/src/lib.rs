@@ -12,10 +12,10 @@
 
 wit_bindgen::generate!({
     world: "selector-plugin",
-    path: "../../../wit/0.2.0",
+    path: "../../../wit/0.3.0",
     with: {
-        "chorus:strategy/types@0.2.0": kit::wit::types,
-        "chorus:strategy/host@0.2.0": kit::wit::host,
+        "chorus:strategy/types@0.3.0": kit::wit::types,
+        "chorus:strategy/host@0.3.0": kit::wit::host,
     },
 });
 
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use exports::chorus::strategy::selector::Guest;
 use kit::wit::host;
-use kit::wit::types::{LogLevel, Plan, Request, Role};
+use kit::wit::types::{JsonSchema, LogLevel, Plan, Request, ResponseFormat, Role};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -125,6 +125,22 @@ impl Guest for Chaos {
                 let mut plan = plan();
                 plan.notes.push(format!("{answered} of the batch answered"));
                 Ok(plan)
+            }
+            "bad-format" => {
+                let model = settings.panel.first().cloned().unwrap_or_default();
+                let mut request = kit::guest::request(
+                    "bad format",
+                    &model,
+                    vec![kit::guest::message(Role::User, "hi")],
+                    kit::guest::NO_SAMPLING,
+                );
+                request.response_format = Some(ResponseFormat::JsonSchema(JsonSchema {
+                    name: "my schema".to_owned(),
+                    schema: "{\"type\": \"object\"}".to_owned(),
+                    strict: true,
+                }));
+                kit::guest::complete(&[request]);
+                Ok(plan())
             }
             "budget" => {
                 let budget = host::budget();

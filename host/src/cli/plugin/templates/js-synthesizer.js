@@ -10,7 +10,7 @@
 //
 // Return an error by throwing a string (a thrown Error object would trap).
 
-import { complete, progress } from 'chorus:strategy/host@0.2.0';
+import { complete, progress } from 'chorus:strategy/host@0.3.0';
 
 const DEFAULT_INSTRUCTIONS = 'You are given a question and several answers to it. Write the single best answer: '
   + 'keep what they agree on, resolve their disagreements, drop what is wrong. Do not mention the other answers.';

@@ -45,6 +45,7 @@ class Prompter(exports.Prompter):
                 model=seat.model,
                 messages=[message(types.Role.SYSTEM, settings["system"]), message(types.Role.USER, request.prompt)],
                 sampling=seat.sampling,
+                response_format=None,
             )
             for seat in plan.panel
         ]

@@ -75,6 +75,7 @@ class Synthesizer(exports.Synthesizer):
                 model=model,
                 messages=[message(types.Role.SYSTEM, settings["instructions"]), message(types.Role.USER, prompt)],
                 sampling=sampling,
+                response_format=None,
             )
             [outcome] = [c.outcome for c in host.complete([merge])]
             if isinstance(outcome, Ok) and outcome.value.content.strip():

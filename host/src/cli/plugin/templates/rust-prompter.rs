@@ -53,6 +53,7 @@ impl Guest for Plugin {
                 model: seat.model.clone(),
                 messages: vec![message(Role::System, system), message(Role::User, &request.prompt)],
                 sampling: seat.sampling,
+                response_format: None,
             })
             .collect();
         Ok(Prompts { requests, notes: Vec::new() })

@@ -83,6 +83,7 @@ impl Guest for Plugin {
                 model: model.clone(),
                 messages: vec![message(Role::System, instructions), message(Role::User, &prompt)],
                 sampling,
+                response_format: None,
             };
             let outcome = host::complete(&[merge]).pop().map(|c| c.outcome);
             match outcome {
