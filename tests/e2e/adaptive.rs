@@ -262,7 +262,13 @@ async fn the_cascade_does_not_escalate_when_the_check_agrees() {
 async fn the_cascade_escalates_to_the_panel_when_the_check_disagrees() {
     let mock = Mock::start().await;
     mock.script("m1", [Step::answer("Paris\nConfidence: 95%")]);
-    mock.script("m5", [Step::answer("Lyon\nConfidence: 90%")]);
+    mock.script(
+        "m5",
+        [
+            Step::answer("Lyon\nConfidence: 90%"),
+            Step::answer(r#"{"same": false, "why": "Paris and Lyon are different cities"}"#),
+        ],
+    );
     for model in ["m2", "m3", "m4"] {
         mock.script(model, [Step::answer("Paris")]);
     }
@@ -279,9 +285,16 @@ async fn the_cascade_escalates_to_the_panel_when_the_check_disagrees() {
     assert_eq!(details["escalated"], true);
     assert_eq!(details["escalated_to"], json!(["m2", "m3", "m4"]));
     let reasons = details["reasons"].to_string();
-    assert!(reasons.contains("m5 disagrees with m1"), "{reasons}");
-    assert_eq!(details["spend"]["calls"], 6, "2 + 3 panel + 1 merge");
-    assert_eq!(details["spend"]["cost_usd"], 0.003);
+    assert!(
+        reasons.contains("m5 disagrees with m1 (Paris and Lyon are different cities)"),
+        "{reasons}"
+    );
+    assert_eq!(details["first_stage"]["agreement_verdict"]["by"], "judge");
+    assert_eq!(
+        details["spend"]["calls"], 7,
+        "2 + the agreement judge + 3 panel + 1 merge"
+    );
+    assert_eq!(details["spend"]["cost_usd"], 0.0035);
     assert_eq!(details["spend"]["calls_saved"], 0);
     let merge = mock.requests_for(SYNTH)[0].text();
     assert!(
@@ -293,7 +306,7 @@ async fn the_cascade_escalates_to_the_panel_when_the_check_disagrees() {
         all.contains("Cascade: escalated to the panel because m5 disagrees with m1"),
         "{all}"
     );
-    assert!(all.contains("Spent 6 calls ($0.0030)"), "{all}");
+    assert!(all.contains("Spent 7 calls ($0.0035)"), "{all}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -408,4 +421,123 @@ async fn the_cascade_checks_with_the_panels_cheapest_other_model_by_default() {
     );
     assert_eq!(structured["details"]["escalated"], false);
     assert!(text(&result).contains("m4 (the panel's cheapest other model) checks"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn differently_worded_answers_the_check_model_judges_the_same_are_not_escalated() {
+    let mock = Mock::start().await;
+    mock.catalog(json!(
+        PANEL
+            .iter()
+            .map(|m| json!({"id": m, "context_length": 100000,
+                            "supported_parameters": ["structured_outputs"]}))
+            .collect::<Vec<_>>()
+    ));
+    mock.script(
+        "m1",
+        [Step::answer(
+            "The capital of France is Paris, on the Seine.\nConfidence: 90%",
+        )],
+    );
+    mock.script(
+        "m5",
+        [
+            Step::answer("Paris\nConfidence: 85%"),
+            Step::answer(r#"{"same": true, "why": "both say Paris"}"#),
+        ],
+    );
+    for model in ["m2", "m3", "m4", SYNTH] {
+        mock.script(model, [Step::answer("should not be asked")]);
+    }
+    let server = Server::start(&cascade_config(&mock, "")).await;
+    let result = server
+        .ask("cascade", "What is the capital of France?")
+        .await;
+    let structured = structured(&result);
+    assert_eq!(structured["kind"], "pick", "{}", structured["notes"]);
+    assert_eq!(
+        structured["answer"],
+        "The capital of France is Paris, on the Seine."
+    );
+    for model in ["m2", "m3", "m4", SYNTH] {
+        assert!(mock.requests_for(model).is_empty(), "{model} was asked");
+    }
+    // The judge saw both answers and was held to the verdict's schema.
+    let judged = &mock.requests_for("m5")[1];
+    assert!(
+        judged.text().contains("--- Answer 2 ---\nParis"),
+        "{}",
+        judged.text()
+    );
+    assert_eq!(
+        judged.body["response_format"]["json_schema"]["name"],
+        "agreement"
+    );
+    let verdict = &structured["details"]["first_stage"]["agreement_verdict"];
+    assert_eq!(verdict["by"], "judge");
+    assert_eq!(verdict["model"], "m5");
+    assert_eq!(verdict["format"], "json-schema");
+    assert_eq!(verdict["agree"], true);
+    assert_eq!(structured["details"]["spend"]["calls"], 3);
+    assert_eq!(structured["details"]["spend"]["calls_saved"], 3);
+    assert!(
+        text(&result).contains("m5 judged the two answers to agree: both say Paris"),
+        "{}",
+        text(&result)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_verdict_the_words_decide_and_a_changed_number_is_a_disagreement() {
+    let mock = Mock::start().await;
+    mock.script(
+        "m1",
+        [Step::answer(
+            "Water boils at about 70 C on Everest.\nConfidence: 90%",
+        )],
+    );
+    mock.script(
+        "m5",
+        [
+            Step::answer("Water boils at about 90 C on Everest.\nConfidence: 90%"),
+            Step::status(500, "judge is down"),
+        ],
+    );
+    for model in ["m2", "m3", "m4"] {
+        mock.script(model, [Step::answer("About 70 C.")]);
+    }
+    mock.script(SYNTH, [Step::answer("About 70 C.")]);
+    let server = Server::start(&cascade_config(&mock, "")).await;
+    let result = server.ask("cascade", "Boiling point on Everest?").await;
+    let structured = structured(&result);
+    let details = &structured["details"];
+    assert_eq!(details["escalated"], true, "{details}");
+    assert_eq!(
+        details["reasons"],
+        json!(["m5 disagrees with m1 (they state different numbers: 70 vs 90)"])
+    );
+    assert_eq!(details["first_stage"]["agreement_verdict"]["by"], "words");
+    assert!(
+        details["first_stage"]["agreement"].as_f64().unwrap() > 0.7,
+        "the words alone overlap well: {details}"
+    );
+    let notes = structured["notes"].to_string();
+    assert!(
+        notes.contains("m5 could not judge whether the answers agree (")
+            && notes.contains("judge is down")
+            && notes.contains("so their words decided."),
+        "{notes}"
+    );
+
+    // Judging turned off: no judge call, the same decision.
+    let mock = Mock::start().await;
+    mock.script("m1", [Step::answer("About 70 C.\nConfidence: 90%")]);
+    mock.script("m5", [Step::answer("About 90 C.\nConfidence: 90%")]);
+    for model in ["m2", "m3", "m4", SYNTH] {
+        mock.script(model, [Step::answer("About 70 C.")]);
+    }
+    let server = Server::start(&cascade_config(&mock, "judge_agreement = false")).await;
+    let result = server.ask("cascade", "Boiling point on Everest?").await;
+    assert_eq!(crate::support::structured(&result)["details"]["escalated"], true);
+    assert_eq!(mock.requests_for("m5").len(), 1, "no judge was asked");
 }

@@ -17,7 +17,7 @@ pub mod wit;
 
 pub use chain::{ModelText, describe_failure, fallback_notes, first_success};
 pub use options::{count, no_settings, option_u32, settings};
-pub use reply::{extract_json, extract_list, extract_object, normalise, similarity};
+pub use reply::{extract_json, extract_list, extract_object, normalise, numbers, similarity};
 pub use shape::{
     CHARS_PER_TOKEN, CUT_MARKER, Fitted, MIN_SHARE_CHARS, Room, TooSmall, fit, letter, shuffle,
     side_by_side,

@@ -180,6 +180,27 @@ pub fn normalise(answer: &str) -> String {
     words.join(" ")
 }
 
+/// The numbers an answer states, as written after normalising ("70",
+/// "8849", "3.5"), sorted and deduplicated: two answers that state
+/// different numbers do not agree, however many words they share.
+pub fn numbers(answer: &str) -> Vec<String> {
+    let lower = answer.to_lowercase();
+    let mut found: Vec<String> = lower
+        .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
+        .map(|token| token.replace(',', ""))
+        .map(|token| token.trim_matches('.').to_owned())
+        .filter(|token| token.chars().any(|c| c.is_ascii_digit()))
+        .map(|token| match token.split_once('.') {
+            // 70.0 and 70 are the same number.
+            Some((whole, fraction)) if fraction.chars().all(|c| c == '0') => whole.to_owned(),
+            _ => token,
+        })
+        .collect();
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
 /// Word-set similarity in [0, 1] (Jaccard), for convergence checks.
 pub fn similarity(a: &str, b: &str) -> f64 {
     use std::collections::BTreeSet;

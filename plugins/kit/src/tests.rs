@@ -74,6 +74,17 @@ fn letters_name_candidates() {
 }
 
 #[test]
+fn numbers_are_what_an_answer_states_whatever_the_punctuation() {
+    assert_eq!(numbers("About 70 C at 8,849 m."), ["70", "8849"]);
+    assert_eq!(numbers("It is 70.0 degrees, not 3.5"), ["3.5", "70"]);
+    assert_eq!(numbers("No numbers here."), Vec::<String>::new());
+    assert_ne!(
+        numbers("Water boils at about 70 C on Everest."),
+        numbers("Water boils at about 90 C on Everest.")
+    );
+}
+
+#[test]
 fn similarity_is_one_for_the_same_words() {
     assert_eq!(
         similarity("Paris is the capital.", "paris is THE capital"),
@@ -541,11 +552,10 @@ mod analysis_replies {
 
     #[test]
     fn the_schema_is_strict_names_only_the_labels_and_its_replies_read_whole() {
-        let schema: serde_json::Value =
-            serde_json::from_str(&analysis::schema(&labels())).unwrap();
+        let schema: serde_json::Value = serde_json::from_str(&analysis::schema(&labels())).unwrap();
         assert_strict(&schema, "$");
-        let held_by = &schema["properties"]["disagreements"]["items"]["properties"]["sides"]
-            ["items"]["properties"]["held_by"];
+        let held_by = &schema["properties"]["disagreements"]["items"]["properties"]["sides"]["items"]
+            ["properties"]["held_by"];
         assert_eq!(held_by["items"]["enum"], serde_json::json!(["A", "B", "C"]));
         // A reply that fills the schema exactly is read with nothing missing.
         let reply = r#"{"consensus": ["c"], "disagreements": [{"point": "p",

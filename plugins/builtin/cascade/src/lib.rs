@@ -1,6 +1,7 @@
 //! Synthesizer for a cascade: the first stage (the `cascade-first`
 //! prompter) is one model's answer and a cheap model's check, each with a
-//! stated confidence. If the check agrees and the answer is confident
+//! stated confidence. If the check agrees (the same answer, or the check
+//! model judges the two to agree: `agreement`) and the answer is confident
 //! enough, that answer is returned verbatim and the panel is never asked.
 //! Otherwise — disagreement, low or missing-check confidence, a failed
 //! call — the rest of the plan's panel answers through `host.complete` and
@@ -11,10 +12,14 @@
 //! ```toml
 //! [plugins.cascade.settings]
 //! min_confidence = 0.7   # the answer's stated confidence below this escalates (0-1)
-//! agreement = 0.5        # word-overlap similarity below this counts as disagreement (0-1)
+//! judge_agreement = true # the check model judges differently-worded answers (one short call)
+//! agreement = 0.5        # without a judge's verdict: word overlap below this, or different
+//!                        # numbers, count as disagreement (0-1)
 //! instructions = "..."   # replaces the merge's instructions
 //! max_tokens = 4096      # for the merge
 //! ```
+
+mod agreement;
 
 wit_bindgen::generate!({
     world: "synthesizer-plugin",
@@ -46,6 +51,7 @@ directly; do not mention the other answers or that you are synthesizing.";
 #[serde(deny_unknown_fields)]
 struct Settings {
     min_confidence: Option<f64>,
+    judge_agreement: Option<bool>,
     agreement: Option<f64>,
     instructions: Option<String>,
     max_tokens: Option<u32>,
@@ -129,19 +135,31 @@ impl Guest for Cascade {
                     reasons.push(format!("the check by {} failed ({error})", check.model()))
                 }
                 (Ok(a), Ok(b)) => {
-                    let score = if kit::normalise(a) == kit::normalise(b) {
-                        1.0
-                    } else {
-                        kit::similarity(a, b)
-                    };
-                    agreement = Some(score);
-                    if score < threshold {
+                    let verdict = agreement::decide(&agreement::Compare {
+                        question: &request.prompt,
+                        answer: a,
+                        check: b,
+                        judge: settings
+                            .judge_agreement
+                            .unwrap_or(true)
+                            .then(|| check.model()),
+                        threshold,
+                    });
+                    notes.extend(verdict.fallback.clone());
+                    if !verdict.agree {
                         reasons.push(format!(
-                            "{} disagrees with {} (agreement {score:.2}, below {threshold})",
+                            "{} disagrees with {} ({})",
                             check.model(),
-                            answer.model()
+                            answer.model(),
+                            verdict.why
+                        ));
+                    } else if let agreement::By::Judge { model, .. } = &verdict.by {
+                        notes.push(format!(
+                            "{model} judged the two answers to agree: {}",
+                            verdict.why
                         ));
                     }
+                    agreement = Some(verdict);
                 }
                 (Err(_), Ok(_)) => {}
             },
@@ -168,11 +186,13 @@ impl Guest for Cascade {
 
         let mut first_stage = Spend::default();
         first_stage.add_completions(&completions);
+        first_stage.add_completions(agreement.as_ref().and_then(|v| v.judged.as_ref()));
         let full_calls = u32::try_from(plan.panel.len() + 1).unwrap_or(u32::MAX);
         let stage = json!({
             "answer": answer.details(),
             "check": check.as_ref().map(Stage1::details),
-            "agreement": agreement.map(|a| (a * 1000.0).round() / 1000.0),
+            "agreement": agreement.as_ref().map(|v| (v.overlap * 1000.0).round() / 1000.0),
+            "agreement_verdict": agreement.as_ref().map(agreement::Verdict::details),
             "min_confidence": min_confidence,
             "agreement_threshold": threshold,
         });
@@ -430,7 +450,7 @@ fn percent(fraction: f64) -> String {
 fn parse(settings: &str) -> Result<Settings, String> {
     let settings: Settings = kit::settings(
         settings,
-        "optional `min_confidence`, `agreement`, `instructions` and `max_tokens`",
+        "optional `min_confidence`, `judge_agreement`, `agreement`, `instructions` and `max_tokens`",
     )?;
     for (key, value) in [
         ("min_confidence", settings.min_confidence),
