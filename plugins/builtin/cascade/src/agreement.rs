@@ -253,7 +253,7 @@ fn read_verdict(reply: &str) -> Option<(bool, String)> {
 }
 
 fn yes_or_no(text: &str) -> Option<bool> {
-    let first = text.trim().split_whitespace().next()?.to_lowercase();
+    let first = text.split_whitespace().next()?.to_lowercase();
     match first.trim_matches(|c: char| !c.is_alphanumeric()) {
         "same" | "true" | "yes" | "agree" | "agrees" => Some(true),
         "different" | "false" | "no" | "disagree" | "disagrees" => Some(false),
