@@ -426,13 +426,7 @@ async fn the_cascade_checks_with_the_panels_cheapest_other_model_by_default() {
 #[tokio::test(flavor = "multi_thread")]
 async fn differently_worded_answers_the_check_model_judges_the_same_are_not_escalated() {
     let mock = Mock::start().await;
-    mock.catalog(json!(
-        PANEL
-            .iter()
-            .map(|m| json!({"id": m, "context_length": 100000,
-                            "supported_parameters": ["structured_outputs"]}))
-            .collect::<Vec<_>>()
-    ));
+    catalog_taking(&mock, &[("m5", &["structured_outputs"])]);
     mock.script(
         "m1",
         [Step::answer(
@@ -538,6 +532,9 @@ async fn without_a_verdict_the_words_decide_and_a_changed_number_is_a_disagreeme
     }
     let server = Server::start(&cascade_config(&mock, "judge_agreement = false")).await;
     let result = server.ask("cascade", "Boiling point on Everest?").await;
-    assert_eq!(crate::support::structured(&result)["details"]["escalated"], true);
+    assert_eq!(
+        crate::support::structured(&result)["details"]["escalated"],
+        true
+    );
     assert_eq!(mock.requests_for("m5").len(), 1, "no judge was asked");
 }

@@ -276,20 +276,6 @@ async fn a_failing_analyst_falls_over_and_with_none_left_the_answers_come_side_b
     assert_eq!(structured["details"]["analysis"], Value::Null);
 }
 
-/// A provider's model list: the analysts' entries say which response
-/// formats they take; the panel's say nothing of the kind.
-fn catalog_with(mock: &Mock, synth: &[&str], synth2: &[&str]) {
-    let entry = |id: &str, params: &[&str]| {
-        let mut supported = vec!["max_tokens", "temperature"];
-        supported.extend_from_slice(params);
-        json!({"id": id, "context_length": 100000, "supported_parameters": supported})
-    };
-    let mut models: Vec<Value> = PANEL.iter().map(|m| entry(m, &[])).collect();
-    models.push(entry(SYNTH, synth));
-    models.push(entry(SYNTH2, synth2));
-    mock.catalog(Value::Array(models));
-}
-
 const STRICT_ANALYSIS: &str = r#"{"consensus": ["it boils lower up high"], "disagreements": [],
   "unique_insights": [], "likely_errors": [], "blind_spots": [],
   "confidence": {"level": "high", "score": 0.9, "why": "they agree"}}"#;
@@ -308,7 +294,10 @@ fn analysis_call(structured: &Value) -> Value {
 async fn the_analyst_is_held_to_the_schema_where_its_model_takes_structured_outputs() {
     let mock = Mock::start().await;
     panel_disagrees(&mock);
-    catalog_with(&mock, &["structured_outputs", "response_format"], &[]);
+    catalog_taking(
+        &mock,
+        &[(SYNTH, &["structured_outputs", "response_format"])],
+    );
     mock.script(
         SYNTH,
         [
@@ -363,7 +352,7 @@ async fn the_analyst_is_held_to_the_schema_where_its_model_takes_structured_outp
 async fn a_model_with_only_a_json_mode_is_asked_for_json() {
     let mock = Mock::start().await;
     panel_disagrees(&mock);
-    catalog_with(&mock, &["response_format"], &[]);
+    catalog_taking(&mock, &[(SYNTH, &["response_format"])]);
     mock.script(
         SYNTH,
         [Step::answer(STRICT_ANALYSIS), Step::answer("Final.")],
@@ -389,7 +378,7 @@ async fn a_model_with_only_a_json_mode_is_asked_for_json() {
 async fn a_provider_that_refuses_the_schema_is_asked_again_without_it() {
     let mock = Mock::start().await;
     panel_disagrees(&mock);
-    catalog_with(&mock, &["structured_outputs"], &[]);
+    catalog_taking(&mock, &[(SYNTH, &["structured_outputs"])]);
     mock.script(
         SYNTH,
         [

@@ -274,6 +274,7 @@ async fn the_judge_scores_blind_and_its_pick_is_returned_verbatim() {
             r#"Verdict: {"scores": {"A": 3, "B": 9, "C": 5, "D": 1, "E": 4}}"#,
         )],
     );
+    catalog_taking(&mock, &[(SYNTH, &["structured_outputs"])]);
     let extra = [
         plugin("judge", "judge", ""),
         pipeline("best-of", "passthrough", "judge", ""),
@@ -283,6 +284,13 @@ async fn the_judge_scores_blind_and_its_pick_is_returned_verbatim() {
     let result = server.ask("best-of", "q").await;
     let structured = structured(&result);
 
+    // Held to a score for every candidate, where the judge's model takes it.
+    let format = &mock.requests_for(SYNTH)[0].body["response_format"];
+    assert_eq!(format["json_schema"]["name"], "scores", "{format}");
+    assert_eq!(
+        format["json_schema"]["schema"]["properties"]["scores"]["required"],
+        json!(["A", "B", "C", "D", "E"])
+    );
     let judged = mock.requests_for(SYNTH)[0].text();
     for model in PANEL {
         assert!(
@@ -323,6 +331,7 @@ async fn the_council_ranks_without_self_votes_and_a_chairman_merges() {
         );
     }
     mock.script(SYNTH, [Step::answer("the chairman's answer")]);
+    catalog_taking(&mock, &[("m1", &["structured_outputs"])]);
     let extra = [
         plugin("council", "council", ""),
         pipeline("council", "passthrough", "council", ""),
@@ -333,6 +342,19 @@ async fn the_council_ranks_without_self_votes_and_a_chairman_merges() {
     let structured = structured(&result);
     assert_eq!(structured["answer"], "the chairman's answer");
 
+    // Ballots are held to the letters shown, where the model takes it.
+    let ballot = &mock.requests_for("m1")[1].body["response_format"]["json_schema"];
+    assert_eq!(ballot["name"], "ranking", "{ballot}");
+    assert_eq!(
+        ballot["schema"]["properties"]["ranking"]["items"]["enum"],
+        json!(["A", "B", "C", "D"])
+    );
+    assert!(
+        mock.requests_for("m2")[1]
+            .body
+            .get("response_format")
+            .is_none()
+    );
     for model in PANEL {
         let ballot_request = &mock.requests_for(model)[1];
         let shown = ballot_request.text();

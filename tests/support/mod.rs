@@ -93,6 +93,26 @@ synthesizer = "synthesize"
 
 /// TOML for a pipeline whose selector is the chaos plugin in `mode`;
 /// `more_settings` (`, key = value` pairs) may replace the default panel.
+/// A provider model list naming every test model, each with a window of
+/// 100,000 tokens and the request parameters `taking` gives it (on top of
+/// `max_tokens` and `temperature`): e.g. `[(SYNTH, &["structured_outputs"])]`.
+pub fn catalog_taking(mock: &Mock, taking: &[(&str, &[&str])]) {
+    let models: Vec<Value> = PANEL
+        .iter()
+        .chain([SYNTH, SYNTH2].iter())
+        .map(|id| {
+            let mut supported = vec!["max_tokens", "temperature"];
+            for (model, params) in taking {
+                if model == id {
+                    supported.extend_from_slice(params);
+                }
+            }
+            serde_json::json!({"id": id, "context_length": 100000, "supported_parameters": supported})
+        })
+        .collect();
+    mock.catalog(Value::Array(models));
+}
+
 pub fn chaos_pipeline(name: &str, mode: &str, more_settings: &str) -> String {
     let panel = if more_settings.contains("panel") {
         ""

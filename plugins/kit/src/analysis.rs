@@ -28,18 +28,8 @@ pub const SCHEMA_NAME: &str = "panel_analysis";
 /// outputs, strict): every property required, no others, and `held_by`
 /// limited to `labels`, so a strict model cannot cite an answer that is
 /// not there.
-pub fn schema(labels: &[String]) -> String {
-    let object = |properties: Value| {
-        let required: Vec<&String> = properties
-            .as_object()
-            .map_or(vec![], |p| p.keys().collect());
-        json!({
-            "type": "object",
-            "properties": properties,
-            "required": required,
-            "additionalProperties": false,
-        })
-    };
+pub fn schema(labels: &[String]) -> Value {
+    use crate::formats::object;
     let text = json!({"type": "string"});
     let texts = json!({"type": "array", "items": text});
     let held_by = json!({"type": "array", "items": {"type": "string", "enum": labels}});
@@ -67,7 +57,6 @@ pub fn schema(labels: &[String]) -> String {
             "why": text,
         })),
     }))
-    .to_string()
 }
 
 /// Items shown per section in the user's notes (details keep them all).

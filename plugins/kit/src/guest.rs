@@ -6,7 +6,7 @@
 use crate::wit::host;
 use crate::wit::types::{
     Answer, AnswerKind, ChatRequest, Completion, ContentPart, Failure, FormatSent, Message, Plan,
-    Role, Sampling, Seat,
+    ResponseFormat, Role, Sampling, Seat,
 };
 
 pub const NO_SAMPLING: Sampling = Sampling {
@@ -88,8 +88,22 @@ pub fn ask(
     user: &str,
     sampling: Sampling,
 ) -> Result<String, String> {
+    ask_for(label, model, system, user, sampling, None)
+}
+
+/// `ask`, with a response format (see `crate::formats`).
+pub fn ask_for(
+    label: &str,
+    model: &str,
+    system: &str,
+    user: &str,
+    sampling: Sampling,
+    format: Option<ResponseFormat>,
+) -> Result<String, String> {
     let messages = vec![message(Role::System, system), message(Role::User, user)];
-    complete(&[request(label, model, messages, sampling)])
+    let mut request = request(label, model, messages, sampling);
+    request.response_format = format;
+    complete(&[request])
         .pop()
         .unwrap_or_else(|| Err("the host returned no outcome".to_owned()))
 }

@@ -9,6 +9,7 @@
 pub mod adaptive;
 pub mod analysis;
 mod chain;
+pub mod formats;
 pub mod guest;
 mod options;
 mod reply;

@@ -38,7 +38,7 @@ wit_bindgen::generate!({
 use exports::chorus::strategy::synthesizer::Guest;
 use kit::analysis::{Holder, Reading};
 use kit::wit::types::{
-    Answer, Completion, FormatSent, JsonSchema, Plan, Request, ResponseFormat, Role, Sampling,
+    Answer, Completion, FormatSent, Plan, Request, Role, Sampling,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -238,11 +238,10 @@ fn analyse(question: &str, texts: &[&str], labels: &[String], analysts: &[String
         labels.join(", "),
         kit::analysis::FORMAT
     );
-    let format = ResponseFormat::JsonSchema(JsonSchema {
-        name: kit::analysis::SCHEMA_NAME.to_owned(),
-        schema: kit::analysis::schema(labels),
-        strict: true,
-    });
+    let format = kit::formats::json_schema(
+        kit::analysis::SCHEMA_NAME,
+        &kit::analysis::schema(labels),
+    );
     let mut errors = Vec::new();
     for analyst in analysts {
         let fitted =

@@ -9,7 +9,7 @@
 //! notes say so.
 
 use kit::wit::host;
-use kit::wit::types::{Completion, FormatSent, JsonSchema, ResponseFormat, Role, Sampling};
+use kit::wit::types::{Completion, FormatSent, Role, Sampling};
 use serde_json::{Value, json};
 
 const JUDGE: &str = "You compare two answers to the same question. Decide whether they reach \
@@ -178,17 +178,13 @@ fn judge(compare: &Compare<'_>, model: &str) -> Judged {
             ..kit::guest::NO_SAMPLING
         },
     );
-    request.response_format = Some(ResponseFormat::JsonSchema(JsonSchema {
-        name: "agreement".into(),
-        schema: json!({
-            "type": "object",
-            "properties": {"same": {"type": "boolean"}, "why": {"type": "string"}},
-            "required": ["same", "why"],
-            "additionalProperties": false,
-        })
-        .to_string(),
-        strict: true,
-    }));
+    request.response_format = Some(kit::formats::json_schema(
+        "agreement",
+        &kit::formats::object(json!({
+            "same": {"type": "boolean"},
+            "why": {"type": "string"},
+        })),
+    ));
     host::progress(&format!("{model} is judging whether the answers agree"));
     let Some(completion) = host::complete(&[request]).pop() else {
         return Judged::Not("the host returned no outcome".into());

@@ -101,7 +101,7 @@ impl Guest for Council {
             }
             prompt.push_str(&instruction);
             rankers.push(ranker);
-            requests.push(kit::guest::request(
+            let mut ballot = kit::guest::request(
                 "peer ranking",
                 model,
                 vec![
@@ -109,7 +109,15 @@ impl Guest for Council {
                     kit::guest::message(Role::User, prompt),
                 ],
                 kit::guest::NO_SAMPLING,
+            );
+            // Held to it where the ranker's model takes structured outputs.
+            ballot.response_format = Some(kit::formats::json_schema(
+                "ranking",
+                &kit::formats::object(json!({
+                    "ranking": {"type": "array", "items": {"type": "string", "enum": letters}},
+                })),
             ));
+            requests.push(ballot);
         }
         let replies = if requests.is_empty() {
             Vec::new()

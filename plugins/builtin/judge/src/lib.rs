@@ -68,6 +68,15 @@ impl Guest for Judge {
         );
         let system =
             "You are a strict, impartial judge of answers. You do not know who wrote them.";
+        // Held to it where the judge's model takes structured outputs.
+        let format = kit::formats::json_schema(
+            "scores",
+            &kit::formats::object(json!({
+                "scores": kit::formats::object(Value::Object(
+                    letters.iter().map(|l| (l.clone(), json!({"type": "number"}))).collect(),
+                )),
+            })),
+        );
         let shown: Vec<&str> = order.iter().map(|&c| answered[c].2.trim()).collect();
         let mut scores = Vec::new();
         let mut cut_note = None;
@@ -91,7 +100,14 @@ impl Guest for Judge {
                 ));
             }
             prompt.push_str(&instruction);
-            let reply = kit::guest::ask("judge", judge, system, &prompt, kit::guest::NO_SAMPLING)?;
+            let reply = kit::guest::ask_for(
+                "judge",
+                judge,
+                system,
+                &prompt,
+                kit::guest::NO_SAMPLING,
+                Some(format.clone()),
+            )?;
             scores = parse_scores(&reply, &letters).ok_or_else(|| {
                 format!("its verdict had no score for every candidate: {reply:.200}")
             })?;
