@@ -421,6 +421,16 @@ async fn the_cascade_checks_with_the_panels_cheapest_other_model_by_default() {
     );
     assert_eq!(structured["details"]["escalated"], false);
     assert!(text(&result).contains("m4 (the panel's cheapest other model) checks"));
+    // The full panel is priced model by model: m1 and m4 at what they
+    // reported ($0.0005 each), m2, m3 and m5 at their list prices for this
+    // run's call size (12 + 34 tokens), the merge by synth (no price) at
+    // the run's mean cost per call.
+    let listed = |per_million: f64| (12.0 + 34.0) * per_million / 1e6;
+    let expected = 0.0005 + listed(3.0) + listed(0.2) + 0.0005 + listed(1.0) + 0.0005;
+    let full = structured["details"]["spend"]["full_panel_cost_usd"]
+        .as_f64()
+        .unwrap();
+    assert!((full - expected).abs() < 1e-8, "{full} vs {expected}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -8,7 +8,7 @@
 //! (unit and property tests below); the plugins feed them the host's
 //! completions and budget.
 
-use crate::wit::types::Completion;
+use crate::wit::types::{Completion, ModelInfo};
 use serde_json::{Value, json};
 
 /// Whether a vote is settled: with `remaining` more votes, however they
@@ -108,6 +108,51 @@ pub fn cost_of(completion: &Completion) -> Option<f64> {
     completion.outcome.as_ref().ok()?.usage.as_ref()?.cost
 }
 
+/// What the full panel would have cost, its calls named by model (a model
+/// once per call). Each call is priced by the best evidence there is for
+/// its model: the mean cost of the calls this run made of it; else its
+/// catalog prices (`prices`, as `host.models` gives them) at the mean size
+/// of this run's calls; else the mean cost of any call this run made.
+/// `None` when nothing this run made reported a cost or tokens.
+pub fn full_panel_cost(full: &[&str], made: &[Completion], prices: &[ModelInfo]) -> Option<f64> {
+    let mut overall = Spend::default();
+    overall.add_completions(made);
+    let usages: Vec<_> = made
+        .iter()
+        .filter_map(|c| c.outcome.as_ref().ok()?.usage.as_ref())
+        .collect();
+    let mean_tokens = (!usages.is_empty()).then(|| {
+        let n = usages.len() as f64;
+        (
+            usages
+                .iter()
+                .map(|u| f64::from(u.prompt_tokens))
+                .sum::<f64>()
+                / n,
+            usages
+                .iter()
+                .map(|u| f64::from(u.completion_tokens))
+                .sum::<f64>()
+                / n,
+        )
+    });
+    let mut total = 0.0;
+    for model in full {
+        let mut of_model = Spend::default();
+        of_model.add_completions(made.iter().filter(|c| c.model == *model));
+        let listed = || {
+            let info = prices.iter().find(|m| m.id == *model)?;
+            let (prompt, completion) = mean_tokens?;
+            Some((prompt * info.input_price? + completion * info.output_price?) / 1_000_000.0)
+        };
+        total += of_model
+            .per_call()
+            .or_else(listed)
+            .or_else(|| overall.per_call())?;
+    }
+    Some(total)
+}
+
 /// What a run spent against what the full panel would have: for the
 /// result's details and its note.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,18 +160,16 @@ pub struct Account {
     pub spent: Spend,
     /// Calls the full panel makes.
     pub full_calls: u32,
-    /// Its estimated cost: the first stage's cost per call times its calls.
+    /// Its estimated cost (see `full_panel_cost`).
     pub full_cost: Option<f64>,
 }
 
 impl Account {
-    /// `first` is what the first wave or stage spent: its cost per call
-    /// prices the full panel's `full_calls`.
-    pub fn new(spent: Spend, first: &Spend, full_calls: u32) -> Self {
+    pub fn new(spent: Spend, full_calls: u32, full_cost: Option<f64>) -> Self {
         Self {
             spent,
             full_calls,
-            full_cost: first.per_call().map(|c| c * f64::from(full_calls)),
+            full_cost,
         }
     }
 
@@ -369,13 +412,74 @@ mod tests {
         assert_eq!(stated_confidence("Paris."), None);
     }
 
+    fn model(id: &str, input: f64, output: f64) -> ModelInfo {
+        ModelInfo {
+            id: id.into(),
+            provider: "p".into(),
+            context_window: None,
+            max_output_tokens: None,
+            input_price: Some(input),
+            output_price: Some(output),
+            tags: vec![],
+            supported_parameters: None,
+            prices_source: None,
+            listed: None,
+            extra: "{}".into(),
+        }
+    }
+
+    fn made(model: &str, cost: Option<f64>) -> Completion {
+        use crate::wit::types::{FormatSent, Reply, Usage};
+        Completion {
+            id: Some(0),
+            label: "panel".into(),
+            model: model.into(),
+            latency_ms: 1,
+            attempts: 1,
+            outcome: Ok(Reply {
+                content: "x".into(),
+                served_by: model.into(),
+                finish_reason: None,
+                usage: Some(Usage {
+                    prompt_tokens: 1_000,
+                    completion_tokens: 500,
+                    reasoning_tokens: None,
+                    cost,
+                    cost_estimated: false,
+                    tokens_estimated: false,
+                }),
+                format_sent: FormatSent::None,
+            }),
+        }
+    }
+
+    #[test]
+    fn the_full_panel_is_priced_model_by_model() {
+        // A cascade asked a strong model (reported $0.02) and a cheap check
+        // ($0.0001). The panel's other strong model is priced from its
+        // catalog prices at this run's call size, not at the mean of the
+        // two calls made; an unlisted one at that mean.
+        let made = [made("strong", Some(0.02)), made("cheap", Some(0.0001))];
+        let prices = [model("other", 3.0, 15.0)];
+        let other = (1_000.0 * 3.0 + 500.0 * 15.0) / 1e6;
+        let mean = (0.02 + 0.0001) / 2.0;
+        let full =
+            full_panel_cost(&["strong", "cheap", "other", "unlisted"], &made, &prices).unwrap();
+        assert!(
+            (full - (0.02 + 0.0001 + other + mean)).abs() < 1e-12,
+            "{full}"
+        );
+        // Nothing reported: no estimate rather than a made-up one.
+        assert_eq!(full_panel_cost(&["strong"], &[], &prices), None);
+    }
+
     #[test]
     fn the_account_says_what_was_saved() {
         let mut first = Spend::default();
         for _ in 0..5 {
             first.add(Some(0.0005));
         }
-        let account = Account::new(first, &first, 9);
+        let account = Account::new(first, 9, first.per_call().map(|c| c * 9.0));
         assert_eq!(account.calls_saved(), 4);
         assert_eq!(
             account.sentence(),
@@ -384,7 +488,7 @@ mod tests {
         assert_eq!(account.details()["full_panel_cost_usd"], 0.0045);
         let mut unpriced = Spend::default();
         unpriced.add(None);
-        let account = Account::new(unpriced, &unpriced, 3);
+        let account = Account::new(unpriced, 3, None);
         assert_eq!(
             account.sentence(),
             "Spent 1 calls (cost not reported) against the full panel's 3: 2 calls saved."

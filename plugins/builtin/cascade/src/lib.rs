@@ -198,7 +198,11 @@ impl Guest for Cascade {
         });
 
         if reasons.is_empty() {
-            let account = Account::new(first_stage, &first_stage, full_calls);
+            let account = Account::new(
+                first_stage,
+                full_calls,
+                full_cost(&plan, completions.iter()),
+            );
             let text = answer.text.clone().unwrap_or_default();
             let confidence = answer.confidence.map_or(String::new(), |c| {
                 format!(", stated confidence {}", percent(c))
@@ -339,7 +343,7 @@ fn escalate(
         })
         .collect();
     if answered.len() < 2 {
-        let account = Account::new(spent, &first_stage, full_calls);
+        let account = Account::new(spent, full_calls, full_cost(plan, all.iter()));
         let mut answer = kit::guest::too_few(&all, "this is its answer verbatim, not a synthesis")
             .expect("fewer than two answers");
         if let (AnswerKind::Single, Some((_, _, text))) = (answer.kind, answered.first()) {
@@ -361,6 +365,7 @@ fn escalate(
         ..kit::guest::NO_SAMPLING
     };
     let mut merging = Spend::default();
+    let mut merged: Vec<Completion> = Vec::new();
     let merge = kit::guest::merge_with(
         kit::guest::Merge {
             question: &request.prompt,
@@ -380,6 +385,7 @@ fn escalate(
             let outcome =
                 host::complete(&[kit::guest::request("synthesis", model, messages, sampling)]);
             merging.add_completions(&outcome);
+            merged.extend(outcome.iter().cloned());
             outcome.first().map_or_else(
                 || Err("the host returned no outcome".into()),
                 kit::guest::text_of,
@@ -389,7 +395,11 @@ fn escalate(
     spent.calls += merging.calls;
     spent.cost += merging.cost;
     spent.priced += merging.priced;
-    let account = Account::new(spent, &first_stage, full_calls);
+    let account = Account::new(
+        spent,
+        full_calls,
+        full_cost(plan, all.iter().chain(&merged)),
+    );
     notes.splice(0..0, [headline, account.sentence()]);
     let count = answered.len();
     let pairs: Vec<(&str, &str)> = answered
@@ -407,6 +417,20 @@ fn escalate(
             details: details(true, &reasons, stage, &asked_models, &account),
         },
     )
+}
+
+/// What the full panel would have cost: every seat, and a merge by the
+/// first synthesizer, priced from the calls `made` (see
+/// `kit::adaptive::full_panel_cost`).
+fn full_cost<'a>(plan: &Plan, made: impl Iterator<Item = &'a Completion>) -> Option<f64> {
+    let full: Vec<&str> = plan
+        .panel
+        .iter()
+        .map(|seat| seat.model.as_str())
+        .chain(plan.synthesizers.first().map(String::as_str))
+        .collect();
+    let made: Vec<Completion> = made.cloned().collect();
+    kit::adaptive::full_panel_cost(&full, &made, &host::models())
 }
 
 /// The panel's seats not asked in the first stage (a model asked there

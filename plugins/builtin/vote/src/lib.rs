@@ -125,7 +125,15 @@ impl Guest for Vote {
         let (all, waves, stop) = sampler.run(completions);
         let mut spent = Spend::default();
         spent.add_completions(&all);
-        let account = Account::new(spent, &first, ceiling);
+        let full: Vec<&str> = voters
+            .iter()
+            .flat_map(|v| std::iter::repeat_n(v.model.as_str(), v.allowance as usize))
+            .collect();
+        let account = Account::new(
+            spent,
+            ceiling,
+            kit::adaptive::full_panel_cost(&full, &all, &kit::wit::host::models()),
+        );
         Ok(count(&all, &waves, stop, ceiling, &account))
     }
 }
