@@ -185,10 +185,89 @@ async fn the_vote_stops_at_the_run_call_budget_and_says_the_result_could_change(
     assert_eq!(structured["details"]["stopped"], "budget");
     let note = note_with(structured, "Sampled in");
     assert!(
-        note.contains("budget left too few samples")
+        note.contains("call budget (max_calls_per_run) left too few samples")
             && note.contains("more samples could have changed the winner"),
         "{note}"
     );
+}
+
+/// The three-model vote with prices that bound each call's worst case
+/// (the mock reports $0.0005 a call) and `limits` added.
+fn priced_vote_config(mock: &Mock, limits: &str) -> String {
+    let mut toml = vote_config(mock, "").replace(
+        "run_timeout = \"20s\"",
+        &format!("run_timeout = \"20s\"\n{limits}"),
+    );
+    for model in ["m1", "m2", "m3"] {
+        toml = toml.replace(
+            &format!("[models.{model}]\ncontext_window = 100000\n"),
+            &format!(
+                "[models.{model}]\ncontext_window = 100000\ninput_price = 1.0\noutput_price = 1.0\nmax_output_tokens = 100\n"
+            ),
+        );
+    }
+    toml
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_vote_stops_when_the_cost_ceiling_cannot_pay_for_another_wave() {
+    let mock = Mock::start().await;
+    mock.script("m1", [Step::answer("Paris")]);
+    mock.script("m2", [Step::answer("Lyon")]);
+    mock.script("m3", [Step::answer("Lyon")]);
+    // The first wave (5 calls, $0.0025) leaves $0.0005: one more sample,
+    // which cannot settle 3 Lyon to 2 Paris with 4 samples still allowed.
+    let server = Server::start(&priced_vote_config(&mock, "max_cost_usd = 0.003")).await;
+    let result = server.ask("vote", "q").await;
+    let structured = structured(&result);
+    assert_eq!(structured["details"]["stopped"], "budget", "{structured}");
+    let sent = mock.requests().len();
+    assert!(sent < 9, "stopped before the full panel: {sent} calls");
+    let spent = structured["usage"]["cost_usd"].as_f64().unwrap();
+    assert!(spent <= 0.003 + 1e-9, "within the ceiling: {spent}");
+    assert!(
+        (spent - 0.0005 * sent as f64).abs() < 1e-9,
+        "every sent call is paid for: {spent}"
+    );
+    let note = note_with(structured, "Sampled in");
+    assert!(
+        note.contains("cost ceiling (max_cost_usd) left too few samples")
+            && note.contains("more samples could have changed the winner"),
+        "{note}"
+    );
+    assert_eq!(structured["kind"], "vote");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_vote_stops_when_the_deadline_leaves_no_time_for_another_wave() {
+    let mock = Mock::start().await;
+    mock.script("m1", [Step::answer_after(3500, "Paris")]);
+    mock.script("m2", [Step::answer_after(3500, "Lyon")]);
+    mock.script("m3", [Step::answer_after(3500, "Lyon")]);
+    // A wave takes 3.5 s of a 6 s run: after the first, about 2.4 s are
+    // left, too little for another. The fan-out keeps 10% for the merge,
+    // so the first wave (done by ~3.6 s) is never cut.
+    let toml = vote_config(&mock, "")
+        .replace("run_timeout = \"20s\"", "run_timeout = \"6s\"")
+        .replace("[limits]", "[fan_out]\nmerge_reserve = \"10%\"\n\n[limits]");
+    let server = Server::start(&toml).await;
+    let started = std::time::Instant::now();
+    let result = server.ask("vote", "q").await;
+    let structured = structured(&result);
+    assert_eq!(structured["details"]["stopped"], "time", "{structured}");
+    assert_eq!(mock.requests().len(), 5, "the first wave only");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "answered long before the 6 s deadline: no second wave was started ({:?})",
+        started.elapsed()
+    );
+    let note = note_with(structured, "Sampled in");
+    assert!(
+        note.contains("too little time was left before the run's deadline for another wave")
+            && note.contains("more samples could have changed the winner"),
+        "{note}"
+    );
+    assert_eq!(structured["kind"], "vote");
 }
 
 fn cascade_config(mock: &Mock, cascade_settings: &str) -> String {

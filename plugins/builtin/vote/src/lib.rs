@@ -56,8 +56,9 @@ enum Stop {
     Settled { left: u32 },
     /// Every sample the panel allows was asked.
     Exhausted,
-    /// The run's calls or cost left too few samples to settle it.
-    Budget,
+    /// The run's calls, or its cost ceiling (`cost`), left too few samples
+    /// to settle it.
+    Budget { cost: bool },
     /// Too little time to the run's deadline for another wave.
     Time,
 }
@@ -67,7 +68,7 @@ impl Stop {
         match self {
             Stop::Settled { .. } => "settled",
             Stop::Exhausted => "panel exhausted",
-            Stop::Budget => "budget",
+            Stop::Budget { .. } => "budget",
             Stop::Time => "time",
         }
     }
@@ -186,15 +187,17 @@ impl Sampler<'_> {
                 return (all, waves, Stop::Settled { left: panel_left });
             }
             let budget = host::budget();
-            let mut allowed = panel_left.min(budget.calls_left);
-            if let (Some(left), Some(per_call)) = (budget.cost_left, self.first.per_call())
-                && per_call > 0.0
-            {
-                allowed =
-                    allowed.min((left / per_call).floor().clamp(0.0, f64::from(u32::MAX)) as u32);
-            }
+            let by_calls = panel_left.min(budget.calls_left);
+            let by_cost = match (budget.cost_left, self.first.per_call()) {
+                (Some(left), Some(per_call)) if per_call > 0.0 => {
+                    (left / per_call).floor().clamp(0.0, f64::from(u32::MAX)) as u32
+                }
+                _ => u32::MAX,
+            };
+            let allowed = by_calls.min(by_cost);
             if allowed == 0 || kit::adaptive::settled(&counts, allowed) {
-                return (all, waves, Stop::Budget);
+                let cost = by_cost < by_calls;
+                return (all, waves, Stop::Budget { cost });
             }
             if u64::from(slowest(&all)) >= budget.time_left_ms {
                 return (all, waves, Stop::Time);
@@ -212,13 +215,14 @@ impl Sampler<'_> {
                 requests.len()
             ));
             let outcomes = host::complete(&requests);
-            let refused = outcomes
-                .iter()
-                .any(|c| matches!(&c.outcome, Err(f) if f.kind == FailureKind::OverBudget));
+            let refused = outcomes.iter().find_map(|c| match &c.outcome {
+                Err(f) if f.kind == FailureKind::OverBudget => Some(f.message.contains("max_cost_usd")),
+                _ => None,
+            });
             waves.push(wave(&outcomes));
             all.extend(outcomes);
-            if refused {
-                return (all, waves, Stop::Budget);
+            if let Some(cost) = refused {
+                return (all, waves, Stop::Budget { cost });
             }
         }
     }
@@ -424,14 +428,19 @@ fn sampling_note(waves: &[Wave], stop: Stop, ceiling: u32, groups: &[Group]) -> 
             "every sample the panel allows was asked, but for models that failed".to_owned()
         }
         Stop::Exhausted => "every sample the panel allows was asked".to_owned(),
-        Stop::Budget => {
-            "the run's call or cost budget left too few samples to change the result".to_owned()
+        Stop::Budget { cost: false } => {
+            "the run's call budget (max_calls_per_run) left too few samples to change the result"
+                .to_owned()
+        }
+        Stop::Budget { cost: true } => {
+            "the run's cost ceiling (max_cost_usd) left too few samples to change the result"
+                .to_owned()
         }
         Stop::Time => {
             "too little time was left before the run's deadline for another wave".to_owned()
         }
     };
-    let open = matches!(stop, Stop::Budget | Stop::Time) && groups.len() > 1;
+    let open = matches!(stop, Stop::Budget { .. } | Stop::Time) && groups.len() > 1;
     format!(
         "Sampled in {waves}: {calls} of at most {ceiling} calls; stopped because {why}{}.",
         if open {
