@@ -1,8 +1,12 @@
 //! One module of generated bindings per contract version this host serves
 //! (as Zed's extension host does), each adapting its version to the host's
 //! own types, and `Guest`, which dispatches a call to the right one. Adding
-//! a contract version is: a new `wit/X.Y.Z/` folder, a new module here, a
-//! new arm in `Guest`, and a line in `VERSIONS`.
+//! a contract version is: a new `wit/X.Y.Z/` folder, a new module here
+//! (most of it `adapters!()`, from `adapt.rs`), a new arm in `Guest`, and a
+//! line in `VERSIONS`.
+
+#[macro_use]
+mod adapt;
 
 pub mod v0_1;
 pub mod v0_2;
