@@ -776,3 +776,67 @@ async fn runs_page_as_resources_and_each_answer_and_call_has_an_address() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resynthesis_waits_for_a_run_slot_like_any_run() {
+    let mock = Mock::start().await;
+    let gate = Gate::default();
+    for model in PANEL {
+        mock.script(
+            model,
+            [
+                Step::answer("The answer is 42."),
+                Step::Gated {
+                    gate: gate.clone(),
+                    text: "held".into(),
+                },
+            ],
+        );
+    }
+    mock.script(SYNTH, (0..3).map(|i| Step::answer(&format!("merge {i}"))));
+    let dir = tempfile::tempdir().unwrap();
+    let toml = stored(&mock, dir.path(), "").replace(
+        "run_timeout = \"20s\"",
+        "run_timeout = \"20s\"\nmax_concurrent_runs = 1",
+    );
+    let server = Server::start(&toml).await;
+    let source = run_id(&server.ask("ask", "What is six times seven?").await);
+
+    // A second run holds the one slot until the gate opens.
+    let holding = server.ask("ask", "hold the slot");
+    let resynthesis = async {
+        let started = mock
+            .wait_until(Duration::from_secs(10), |m| m.requests_for("m1").len() == 2)
+            .await;
+        assert!(started, "the holding run reached its panel");
+        server
+            .call(
+                "resynthesize",
+                json!({"run_id": source, "synthesizer": "synthesize"}),
+            )
+            .await
+    };
+    let waiting = async {
+        let said = mock
+            .wait_until(Duration::from_secs(10), |_| {
+                server.progress.lock().unwrap().iter().any(|p| {
+                    p.message.as_deref().is_some_and(|m| {
+                        m.contains("waiting for a free slot: 1 runs are in progress")
+                    })
+                })
+            })
+            .await;
+        assert!(said, "the re-synthesis said it waits for a slot");
+        assert_eq!(
+            mock.requests_for(SYNTH).len(),
+            1,
+            "no synthesizer call while the slot is held"
+        );
+        gate.open();
+    };
+    let (held, merged, ()) = tokio::join!(holding, resynthesis, waiting);
+    run_id(&held);
+    let merged_id = run_id(&merged);
+    assert_ne!(merged_id, source);
+    assert_eq!(structured(&merged)["resynthesis_of"], source.as_str());
+}

@@ -91,6 +91,24 @@ impl Chorus {
         self.keep(&mut recorder, outcome).await
     }
 
+    /// Asks `model` alone (see `Runner::ask_model`) and keeps the run's
+    /// record, named `model:ID`.
+    pub async fn ask_model(
+        &self,
+        model: &str,
+        prompt: String,
+        progress: Progress,
+    ) -> Result<Arc<RunRecord>, RunError> {
+        let runner = self.runner();
+        let name = crate::pipeline::single_run_name(model);
+        let mut recorder = self
+            .store
+            .recorder(Links::default(), runner.time_limit(&name));
+        let progress = events::fan(vec![recorder.watcher(), progress]);
+        let outcome = runner.ask_model(model, prompt, progress).await;
+        self.keep(&mut recorder, outcome).await
+    }
+
     /// Merges the answers of run `run_id` (an id, a unique prefix, or
     /// `last`) again with `merger`, without asking the panel again; the new
     /// run links to its source.

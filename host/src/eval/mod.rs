@@ -15,14 +15,12 @@ pub mod report;
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::app::Chorus;
-use crate::llm::{ChatRequest, Message, Role, Sampling};
 use crate::record::AnswerKind;
 use dataset::Item;
 use grade::Grade;
@@ -46,7 +44,7 @@ impl Target {
     pub fn name(&self) -> String {
         match self {
             Self::Pipeline(name) => name.clone(),
-            Self::Model(model) => format!("model:{model}"),
+            Self::Model(model) => crate::pipeline::single_run_name(model),
         }
     }
 }
@@ -209,58 +207,32 @@ async fn ask(
         cost_estimated: false,
         latency_ms: 0,
     };
-    match target {
+    let started = std::time::Instant::now();
+    let question = item.question.clone();
+    let ignore = crate::pipeline::events::ignore;
+    let run = match target {
         Target::Pipeline(name) => {
-            let started = std::time::Instant::now();
-            let run = chorus
-                .run(
-                    name,
-                    item.question.clone(),
-                    serde_json::Map::new(),
-                    crate::pipeline::events::ignore(),
-                )
-                .await;
-            match run {
-                Ok(record) => {
-                    outcome.run_id = Some(record.run_id.clone());
-                    outcome.cost_usd = record.usage.cost_usd;
-                    outcome.cost_estimated = record.usage.cost_estimated;
-                    outcome.latency_ms = record.elapsed_ms;
-                    if record.kind == AnswerKind::None {
-                        outcome.error = Some(record.summary.clone());
-                    } else {
-                        outcome.answer = Some(record.answer.clone());
-                    }
-                }
-                Err(error) => {
-                    outcome.latency_ms = millis(started.elapsed());
-                    outcome.error = Some(error.to_string());
-                }
+            chorus
+                .run(name, question, serde_json::Map::new(), ignore())
+                .await
+        }
+        Target::Model(model) => chorus.ask_model(model, question, ignore()).await,
+    };
+    match run {
+        Ok(record) => {
+            outcome.run_id = Some(record.run_id.clone());
+            outcome.cost_usd = record.usage.cost_usd;
+            outcome.cost_estimated = record.usage.cost_estimated;
+            outcome.latency_ms = record.elapsed_ms;
+            if record.kind == AnswerKind::None {
+                outcome.error = Some(record.summary.clone());
+            } else {
+                outcome.answer = Some(record.answer.clone());
             }
         }
-        Target::Model(model) => {
-            let request = ChatRequest {
-                label: "eval".to_owned(),
-                model: model.clone(),
-                messages: vec![Message {
-                    role: Role::User,
-                    content: item.question.clone(),
-                }],
-                sampling: Sampling::default(),
-                response_format: None,
-            };
-            let completion = chorus.runner().llm.complete(&request).await;
-            outcome.latency_ms = u64::from(completion.latency_ms);
-            match completion.outcome {
-                Ok(reply) => {
-                    if let Some(usage) = reply.usage {
-                        outcome.cost_usd = usage.cost.unwrap_or(0.0);
-                        outcome.cost_estimated = usage.cost_estimated;
-                    }
-                    outcome.answer = Some(Arc::unwrap_or_clone(reply.content));
-                }
-                Err(failure) => outcome.error = Some(failure.to_string()),
-            }
+        Err(error) => {
+            outcome.latency_ms = millis(started.elapsed());
+            outcome.error = Some(error.to_string());
         }
     }
     outcome.grade = match (&outcome.answer, &outcome.error) {

@@ -117,11 +117,14 @@ impl Cutter {
                 {
                     let cut = Arc::new(cut);
                     let whole = std::mem::replace(&mut reply.content, cut.clone());
-                    self.cuts.lock().expect("cuts lock").push(Cut {
-                        model: completion.model.clone(),
-                        copy: cut,
-                        whole,
-                    });
+                    self.cuts
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(Cut {
+                            model: completion.model.clone(),
+                            copy: cut,
+                            whole,
+                        });
                 }
                 copy
             })
@@ -131,7 +134,10 @@ impl Cutter {
     /// An answer that is one of the cut copies verbatim gets the whole
     /// back; the notes say what was cut.
     fn restore(&self, answer: &mut Answer) {
-        let cuts = self.cuts.lock().expect("cuts lock");
+        let cuts = self
+            .cuts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if cuts.is_empty() {
             return;
         }

@@ -1,20 +1,27 @@
 //! Runs a pipeline: selector -> prompter -> fan-out -> synthesizer, and
-//! produces the run's record. Owns the run's deadline, call budget and
-//! progress events, and checks every plugin output before using it. Knows
-//! nothing about MCP, the terminal, or where records are kept.
+//! produces the run's record. This module holds the `Runner` (what every
+//! run shares) and the pipeline's own steps; `run` is the one wrapper every
+//! kind of run goes through (slot, catalogs, deadline, budgets, record),
+//! `checks` holds plugins to the contract, `summary` writes the result's
+//! first line. Knows nothing about MCP, the terminal, or where records are
+//! kept.
 
 mod budget;
+mod checks;
 mod context;
 pub mod events;
 pub mod follow_up;
 mod handoff;
 pub mod options;
 pub mod resynthesize;
+mod run;
+mod single;
 mod stragglers;
+mod summary;
 pub mod watch;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -22,15 +29,15 @@ pub use budget::worst_case_usd;
 pub use events::{Event, Progress, Stage};
 pub use follow_up::{Conversation, Turn};
 pub use resynthesize::Merger;
+pub use single::single_run_name;
 
 use crate::config::{ConfigError, Loaded, Pipeline};
 use crate::llm::{Completion, Llm};
-use crate::plugins::{
-    Answer, AnswerKind, Kind, Plan, Plugin, PluginError, Prompts, Registry, Request,
-};
-use crate::record::{CallRecord, RunRecord, Totals, show_usd};
-use budget::Ceiling;
+use crate::plugins::{Answer, Plan, Plugin, PluginError, Registry, Request};
+use crate::record::RunRecord;
+use checks::{check_roles, roles, side_by_side};
 use context::RunContext;
+use run::{Setup, ceiling};
 
 /// Time a run gets past its deadline to turn what it has into an answer.
 const WRAP_UP: Duration = Duration::from_secs(5);
@@ -122,18 +129,6 @@ impl Runner {
         })
     }
 
-    /// The catalogs complete prices and context windows. They load once
-    /// (then from memory or disk) in a task of their own: a run waits for
-    /// them at most `CATALOG_WAIT`, and a slow or unreachable provider list
-    /// never holds a run longer than that.
-    async fn wait_for_catalogs(&self) {
-        let llm = self.llm.clone();
-        let load = tokio::spawn(async move {
-            llm.load_catalogs(false).await;
-        });
-        let _ = tokio::time::timeout(CATALOG_WAIT, load).await;
-    }
-
     pub fn pipelines(&self) -> impl Iterator<Item = (&String, &Pipeline)> {
         self.loaded.config.pipelines.iter()
     }
@@ -187,7 +182,6 @@ impl Runner {
         self.run_as(pipeline_name, prompt, options, None, progress, true)
             .await
     }
-
     async fn run_as(
         &self,
         pipeline_name: &str,
@@ -198,110 +192,42 @@ impl Runner {
         dry_run: bool,
     ) -> Result<RunRecord, RunError> {
         let pipeline = self.pipeline(pipeline_name)?;
+        self.check_prompt(&prompt)?;
         let limits = &self.loaded.config.limits;
-        if prompt.trim().is_empty() {
-            return Err(RunError::EmptyPrompt);
-        }
-        if prompt.len() > limits.max_prompt_bytes {
-            return Err(RunError::PromptTooLarge {
-                size: prompt.len(),
-                limit: limits.max_prompt_bytes,
-            });
-        }
         let options =
             options::resolve(&pipeline.options, options).map_err(RunError::InvalidOptions)?;
         let ceiling = ceiling(limits.max_cost_usd, &options).map_err(RunError::InvalidOptions)?;
-        let started = Instant::now();
-        let run_timeout = pipeline.run_timeout.unwrap_or(limits.run_timeout);
-        self.wait_for_catalogs().await;
         let request = Arc::new(Request {
             run_id: uuid::Uuid::now_v7().to_string(),
             pipeline: pipeline_name.to_owned(),
             prompt,
             options,
         });
-        progress(Event::Started(request.clone()));
-        let history = conversation
-            .as_ref()
-            .map(Conversation::messages)
-            .unwrap_or_default();
-        let mut limits = self.context_limits(pipeline_name, run_timeout, ceiling);
-        limits.dry_run = dry_run;
-        let context =
-            Arc::new(RunContext::new(self.llm.clone(), progress, limits).with_history(history));
-        let _slot = self.run_slot(&context, run_timeout).await?;
-        let steps = self.steps(pipeline, &request, &context);
-        let (answer, fan_out) = tokio::time::timeout_at(context.deadline() + WRAP_UP, steps)
-            .await
-            .map_err(|_| RunError::Timeout(run_timeout))??;
-        let synthesizer = &self.plugin(&pipeline.synthesizer).name;
-        let mut answer = checked(synthesizer, answer, &fan_out, &context.records())?;
-        if let Some(note) = conversation.as_ref().and_then(Conversation::note) {
-            answer.notes.insert(0, note);
-        }
-        let mut record = self.record(&request, answer, &fan_out, &context, started);
+        let setup = Setup {
+            request: request.clone(),
+            limits_of: pipeline_name.to_owned(),
+            run_timeout: pipeline.run_timeout.unwrap_or(limits.run_timeout),
+            ceiling,
+            history: conversation
+                .as_ref()
+                .map(Conversation::messages)
+                .unwrap_or_default(),
+            reused: Vec::new(),
+            dry_run,
+            answered_by: self.plugin(&pipeline.synthesizer).name.clone(),
+            lead_notes: conversation
+                .as_ref()
+                .and_then(Conversation::note)
+                .into_iter()
+                .collect(),
+        };
+        let mut record = self
+            .wrapped(setup, progress, |context| async move {
+                self.steps(pipeline, &request, &context).await
+            })
+            .await?;
         record.follow_up_of = conversation.map(|c| c.of);
         Ok(record)
-    }
-
-    /// What bounds a run of `pipeline_name`: its deadline, call and cost
-    /// budgets, and fan-out policy (naming the config keys it came from).
-    fn context_limits(
-        &self,
-        pipeline_name: &str,
-        run_timeout: Duration,
-        ceiling: Option<budget::Ceiling>,
-    ) -> context::Limits {
-        let config = &self.loaded.config;
-        let overrides = config
-            .pipelines
-            .get(pipeline_name)
-            .map(|p| p.fan_out.clone())
-            .unwrap_or_default();
-        let key = |set: bool| {
-            if set {
-                format!("pipelines.{pipeline_name}.fan_out")
-            } else {
-                "fan_out".to_owned()
-            }
-        };
-        context::Limits {
-            run_timeout,
-            call_budget: config.limits.max_calls_per_run,
-            fan_out: config.fan_out.with(&overrides),
-            quorum_key: key(overrides.quorum.is_some()),
-            grace_key: key(overrides.straggler_grace.is_some()),
-            reserve_key: key(overrides.merge_reserve.is_some()),
-            ceiling,
-            dry_run: false,
-        }
-    }
-
-    /// A slot among the runs in progress: at once if one is free, else
-    /// after waiting (said in the progress) within the run's deadline.
-    async fn run_slot(
-        &self,
-        context: &RunContext,
-        run_timeout: Duration,
-    ) -> Result<tokio::sync::OwnedSemaphorePermit, RunError> {
-        if let Ok(permit) = self.run_slots.clone().try_acquire_owned() {
-            return Ok(permit);
-        }
-        let limit = self.loaded.config.limits.max_concurrent_runs;
-        context.emit(Event::Note {
-            plugin: "chorus".to_owned(),
-            message: format!(
-                "waiting for a free slot: {limit} runs are in progress (limits.max_concurrent_runs)"
-            ),
-        });
-        let waiting = self.run_slots.clone().acquire_owned();
-        match tokio::time::timeout_at(context.deadline(), waiting).await {
-            Ok(permit) => Ok(permit.expect("the run semaphore is never closed")),
-            Err(_) => Err(RunError::Busy {
-                waited: run_timeout,
-                limit,
-            }),
-        }
     }
 
     fn pipeline(&self, name: &str) -> Result<&Pipeline, RunError> {
@@ -326,41 +252,6 @@ impl Runner {
             .and_then(|p| p.run_timeout)
             .unwrap_or(limits.run_timeout);
         timeout + WRAP_UP
-    }
-
-    /// The run's record, from its answer and what its context saw.
-    fn record(
-        &self,
-        request: &Request,
-        mut answer: Answer,
-        fan_out: &[Completion],
-        context: &RunContext,
-        started: Instant,
-    ) -> RunRecord {
-        let calls = context.records();
-        let mut notes = std::mem::take(&mut answer.notes);
-        notes.extend(context.notes());
-        if context.refused() > 0 {
-            notes.push(format!(
-                "{} chat completions were refused: the run's budget of {} (limits.max_calls_per_run) was spent.",
-                context.refused(),
-                self.loaded.config.limits.max_calls_per_run
-            ));
-        }
-        RunRecord {
-            run_id: request.run_id.clone(),
-            pipeline: request.pipeline.clone(),
-            kind: answer.kind,
-            summary: summary(&answer, fan_out, &calls),
-            answer: answer.text,
-            notes,
-            usage: Totals::of(&calls),
-            calls,
-            elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            details: answer.details,
-            follow_up_of: None,
-            resynthesis_of: None,
-        }
     }
 
     async fn steps(
@@ -437,302 +328,6 @@ impl Runner {
             .get(name)
             .expect("validated at load: pipelines name loaded plugins")
     }
-
-    fn check_plan(&self, selector: &Plugin, plan: &Plan) -> Result<(), PluginError> {
-        let invalid = |message: String| PluginError::Invalid {
-            plugin: selector.name.clone(),
-            message,
-        };
-        if plan.panel.is_empty() {
-            return Err(invalid("its plan has an empty panel".into()));
-        }
-        let budget = self.loaded.config.limits.max_calls_per_run as usize;
-        if plan.panel.len() > budget {
-            return Err(invalid(format!(
-                "its panel has {} seats, more than limits.max_calls_per_run ({budget})",
-                plan.panel.len()
-            )));
-        }
-        for model in plan
-            .panel
-            .iter()
-            .map(|s| &s.model)
-            .chain(&plan.synthesizers)
-        {
-            self.check_model(model).map_err(invalid)?;
-        }
-        Ok(())
-    }
-
-    fn check_prompts(
-        &self,
-        prompter: &Plugin,
-        prompts: &Prompts,
-        calls_left: u32,
-    ) -> Result<(), PluginError> {
-        let invalid = |message: String| PluginError::Invalid {
-            plugin: prompter.name.clone(),
-            message,
-        };
-        if prompts.requests.is_empty() {
-            return Err(invalid("it produced no requests".into()));
-        }
-        let budget = self.loaded.config.limits.max_calls_per_run;
-        if prompts.requests.len() > calls_left as usize {
-            let spent = budget.saturating_sub(calls_left);
-            return Err(invalid(format!(
-                "it produced {} requests, but the run may make only {calls_left} more calls \
-                 (limits.max_calls_per_run = {budget}, {spent} made already)",
-                prompts.requests.len()
-            )));
-        }
-        for request in &prompts.requests {
-            self.check_model(&request.model).map_err(invalid)?;
-            if request.messages.is_empty() {
-                return Err(invalid(format!(
-                    "its request to {} has no messages",
-                    request.model
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    fn check_model(&self, model: &str) -> Result<(), String> {
-        if self.llm.model(model).is_some() {
-            return Ok(());
-        }
-        let models = self.llm.models();
-        let known: Vec<&str> = models.keys().map(String::as_str).collect();
-        Err(format!(
-            "it chose model `{model}`, which is not in [models] (known: {})",
-            known.join(", ")
-        ))
-    }
-}
-
-/// Every pipeline's plugins are of the kind their role needs.
-fn check_roles(loaded: &Loaded, registry: &Registry) -> Result<(), ConfigError> {
-    for (name, pipeline) in &loaded.config.pipelines {
-        for (role, kind, plugin) in roles(pipeline) {
-            let found = registry
-                .get(plugin)
-                .expect("validated: pipelines name defined plugins");
-            if found.kind != kind {
-                return Err(loaded.error(
-                    format!("pipelines.{name}.{role}"),
-                    format!("plugin `{plugin}` is a {}, not a {kind}", found.kind),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A pipeline's plugins by role.
-fn roles(pipeline: &Pipeline) -> [(&'static str, Kind, &str); 3] {
-    [
-        ("selector", Kind::Selector, &pipeline.selector),
-        ("prompter", Kind::Prompter, &pipeline.prompter),
-        ("synthesizer", Kind::Synthesizer, &pipeline.synthesizer),
-    ]
-}
-
-/// The synthesizer's answer held to the contract (see `check_answer`); an
-/// answer that cannot be used gives way to the answers that arrived, side
-/// by side, so what was paid for is never dropped.
-fn checked(
-    plugin: &str,
-    mut answer: Answer,
-    fan_out: &[Completion],
-    calls: &[CallRecord],
-) -> Result<Answer, PluginError> {
-    match check_answer(plugin, &mut answer, calls) {
-        Ok(()) => Ok(answer),
-        Err(error) => side_by_side(fan_out, &error).ok_or(error),
-    }
-}
-
-/// Holds the synthesizer to the contract: sources must be calls of this
-/// run; those that gave no answer are not counted (said in a note), and a
-/// "synthesis" of fewer than two answers is relabelled — degradation is
-/// said out loud, never dressed up.
-fn check_answer(
-    plugin: &str,
-    answer: &mut Answer,
-    calls: &[CallRecord],
-) -> Result<(), PluginError> {
-    let invalid = |message: String| PluginError::Invalid {
-        plugin: plugin.to_owned(),
-        message,
-    };
-    let call = |id: u32| calls.iter().find(|c| c.id == id);
-    if let Some(bad) = answer.sources.iter().find(|&&id| call(id).is_none()) {
-        return Err(invalid(format!(
-            "its answer cites call {bad}, but the run made {} calls",
-            calls.len()
-        )));
-    }
-    // A call cited twice is still one answer.
-    let mut seen = std::collections::HashSet::new();
-    answer.sources.retain(|source| seen.insert(*source));
-    // Only answers that arrived can be built on; "k of n" counts those.
-    let failed: Vec<&str> = answer
-        .sources
-        .iter()
-        .filter_map(|&id| call(id))
-        .filter(|c| c.error.is_some())
-        .map(|c| c.model.as_str())
-        .collect();
-    if !failed.is_empty() {
-        answer.notes.push(format!(
-            "The synthesizer `{plugin}` cited calls that gave no answer ({}); they are not counted.",
-            failed.join(", ")
-        ));
-        answer
-            .sources
-            .retain(|&id| call(id).is_some_and(|c| c.error.is_none()));
-    }
-    if answer.kind == AnswerKind::Synthesis && answer.sources.len() < 2 {
-        if answer.sources.is_empty() {
-            return Err(invalid(
-                "its answer is labelled a synthesis but cites no answer that arrived".to_owned(),
-            ));
-        }
-        answer.kind = AnswerKind::Single;
-        answer.notes.push(format!(
-            "The synthesizer `{plugin}` labelled this a synthesis, but it rests on 1 answer(s); relabelled."
-        ));
-    }
-    Ok(())
-}
-
-/// The answers that arrived, side by side, when the synthesizer failed
-/// outright (a trap, its memory cap, an answer that cannot be used);
-/// `None` when no answer arrived.
-fn side_by_side(completions: &[Completion], error: &PluginError) -> Option<Answer> {
-    let answered: Vec<(u32, &Completion, &str)> = completions
-        .iter()
-        .filter_map(|c| Some((c.id?, c, c.outcome.as_ref().ok()?.content.as_str())))
-        .collect();
-    if answered.is_empty() {
-        return None;
-    }
-    let text = answered
-        .iter()
-        .map(|(_, c, content)| format!("### {}\n\n{}", c.model, content.trim()))
-        .collect::<Vec<_>>()
-        .join("\n\n");
-    Some(Answer {
-        kind: AnswerKind::Unmerged,
-        text,
-        sources: answered.iter().map(|(id, ..)| *id).collect(),
-        notes: vec![format!(
-            "Merging failed: {error}. The {} answers that arrived are given side by side.",
-            answered.len()
-        )],
-        details: None,
-    })
-}
-
-/// The run's cost ceiling: the configured one, lowered by the call's
-/// `max_cost_usd` option (which may not raise it).
-fn ceiling(configured: Option<f64>, options: &Value) -> Result<Option<Ceiling>, String> {
-    let asked = options.get(options::MAX_COST_USD).and_then(Value::as_f64);
-    match (configured, asked) {
-        (Some(limit), Some(asked)) if asked > limit => Err(format!(
-            "`max_cost_usd` can lower the configured ceiling of {} (limits.max_cost_usd), not raise it; got {}",
-            show_usd(limit),
-            show_usd(asked)
-        )),
-        (_, Some(asked)) => Ok(Some(Ceiling {
-            usd: asked,
-            source: "the call's max_cost_usd option".to_owned(),
-        })),
-        (Some(limit), None) => Ok(Some(Ceiling {
-            usd: limit,
-            source: "limits.max_cost_usd".to_owned(),
-        })),
-        (None, None) => Ok(None),
-    }
-}
-
-fn summary(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -> String {
-    let text = summary_line(answer, fan_out, calls);
-    let cut: Vec<&str> = fan_out
-        .iter()
-        .filter(|c| matches!(&c.outcome, Err(f) if f.kind == crate::llm::FailureKind::Cut))
-        .map(|c| c.model.as_str())
-        .collect();
-    let text = if cut.is_empty() {
-        text
-    } else {
-        format!("{text} Cut as stragglers: {}.", cut.join(", "))
-    };
-    if answer.kind != AnswerKind::None {
-        return text;
-    }
-    // When nothing answered, say why once per distinct cause, not once
-    // per model: a missing key or a dead host reads as one line.
-    let mut causes: Vec<(String, Vec<&str>)> = Vec::new();
-    for call in calls.iter().filter(|c| c.stage == "fan-out") {
-        let Some(error) = &call.error else { continue };
-        let cause = error.to_string();
-        match causes.iter_mut().find(|(c, _)| *c == cause) {
-            Some((_, models)) => models.push(&call.model),
-            None => causes.push((cause, vec![&call.model])),
-        }
-    }
-    match causes.as_slice() {
-        [(cause, models)] if models.len() > 1 => format!("{text} Every one: {cause}"),
-        _ => text,
-    }
-}
-
-fn summary_line(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -> String {
-    // A synthesizer that asks the panel for more answers itself (a vote's
-    // later waves, a cascade's escalation) labels those calls as prompters
-    // label a panel's; they count among the answers.
-    let later: Vec<&CallRecord> = calls
-        .iter()
-        .filter(|c| c.stage != "fan-out" && is_panel_label(&c.label))
-        .collect();
-    let n = fan_out.len() + later.len();
-    let answered = fan_out.iter().filter(|c| c.outcome.is_ok()).count()
-        + later.iter().filter(|c| c.error.is_none()).count();
-    let k = answer.sources.len();
-    let models = |sources: &[u32]| -> String {
-        sources
-            .iter()
-            .filter_map(|&id| calls.iter().find(|c| c.id == id))
-            .map(|c| c.model.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match answer.kind {
-        AnswerKind::Synthesis => format!("Synthesis of {k} of {n} answers."),
-        AnswerKind::Single => format!(
-            "Single answer from {} ({} of {n} failed); not a synthesis.",
-            models(&answer.sources),
-            n - answered
-        ),
-        AnswerKind::Vote => {
-            let share = if k * 2 > answered {
-                "a majority"
-            } else {
-                "a plurality"
-            };
-            format!("Vote: {k} of {answered} answers agree, {share} ({n} asked).")
-        }
-        AnswerKind::Pick => format!("One of {answered} answers, picked verbatim."),
-        AnswerKind::Unmerged => format!("{k} of {n} answers, side by side: merging them failed."),
-        AnswerKind::None => format!("No answer: all {n} model calls failed."),
-    }
-}
-
-/// The labels prompters give the panel's own answers: `panel`, `sample N`.
-fn is_panel_label(label: &str) -> bool {
-    label == "panel" || label.starts_with("sample ")
 }
 
 #[cfg(test)]

@@ -3,15 +3,13 @@
 //! panel again. The new run's record starts with the reused answers (marked
 //! `reused_from`, costing it nothing) and links to its source.
 
-use std::sync::Arc;
-use std::time::Instant;
-
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
 
-use super::context::RunContext;
 use super::events::{Event, Progress, Stage};
 use super::follow_up::Conversation;
-use super::{RunError, Runner, WRAP_UP, ceiling, checked, options};
+use super::run::{Setup, ceiling};
+use super::{RunError, Runner, WRAP_UP, options};
 use crate::llm::{Completion, Failure, FailureKind, FormatSent, Reply, Sampling};
 use crate::plugins::{Kind, Plan, Plugin, Request, Seat};
 use crate::record::{CallRecord, CallRef, RunRecord, RunStatus, StoredRun};
@@ -74,7 +72,6 @@ impl Runner {
         }
 
         let limits = &self.loaded.config.limits;
-        let run_timeout = self.time_limit(&merge.pipeline) - WRAP_UP;
         let ceiling =
             ceiling(limits.max_cost_usd, &merge.options).map_err(RunError::InvalidOptions)?;
         let request = Arc::new(Request {
@@ -83,62 +80,52 @@ impl Runner {
             prompt: source.prompt.clone(),
             options: merge.options,
         });
-        let started = Instant::now();
-        progress(Event::Started(request.clone()));
-        let history = conversation
-            .as_ref()
-            .map(Conversation::messages)
-            .unwrap_or_default();
-        let context = Arc::new(
-            RunContext::new(
-                self.llm.clone(),
-                progress,
-                self.context_limits(&merge.pipeline, run_timeout, ceiling),
-            )
-            .with_history(history)
-            .with_reused(reused),
-        );
-        let plan = Arc::new(plan);
-        context.emit(Event::Planned(plan.clone()));
-        context.emit(Event::Stage(Stage::Synthesize));
-        let host = context.clone() as Arc<dyn crate::plugins::HostServices>;
-        let synthesize = async {
-            let limit = self.copy_limit(merge.synthesizer, &plan, &completions);
-            let answer = super::handoff::synthesize(
-                merge.synthesizer,
-                host,
-                &request,
-                &plan,
-                &completions,
-                limit,
-            )
-            .await?;
-            Ok::<_, RunError>(checked(
-                &merge.synthesizer.name,
-                answer,
-                &completions,
-                &context.records(),
-            )?)
-        };
-        let mut answer = tokio::time::timeout_at(context.deadline() + WRAP_UP, synthesize)
-            .await
-            .map_err(|_| RunError::Timeout(run_timeout))??;
-
-        let mut notes: Vec<String> = conversation
+        let mut lead_notes: Vec<String> = conversation
             .as_ref()
             .and_then(Conversation::note)
             .into_iter()
             .collect();
-        notes.push(format!(
+        lead_notes.push(format!(
             "Re-synthesis of run {} by `{}`: its {} fan-out answer(s) were reused; no panel model was asked again.",
             source.run_id,
             merge.synthesizer.name,
             completions.len()
         ));
-        notes.extend(merge.notes);
-        notes.append(&mut answer.notes);
-        answer.notes = notes;
-        let mut record = self.record(&request, answer, &completions, &context, started);
+        lead_notes.extend(merge.notes);
+        let setup = Setup {
+            request: request.clone(),
+            run_timeout: self.time_limit(&merge.pipeline) - WRAP_UP,
+            limits_of: merge.pipeline,
+            ceiling,
+            history: conversation
+                .as_ref()
+                .map(Conversation::messages)
+                .unwrap_or_default(),
+            reused,
+            dry_run: false,
+            answered_by: merge.synthesizer.name.clone(),
+            lead_notes,
+        };
+        let synthesizer = merge.synthesizer;
+        let mut record = self
+            .wrapped(setup, progress, |context| async move {
+                let plan = Arc::new(plan);
+                context.emit(Event::Planned(plan.clone()));
+                context.emit(Event::Stage(Stage::Synthesize));
+                let limit = self.copy_limit(synthesizer, &plan, &completions);
+                let host = context.clone() as Arc<dyn crate::plugins::HostServices>;
+                let answer = super::handoff::synthesize(
+                    synthesizer,
+                    host,
+                    &request,
+                    &plan,
+                    &completions,
+                    limit,
+                )
+                .await?;
+                Ok((answer, completions))
+            })
+            .await?;
         record.resynthesis_of = Some(source.run_id.clone());
         record.follow_up_of = source.follow_up_of.clone();
         Ok(record)

@@ -4,6 +4,10 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::llm::{Failure, FailureKind, Reply};
+use crate::plugins::AnswerKind;
+use crate::record::CallRecord;
+use checks::{check_answer, checked};
+use summary::summary;
 
 fn completion(id: u32, ok: bool) -> Completion {
     Completion {
