@@ -50,16 +50,42 @@ fn parse_option(text: &str) -> Result<(String, serde_json::Value), String> {
     Ok((name.trim().to_owned(), value))
 }
 
+/// The prompt from `input` (stdin), read no further than `limit` bytes and
+/// one more: an endless or huge input stops there with the limit's name,
+/// instead of being read whole into memory first.
+fn read_prompt(input: impl Read, limit: usize) -> Result<String, String> {
+    let mut bytes = Vec::new();
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    input
+        .take(cap)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the prompt from stdin: {e}"))?;
+    if bytes.len() > limit {
+        return Err(format!(
+            "the prompt on stdin is over the limit of {limit} bytes (limits.max_prompt_bytes); \
+             shorten it, or raise the limit in the configuration"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "the prompt on stdin is not UTF-8 text (at byte {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
 pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
     let prompt = match args.prompt.as_deref() {
         Some(p) if p != "-" => p.to_owned(),
         _ => {
-            let mut text = String::new();
-            if let Err(e) = std::io::stdin().read_to_string(&mut text) {
-                eprintln!("chorus: cannot read the prompt from stdin: {e}");
-                return ExitCode::from(2);
+            let limit = chorus.runner().loaded.config.limits.max_prompt_bytes;
+            match read_prompt(std::io::stdin().lock(), limit) {
+                Ok(text) => text,
+                Err(message) => {
+                    eprintln!("chorus: {message}");
+                    return ExitCode::from(2);
+                }
             }
-            text
         }
     };
     let runner = chorus.runner();
@@ -377,5 +403,27 @@ pub(super) fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_prompt;
+
+    #[test]
+    fn an_endless_stdin_stops_at_the_limit_with_its_name() {
+        let error = read_prompt(std::io::repeat(b'y'), 1024).unwrap_err();
+        assert!(error.contains("limits.max_prompt_bytes"), "{error}");
+    }
+
+    #[test]
+    fn a_prompt_at_the_limit_is_read_whole() {
+        let text = "é".repeat(512);
+        assert_eq!(read_prompt(text.as_bytes(), 1024).unwrap(), text);
+        assert!(
+            read_prompt(&b"\xff\xfe"[..], 1024)
+                .unwrap_err()
+                .contains("UTF-8")
+        );
     }
 }
