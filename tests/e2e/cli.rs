@@ -125,11 +125,30 @@ async fn check_describes_pipelines_plugins_contracts_and_models() {
     let elsewhere = tempfile::tempdir().unwrap();
     let output = command(&["check"])
         .current_dir(elsewhere.path())
+        .env("OPENROUTER_API_KEY", "sk-or-v1-0123456789abcdef")
         .output()
         .await
         .unwrap();
     assert!(output.status.success());
     assert!(String::from_utf8_lossy(&output.stdout).contains("<built-in plugins.toml>"));
+
+    // Without a usable key, nothing could be called: the check says so and
+    // fails, whether the key is missing or cannot be sent.
+    for key in [None, Some("sk-or-“quoted”")] {
+        let mut check = command(&["check"]);
+        check.current_dir(elsewhere.path());
+        match key {
+            Some(key) => check.env("OPENROUTER_API_KEY", key),
+            None => check.env_remove("OPENROUTER_API_KEY"),
+        };
+        let output = check.output().await.unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "{key:?}: {stdout}");
+        assert!(
+            stdout.contains("no provider that a model uses can be called"),
+            "{stdout}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

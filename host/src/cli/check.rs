@@ -24,10 +24,13 @@ pub async fn run(config: Option<&Path>) -> ExitCode {
     };
     let statuses = chorus.llm.load_catalogs(false).await;
     let mut out = std::io::stdout().lock();
-    let written = report(&chorus, &mut out).and_then(|()| catalogs(&chorus, &statuses, &mut out));
+    let written = report(&chorus, &mut out).and_then(|usable| {
+        let flagged = catalogs(&chorus, &statuses, &mut out)?;
+        Ok(usable && flagged == 0)
+    });
     match written {
-        Ok(0) => ExitCode::SUCCESS,
-        Ok(_) => ExitCode::FAILURE,
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("chorus: {e}");
@@ -151,7 +154,9 @@ fn model_ids(value: &Value, key: &str, out: &mut Vec<(String, String)>) {
     }
 }
 
-fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<()> {
+/// Writes what the configuration holds. Returns whether any provider that a
+/// model uses can be called (its key, when it needs one, is set and usable).
+fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<bool> {
     let config = &chorus.loaded.config;
     writeln!(out, "config: {} (ok)", chorus.loaded.origin)?;
     match crate::store::path_for(&chorus.loaded) {
@@ -260,5 +265,15 @@ fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<()> {
             problem.provider
         )?;
     }
-    Ok(())
+    let models = chorus.llm.models();
+    let usable = models
+        .values()
+        .any(|m| !problems.iter().any(|p| p.provider == m.provider));
+    if !usable {
+        writeln!(
+            out,
+            "\nerror: no provider that a model uses can be called; every run would fail until a key above is fixed"
+        )?;
+    }
+    Ok(usable)
 }
