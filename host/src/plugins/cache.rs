@@ -5,8 +5,10 @@
 //! A compiled plugin is native code, so nothing is loaded from the cache
 //! unchecked: each entry `KEY.cwasm` has a sidecar `KEY.sha256` with the
 //! digest of its bytes, written after the entry (both atomically). An entry
-//! whose bytes do not match — truncated, corrupted, tampered with — is
-//! recompiled and replaced, with a warning. Keys are the component's SHA-256
+//! whose bytes do not match — truncated or corrupted — is recompiled and
+//! replaced, with a warning. The digest guards against accidents, not
+//! attacks: whoever can write the entry can write its digest too, so the
+//! cache directory must be writable by its owner alone (it is created so). Keys are the component's SHA-256
 //! and the engine's compatibility hash (wasmtime version, target, settings);
 //! entries for other engines, and entries unused for `MAX_AGE`, are pruned.
 
