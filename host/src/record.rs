@@ -123,6 +123,10 @@ pub struct CallRecord {
     /// `json-object`), when the request named one and the model took it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub format_sent: Option<String>,
+    /// The models that failed for good before this one filled the seat,
+    /// each as `model: failure` (see fallback models).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_from: Vec<String>,
 }
 
 /// A call of some run.

@@ -13,6 +13,7 @@ mod clients;
 mod dry_run;
 mod eval;
 mod failures;
+mod fallbacks;
 mod first_contact;
 mod fitting;
 mod history;

@@ -3,6 +3,7 @@
 //! Every error names the file, the key and what would be valid, because the
 //! person reading it is usually looking at an MCP client's log, not a debugger.
 
+mod fallbacks;
 mod fan_out;
 mod files;
 mod locate;
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use fallbacks::chains as fallback_chains;
 pub use files::{MAX_CONFIG_BYTES, MAX_PLUGIN_BYTES, read_regular_file};
 pub use schema::*;
 pub use validate::{BUILTIN_OPTIONS, FORBIDDEN_HEADERS, RESERVED_TOOLS, check_option, integral};

@@ -247,6 +247,11 @@ pub struct Model {
     /// `reasoning = { effort = "high" }`, `max_tokens`, `provider = { … }`.
     #[serde(default)]
     pub params: toml::Table,
+    /// Models (of [models]) tried in order, once each, when this one fails
+    /// for good — not found or retired, the account out of credit, the
+    /// provider down after its retries — so its seat is still filled.
+    #[serde(default)]
+    pub fallbacks: Vec<String>,
 }
 
 /// A strategy plugin: a WebAssembly component and its settings.
@@ -295,6 +300,10 @@ pub struct Pipeline {
     /// to every plugin of the run as `request.options`.
     #[serde(default)]
     pub options: BTreeMap<String, OptionSpec>,
+    /// Overrides `models."ID".fallbacks` for this pipeline's runs:
+    /// `{ "ID" = ["fallback", …] }` (an empty list: no fallback here).
+    #[serde(default)]
+    pub fallbacks: BTreeMap<String, Vec<String>>,
 }
 
 /// One option of a pipeline's tool.

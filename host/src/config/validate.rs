@@ -359,6 +359,8 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         }
     }
 
+    super::fallbacks::check(config)?;
+
     for (name, pipeline) in &config.pipelines {
         let valid_tool_name = !name.is_empty()
             && name.len() <= 64

@@ -12,14 +12,16 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
+mod fallback;
+
 use super::budget::{Budget, Ceiling, Reservation};
 use super::events::{Event, Progress, Stage, TOKENS_EVERY};
 use super::follow_up;
 use super::stragglers::{self, Ended, Policy};
 use crate::config::{FanOut, show_duration};
 use crate::llm::{
-    ChatRequest, Completion, Failure, FailureKind, FormatSent, Llm, Message, ModelInfo, Reply,
-    estimate_prompt_tokens,
+    ChatRequest, Completion, Failure, FailureKind, FormatSent, Llm, Message, ModelInfo, OnTokens,
+    Reply, estimate_prompt_tokens,
 };
 use crate::plugins::{self, HostServices};
 use crate::record::{CallError, CallRecord};
@@ -40,6 +42,9 @@ pub struct Limits {
     /// gets a placeholder answer, and its worst-case cost is recorded as
     /// an estimate.
     pub dry_run: bool,
+    /// Fallback chains by model (see `fallback`): tried in order when a
+    /// model fails for good.
+    pub fallbacks: std::collections::HashMap<String, Vec<String>>,
 }
 
 pub struct RunContext {
@@ -70,6 +75,9 @@ struct Live {
     last_event_ms: AtomicU64,
     /// Attempts started so far (retries included).
     attempts: AtomicU32,
+    /// Set once a fallback is asked: the request in flight and what was
+    /// tried before it, for the record if the call is cut.
+    serving: Mutex<Option<(Arc<ChatRequest>, Vec<String>)>>,
 }
 
 impl RunContext {
@@ -182,6 +190,7 @@ impl RunContext {
                 tokens: AtomicU32::new(0),
                 last_event_ms: AtomicU64::new(u64::MAX),
                 attempts: AtomicU32::new(0),
+                serving: Mutex::new(None),
             })
             .collect();
         let mut outcomes: Vec<Option<Completion>> = Vec::with_capacity(admitted.len());
@@ -270,10 +279,36 @@ impl RunContext {
         if self.limits.dry_run {
             return self.pretend(id, stage, request, reservation);
         }
-        let mut completion = match tokio::time::timeout_at(
+        let (mut completion, request, reservation, tried) = self
+            .send_with_fallbacks(id, request.clone(), reservation, live, &on_tokens)
+            .await;
+        completion.id = Some(id);
+        let spent = match &completion.outcome {
+            Ok(reply) => reply.usage.and_then(|u| u.cost),
+            Err(f) if f.kind == FailureKind::TokenLimit => None,
+            Err(_) => self.streamed_cost(&request, live).or(Some(0.0)),
+        };
+        self.budget.settle(reservation, spent);
+        let failed_cost = match &completion.outcome {
+            Err(_) => self.streamed_cost(&request, live),
+            Ok(_) => None,
+        };
+        self.record_tried(id, stage, &completion, failed_cost, tried);
+        completion
+    }
+
+    /// Sends `request` once (its retries included), within the run's
+    /// deadline.
+    async fn send(
+        &self,
+        request: &ChatRequest,
+        on_tokens: OnTokens<'_>,
+        live: &Live,
+    ) -> Completion {
+        match tokio::time::timeout_at(
             self.deadline,
             self.llm
-                .complete_watched(request, &on_tokens, &live.attempts),
+                .complete_watched(request, on_tokens, &live.attempts),
         )
         .await
         {
@@ -290,20 +325,7 @@ impl RunContext {
                 completion.attempts = live.attempts.load(Ordering::Relaxed);
                 completion
             }
-        };
-        completion.id = Some(id);
-        let spent = match &completion.outcome {
-            Ok(reply) => reply.usage.and_then(|u| u.cost),
-            Err(f) if f.kind == FailureKind::TokenLimit => None,
-            Err(_) => self.streamed_cost(request, live).or(Some(0.0)),
-        };
-        self.budget.settle(reservation, spent);
-        let failed_cost = match &completion.outcome {
-            Err(_) => self.streamed_cost(request, live),
-            Ok(_) => None,
-        };
-        self.record(id, stage, &completion, failed_cost);
-        completion
+        }
     }
 
     /// A dry run's call: a placeholder answer that says what it is, and
@@ -350,13 +372,22 @@ impl RunContext {
         live: &Live,
         why: &str,
     ) -> Completion {
+        let serving = live
+            .serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let (request, tried) = match &serving {
+            Some((fallback, tried)) => (&**fallback, tried.clone()),
+            None => (request, Vec::new()),
+        };
         let cost = self.streamed_cost(request, live);
         self.budget.settle(reservation, cost.or(Some(0.0)));
         let failure = Failure::new(FailureKind::Cut, why);
         let mut completion = self.failed(request, failure, live.started.elapsed());
         completion.id = Some(id);
         completion.attempts = live.attempts.load(Ordering::Relaxed);
-        self.record(id, stage, &completion, cost);
+        self.record_tried(id, stage, &completion, cost, tried);
         completion
     }
 
@@ -373,7 +404,21 @@ impl RunContext {
     }
 
     fn record(&self, id: u32, stage: &str, completion: &Completion, failed_cost: Option<f64>) {
+        self.record_tried(id, stage, completion, failed_cost, Vec::new());
+    }
+
+    /// Records a call that filled its seat after the models in `tried`
+    /// failed for good (see `fallback`).
+    fn record_tried(
+        &self,
+        id: u32,
+        stage: &str,
+        completion: &Completion,
+        failed_cost: Option<f64>,
+        tried: Vec<String>,
+    ) {
         let mut record = call_record(id, stage, completion);
+        record.fallback_from = tried;
         if record.cost_usd.is_none()
             && let Some(cost) = failed_cost
         {
@@ -427,11 +472,7 @@ impl RunContext {
 
     /// Takes one call from the budget and numbers it; `None` when spent.
     fn admit(&self) -> Option<u32> {
-        self.calls_left
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
-                left.checked_sub(1)
-            })
-            .ok()?;
+        self.take_call()?;
         Some(self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
@@ -504,6 +545,7 @@ pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord 
         reply,
         reused_from: None,
         format_sent,
+        fallback_from: Vec::new(),
     }
 }
 

@@ -253,6 +253,7 @@ fn reuse(source: &StoredRun) -> (Vec<CallRecord>, Vec<Completion>) {
                     message: f.message.clone(),
                 }),
                 reply: outcome.as_ref().ok().map(|r| r.content.clone()),
+                fallback_from: call.fallback_from.clone(),
                 reused_from: Some(CallRef {
                     run_id: source.run_id.clone(),
                     call: call.id,

@@ -136,6 +136,7 @@ impl Runner {
             reserve_key: key(overrides.merge_reserve.is_some()),
             ceiling,
             dry_run: false,
+            fallbacks: crate::config::fallback_chains(config, pipeline_name),
         }
     }
 

@@ -161,6 +161,7 @@ fn call_row(row: &Row<'_>, run_ended: bool) -> rusqlite::Result<StoredCall> {
             reply: texts::read(row, 13)?.map(Arc::new),
             reused_from,
             format_sent: row.get(19)?,
+            fallback_from: Vec::new(),
         },
         request: json(texts::read(row, 16)?),
     })
