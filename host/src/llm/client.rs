@@ -259,11 +259,10 @@ impl ProviderClient {
                 .read_all(response, ERROR_BODY_LIMIT, &mut watch, true)
                 .await
                 .unwrap_or_default();
-            let text = self
-                .scrubber
-                .scrub_owned(String::from_utf8_lossy(&body).into_owned());
-            let failure = Failure::new(FailureKind::HttpStatus, wire::error_message(&text))
-                .with_status(status.as_u16());
+            let text = String::from_utf8_lossy(&body);
+            let message = wire::error_message(&text, &self.scrubber);
+            let failure =
+                Failure::new(FailureKind::HttpStatus, message).with_status(status.as_u16());
             return Err(AttemptError::status(failure, retry_after));
         }
         let event_stream = response
@@ -279,7 +278,7 @@ impl ProviderClient {
         let body = self
             .read_all(response, self.max_response_bytes, &mut watch, false)
             .await?;
-        let reply = wire::parse_reply(&body, model).map_err(|failure| {
+        let reply = wire::parse_reply(&body, model, &self.scrubber).map_err(|failure| {
             if failure.status.is_some() {
                 AttemptError::status(failure, None)
             } else {
@@ -298,7 +297,7 @@ impl ProviderClient {
     ) -> Result<Reply, AttemptError> {
         let limit = self.max_response_bytes;
         let mut parser = SseParser::new(limit);
-        let mut assembler = Assembler::new();
+        let mut assembler = Assembler::new(self.scrubber.clone());
         let mut total = 0usize;
         let feed_error = |e: FeedError<Failure>| match e {
             FeedError::TooLarge(_) => AttemptError::fatal(self.too_large(limit)),
@@ -457,11 +456,10 @@ impl ProviderClient {
             .await
             .map_err(|e| (scrub(e.failure), false))?;
         if !ok {
-            let text = self
-                .scrubber
-                .scrub_owned(String::from_utf8_lossy(&body).into_owned());
-            let failure = Failure::new(FailureKind::HttpStatus, wire::error_message(&text))
-                .with_status(status.as_u16());
+            let text = String::from_utf8_lossy(&body);
+            let message = wire::error_message(&text, &self.scrubber);
+            let failure =
+                Failure::new(FailureKind::HttpStatus, message).with_status(status.as_u16());
             return Err((failure, false));
         }
         Ok(body)

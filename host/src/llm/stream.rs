@@ -9,6 +9,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::secret::Scrubber;
 use super::types::{Failure, FailureKind, Reply};
 use super::wire::lenient::{Content, First, Seen, Text, WireError, WireUsage};
 use super::wire::{self, Parts, excerpt};
@@ -74,11 +75,16 @@ pub struct Assembler {
     /// Deltas of answer or reasoning so far, for progress.
     tokens: u32,
     done: bool,
+    /// The provider's key, scrubbed from error text before it is cut.
+    scrubber: Scrubber,
 }
 
 impl Assembler {
-    pub fn new() -> Self {
-        Self::default()
+    pub fn new(scrubber: Scrubber) -> Self {
+        Self {
+            scrubber,
+            ..Self::default()
+        }
     }
 
     /// Answer and reasoning deltas received so far.
@@ -104,12 +110,12 @@ impl Assembler {
                 FailureKind::MalformedResponse,
                 format!(
                     "a stream event is not a completion chunk ({e}): {}",
-                    excerpt(data.as_bytes())
+                    excerpt(data.as_bytes(), &self.scrubber)
                 ),
             )
         })?;
         if let Some(error) = chunk.error {
-            return Err(wire::provider_error(&error));
+            return Err(wire::provider_error(&error, &self.scrubber));
         }
         if self.served_by.is_none() {
             self.served_by = chunk.model.into_string().filter(|m| !m.is_empty());
@@ -122,7 +128,7 @@ impl Assembler {
             return Ok(step);
         };
         if let Some(error) = choice.error {
-            return Err(wire::provider_error(&error));
+            return Err(wire::provider_error(&error, &self.scrubber));
         }
         for delta in [choice.delta, choice.message].into_iter().flatten() {
             if let Content::Text(text) = delta.content {
