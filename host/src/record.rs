@@ -361,8 +361,8 @@ pub struct RunSummary {
 pub fn first_line(text: &str, max: usize) -> String {
     let line = text.trim_start().lines().next().unwrap_or("").trim_end();
     let more = line.len() < text.trim().len();
-    match line.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
+    match crate::text::cut_at_chars(line, max) {
+        Some(head) => format!("{head}…"),
         None if more => format!("{line} …"),
         None => line.to_owned(),
     }

@@ -258,7 +258,7 @@ impl Catalogs {
     fn file(&self, client: &ProviderClient) -> Option<PathBuf> {
         let dir = self.dir.as_ref()?;
         let digest = Sha256::digest(client.base_url.as_str().as_bytes());
-        let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let hash = crate::text::hex(&digest[..8]);
         let name: String = client
             .name
             .chars()

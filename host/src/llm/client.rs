@@ -24,6 +24,7 @@ use super::timeouts::{Limits, Watch};
 use super::types::{Failure, FailureKind, Reply};
 use super::wire;
 use crate::config::{Provider, Retry};
+use crate::text::ellipsized;
 
 /// How much of an error body we read to find the provider's message.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -392,7 +393,7 @@ impl ProviderClient {
             .and_then(|l| response.url().join(l).ok());
         let message = match target {
             Some(target) if http::origin(&target) != http::origin(&self.endpoint) => {
-                let shown = wire::truncate(&self.scrubber.scrub(target.as_str()), 200);
+                let shown = ellipsized(&self.scrubber.scrub(target.as_str()), 200);
                 format!(
                     "the provider redirected to {shown}, another origin (scheme, host or port); \
                      chorus does not follow such redirects, so the prompt and headers were not sent there \

@@ -22,6 +22,7 @@ use super::secret::Scrubber;
 use super::types::{
     ChatRequest, Failure, FailureKind, FormatSent, Message, Reply, ResponseFormat, Usage,
 };
+use crate::text::ellipsized;
 use lenient::{Content, First, Text, WireError, WireUsage};
 
 /// The body of `POST {base_url}/chat/completions`. Later sources win:
@@ -290,7 +291,7 @@ pub fn error_message(body: &str, scrubber: &Scrubber) -> String {
             message, detail, ..
         }) if message.is_nonempty() || detail.is_nonempty() => {
             let text = message.0.or(detail.0).unwrap_or_default();
-            truncate(&scrubber.scrub(&text), 500)
+            ellipsized(&scrubber.scrub(&text), 500)
         }
         _ => excerpt(body.as_bytes(), scrubber),
     }
@@ -301,18 +302,11 @@ pub fn error_message(body: &str, scrubber: &Scrubber) -> String {
 /// straddles the cut is found before the cut hides half of it.
 pub fn excerpt(body: &[u8], scrubber: &Scrubber) -> String {
     let text = String::from_utf8_lossy(body);
-    let text = truncate(scrubber.scrub(&text).trim(), 500);
+    let text = ellipsized(scrubber.scrub(&text).trim(), 500);
     if text.is_empty() {
         "(empty body)".to_owned()
     } else {
         text
-    }
-}
-
-pub fn truncate(s: &str, max_chars: usize) -> String {
-    match s.char_indices().nth(max_chars) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s.to_owned(),
     }
 }
 

@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use crate::llm::secret::Scrubber;
+use crate::text::ellipsized;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// The visitor methods for the JSON types a reader has no use for: each
@@ -330,12 +331,12 @@ impl WireError {
     pub fn describe(&self, scrubber: &Scrubber) -> String {
         let message = match (&self.message, &self.code) {
             (Some(message), _) => scrubber.scrub(message).into_owned(),
-            (None, Some(code)) => super::truncate(&scrubber.scrub(code), 100),
+            (None, Some(code)) => ellipsized(&scrubber.scrub(code), 100),
             (None, None) => "the provider reported an error without a message".to_owned(),
         };
         match &self.raw {
             Some(raw) if !raw.is_empty() => {
-                format!("{message} ({})", super::truncate(&scrubber.scrub(raw), 300))
+                format!("{message} ({})", ellipsized(&scrubber.scrub(raw), 300))
             }
             _ => message,
         }
