@@ -32,6 +32,11 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 const CATALOG_LIMIT: usize = 32 << 20;
 /// A model list must arrive within this (and the provider's own limits).
 const CATALOG_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a stream that sent its `finish_reason` may take to send its
+/// usage (or `[DONE]`, or close): after that the answer is complete, and a
+/// server that keeps the stream open (silent, or with keep-alives) must
+/// not turn it into a timeout.
+const FINISH_GRACE: Duration = Duration::from_secs(2);
 
 /// Told the number of answer and reasoning deltas so far, as they arrive.
 pub type OnTokens<'a> = &'a (dyn Fn(u32) + Send + Sync);
@@ -305,13 +310,27 @@ impl ProviderClient {
             FeedError::Event(f) if f.status.is_some() => AttemptError::status(f, None),
             FeedError::Event(f) => AttemptError::fatal(f),
         };
-        while !assembler.is_done() {
-            let chunk = watch
-                .bound(response.chunk())
-                .await
-                .map_err(AttemptError::fatal)?
-                .map_err(|e| self.transport_error(&e))?;
-            let Some(chunk) = chunk else { break };
+        let mut grace_until: Option<tokio::time::Instant> = None;
+        let mut closed = false;
+        while !assembler.has_all_it_needs() {
+            let read = watch.bound(response.chunk());
+            let chunk = match grace_until {
+                None => read
+                    .await
+                    .map_err(AttemptError::fatal)?
+                    .map_err(|e| self.transport_error(&e))?,
+                // The answer is complete: whatever ends the wait for the
+                // rest (the grace, a limit, a broken connection) ends the
+                // stream, not the answer.
+                Some(until) => match tokio::time::timeout_at(until, read).await {
+                    Ok(Ok(Ok(chunk))) => chunk,
+                    _ => break,
+                },
+            };
+            let Some(chunk) = chunk else {
+                closed = true;
+                break;
+            };
             watch.bytes();
             total = total.saturating_add(chunk.len());
             if total > limit {
@@ -325,10 +344,18 @@ impl ProviderClient {
                 watch.token();
                 on_tokens(assembler.tokens());
             }
+            if grace_until.is_none() && assembler.is_finished() {
+                grace_until = Some(tokio::time::Instant::now() + FINISH_GRACE);
+            }
         }
-        parser
-            .finish(&mut |data: &str| assembler.event(data).map(|_| ()))
-            .map_err(feed_error)?;
+        if closed {
+            // A last event without its blank line; once the answer is
+            // complete, a garbled tail does not undo it.
+            let tail = parser.finish(&mut |data: &str| assembler.event(data).map(|_| ()));
+            if !assembler.is_finished() {
+                tail.map_err(feed_error)?;
+            }
+        }
         assembler.finish(model).map_err(|failure| {
             if failure.kind == FailureKind::Connection {
                 AttemptError::transient(failure)

@@ -92,8 +92,15 @@ impl Assembler {
         self.tokens
     }
 
-    pub fn is_done(&self) -> bool {
-        self.done
+    /// A choice said why it finished: the answer is complete, whatever
+    /// follows (usage, `[DONE]`, or nothing at all).
+    pub fn is_finished(&self) -> bool {
+        self.finish_reason.is_some()
+    }
+
+    /// Finished, and the usage is in: nothing the reply needs is still to come.
+    pub fn has_all_it_needs(&self) -> bool {
+        self.done || (self.finish_reason.is_some() && self.usage.is_some())
     }
 
     /// Takes one event's data.
