@@ -21,7 +21,7 @@ use super::secret::Scrubber;
 use super::sse::{FeedError, SseParser};
 use super::stream::Assembler;
 use super::timeouts::{Limits, Watch};
-use super::types::{Failure, FailureKind, Reply};
+use super::types::{Attempts, Failure, FailureKind, Reply};
 use super::wire;
 use crate::config::{Provider, Retry};
 use crate::text::ellipsized;
@@ -38,7 +38,8 @@ const CATALOG_TIMEOUT: Duration = Duration::from_secs(30);
 /// not turn it into a timeout.
 const FINISH_GRACE: Duration = Duration::from_secs(2);
 
-/// Told the number of answer and reasoning deltas so far, as they arrive.
+/// Told the tokens (estimated) of answer and reasoning streamed so far by
+/// all of a call's attempts, as they arrive.
 pub type OnTokens<'a> = &'a (dyn Fn(u32) + Send + Sync);
 
 pub struct ProviderClient {
@@ -164,13 +165,14 @@ impl ProviderClient {
     }
 
     /// Sends `body`, retrying as configured, counting each attempt in
-    /// `attempts` as it starts (so a caller that gives up early still knows).
+    /// `attempts` as it starts (so a caller that gives up early still knows),
+    /// and what each failed attempt had streamed (billed, but in no usage).
     pub async fn send(
         &self,
         body: Bytes,
         model: &str,
         on_tokens: OnTokens<'_>,
-        attempts: &AtomicU32,
+        attempts: &Attempts,
     ) -> Result<Reply, Failure> {
         if let Some(problem) = self.auth.problem() {
             return Err(Failure::new(
@@ -185,8 +187,20 @@ impl ProviderClient {
             .with_max_times(self.retry.max_attempts.saturating_sub(1) as usize)
             .with_jitter();
         let result = (|| async {
-            attempts.fetch_add(1, Ordering::Relaxed);
-            self.attempt(&body, model, on_tokens).await
+            attempts.started.fetch_add(1, Ordering::Relaxed);
+            let before = attempts.lost_tokens.load(Ordering::Relaxed);
+            let streamed = AtomicU32::new(0);
+            let on = |tokens: u32| {
+                streamed.store(tokens, Ordering::Relaxed);
+                on_tokens(before.saturating_add(tokens));
+            };
+            let outcome = self.attempt(&body, model, &on).await;
+            let streamed = streamed.load(Ordering::Relaxed);
+            if outcome.is_err() && streamed > 0 {
+                attempts.lost_tokens.fetch_add(streamed, Ordering::Relaxed);
+                attempts.lost_attempts.fetch_add(1, Ordering::Relaxed);
+            }
+            outcome
         })
         .retry(backoff)
         .sleep(tokio::time::sleep)

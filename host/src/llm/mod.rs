@@ -15,7 +15,6 @@ mod types;
 mod wire;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -320,18 +319,19 @@ impl Llm {
     /// Runs one chat completion. Never fails: a failure is in the outcome.
     /// Cancel by dropping the future; in-flight connections close with it.
     pub async fn complete(&self, request: &ChatRequest) -> Completion {
-        self.complete_watched(request, &|_| {}, &AtomicU32::new(0))
+        self.complete_watched(request, &|_| {}, &Attempts::default())
             .await
     }
 
-    /// `complete`, telling `on_tokens` how many answer and reasoning deltas
-    /// have arrived, as they arrive (streaming providers only), and counting
-    /// attempts in `attempts` as they start.
+    /// `complete`, telling `on_tokens` how many answer and reasoning tokens
+    /// (estimated) have arrived, as they arrive (streaming providers only),
+    /// and keeping what the attempts did in `attempts` as they go. A reply's
+    /// usage and cost include what failed attempts streamed (estimated).
     pub async fn complete_watched(
         &self,
         request: &ChatRequest,
         on_tokens: OnTokens<'_>,
-        attempts: &AtomicU32,
+        attempts: &Attempts,
     ) -> Completion {
         let started = Instant::now();
         let (outcome, attempts) = match self.model(&request.model) {
@@ -378,8 +378,8 @@ impl Llm {
                     }
                 };
                 (
-                    outcome.map(|reply| with_cost(reply, &info, request)),
-                    attempts.load(Ordering::Relaxed),
+                    outcome.map(|reply| with_cost(reply, &info, request, attempts.lost())),
+                    attempts.started(),
                 )
             }
         };
@@ -439,8 +439,15 @@ pub fn estimate_prompt_tokens(request: &ChatRequest) -> u64 {
 
 /// Completes the usage: token counts estimated from the text when the
 /// provider gave none, and the cost estimated from prices when it gave
-/// no figure — both marked as estimates.
-fn with_cost(mut reply: Reply, model: &ModelInfo, request: &ChatRequest) -> Reply {
+/// no figure — both marked as estimates. What failed attempts streamed
+/// before this one (`lost`: attempts, tokens) is added, as an estimate:
+/// the provider billed it, and its usage never said so.
+fn with_cost(
+    mut reply: Reply,
+    model: &ModelInfo,
+    request: &ChatRequest,
+    (lost_attempts, lost_tokens): (u32, u32),
+) -> Reply {
     let usage = reply.usage.get_or_insert_with(|| Usage {
         prompt_tokens: u32::try_from(estimate_prompt_tokens(request)).unwrap_or(u32::MAX),
         completion_tokens: u32::try_from(estimate_tokens(&reply.content)).unwrap_or(u32::MAX),
@@ -455,6 +462,21 @@ fn with_cost(mut reply: Reply, model: &ModelInfo, request: &ChatRequest) -> Repl
     {
         usage.cost = Some(cost);
         usage.cost_estimated = true;
+    }
+    if lost_tokens > 0 {
+        let prompts = estimate_prompt_tokens(request).saturating_mul(u64::from(lost_attempts));
+        let prompt = u32::try_from(prompts).unwrap_or(u32::MAX);
+        usage.prompt_tokens = usage.prompt_tokens.saturating_add(prompt);
+        usage.completion_tokens = usage.completion_tokens.saturating_add(lost_tokens);
+        usage.tokens_estimated = true;
+        let lost = model.cost(prompts, u64::from(lost_tokens));
+        usage.cost = match (usage.cost, lost) {
+            (Some(cost), Some(lost)) => Some(cost + lost),
+            // Unpriced: the provider's figure stands, and says less
+            // than was spent; the tokens say how much less.
+            (cost, _) => cost,
+        };
+        usage.cost_estimated |= lost.is_some();
     }
     reply
 }

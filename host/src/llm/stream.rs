@@ -9,6 +9,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::estimate_tokens;
 use super::secret::Scrubber;
 use super::types::{Failure, FailureKind, Reply};
 use super::wire::lenient::{Content, First, Seen, Text, WireError, WireUsage};
@@ -72,7 +73,7 @@ pub struct Assembler {
     finish_reason: Option<String>,
     served_by: Option<String>,
     usage: Option<WireUsage>,
-    /// Deltas of answer or reasoning so far, for progress.
+    /// Tokens of answer or reasoning so far, estimated (see `tokens`).
     tokens: u32,
     done: bool,
     /// The provider's key, scrubbed from error text before it is cut.
@@ -87,7 +88,10 @@ impl Assembler {
         }
     }
 
-    /// Answer and reasoning deltas received so far.
+    /// Tokens of the answer and its reasoning received so far, estimated
+    /// as they stream (the usage, if any, comes at the end): a delta is at
+    /// least one token, and answer text four bytes a token. Reasoning text
+    /// is never kept, so a reasoning delta counts one.
     pub fn tokens(&self) -> u32 {
         self.tokens
     }
@@ -131,6 +135,7 @@ impl Assembler {
             self.usage = Some(merge_usage(self.usage, usage));
         }
         let mut step = Step::default();
+        let mut tokens = 0u64;
         let Some(choice) = chunk.choices.0 else {
             return Ok(step);
         };
@@ -143,14 +148,17 @@ impl Assembler {
                 if !text.is_empty() {
                     self.content.push_str(&text);
                     step.token = true;
+                    tokens += estimate_tokens(&text);
                 }
             }
             if let Some(refusal) = delta.refusal.0.as_deref() {
                 self.refusal.push_str(refusal);
                 step.token |= !refusal.is_empty();
+                tokens += estimate_tokens(refusal);
             }
             if delta.reasoning.0 || delta.reasoning_content.0 || delta.reasoning_details.0 {
                 step.token = true;
+                tokens += 1;
             }
         }
         if let Some(reason) = choice.finish_reason.0.map(Cow::into_owned) {
@@ -163,7 +171,8 @@ impl Assembler {
             self.finish_reason = Some(reason);
         }
         if step.token {
-            self.tokens = self.tokens.saturating_add(1);
+            let tokens = u32::try_from(tokens.max(1)).unwrap_or(u32::MAX);
+            self.tokens = self.tokens.saturating_add(tokens);
         }
         Ok(step)
     }
