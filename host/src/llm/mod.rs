@@ -130,7 +130,6 @@ impl Llm {
         previous: Option<&Llm>,
         unchanged: &[&str],
     ) -> Result<Self, ConfigError> {
-        big_buffers_go_back_to_the_system();
         let mut providers = HashMap::new();
         let mut catalog_policy = HashMap::new();
         for (name, provider) in &loaded.config.providers {
@@ -399,28 +398,6 @@ impl Llm {
 /// parameters"): worth one more try without the response format.
 fn refuses_format(failure: &Failure) -> bool {
     failure.kind == FailureKind::HttpStatus && matches!(failure.status, Some(400 | 404 | 422))
-}
-
-/// Responses make the process's largest buffers (an 8 MB body, the answer
-/// assembled from a stream). glibc raises its mmap threshold after the first
-/// big free, so later big buffers land in the heap, where freeing them does
-/// not return the memory and growing them copies. A fixed threshold of
-/// 1 MiB keeps them mmapped: growth is a remap, and a freed buffer goes
-/// back to the system when the run ends (measured: `cargo bench --bench
-/// memory`).
-fn big_buffers_go_back_to_the_system() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| {
-            // SAFETY: mallopt only sets a tuning parameter of the allocator;
-            // M_MMAP_THRESHOLD with a value below its 32 MiB maximum is
-            // valid at any time, before or after other allocations.
-            unsafe {
-                libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-            }
-        });
-    }
 }
 
 /// Rough tokens of a text: four bytes a token, as OpenAI's rule of thumb.
