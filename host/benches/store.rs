@@ -114,6 +114,7 @@ fn run(i: usize) -> Run {
                 reply: Some(std::sync::Arc::new(answer(&request.model))),
                 reused_from: None,
                 format_sent: None,
+                fallback_from: Vec::new(),
             })
         })
         .collect();

@@ -4,7 +4,7 @@
 //! Dependencies point one way:
 //! `cli`/`mcp` -> `app` -> {`pipeline`, `store`}; `store` watches `pipeline`'s events;
 //! `pipeline` -> {`plugins`, `llm`} -> `config`; everything may use `record`,
-//! the leaf that describes a run.
+//! the leaf that describes a run, and `text`, the leaf that cuts strings.
 
 pub mod app;
 pub mod cli;
@@ -16,3 +16,4 @@ pub mod pipeline;
 pub mod plugins;
 pub mod record;
 pub mod store;
+pub mod text;

@@ -365,8 +365,8 @@ pub struct RunSummary {
 pub fn first_line(text: &str, max: usize) -> String {
     let line = text.trim_start().lines().next().unwrap_or("").trim_end();
     let more = line.len() < text.trim().len();
-    match line.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
+    match crate::text::cut_at_chars(line, max) {
+        Some(head) => format!("{head}…"),
         None if more => format!("{line} …"),
         None => line.to_owned(),
     }
@@ -434,6 +434,7 @@ mod tests {
             reply: Some(Arc::new("the answer".into())),
             reused_from: None,
             format_sent: None,
+            fallback_from: Vec::new(),
         };
         assert!(serde_json::to_value(&call).unwrap().get("reply").is_none());
         let stored = StoredCall {

@@ -14,7 +14,7 @@ fn with_fallbacks(mock: &Mock, chains: &[(&str, &str)], extra: &str) -> String {
     text
 }
 
-fn seat<'a>(result: &'a Value, id: u64) -> &'a Value {
+fn seat(result: &Value, id: u64) -> &Value {
     calls(result, "fan-out")
         .into_iter()
         .find(|c| c["id"] == id)
@@ -45,7 +45,13 @@ async fn a_seat_whose_model_fails_for_good_is_filled_by_its_fallback() {
     );
     let server = Server::start(&toml).await;
     let result = server.ask("ask", "What is six times seven?").await;
-    assert_eq!(result.is_error, Some(false), "{}\n{}", text(&result), structured(&result));
+    assert_eq!(
+        result.is_error,
+        Some(false),
+        "{}\n{}",
+        text(&result),
+        structured(&result)
+    );
     let result = structured(&result);
 
     let m1 = seat(result, 0);

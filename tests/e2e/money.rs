@@ -165,3 +165,49 @@ async fn the_tool_schema_offers_max_cost_usd() {
     let schema = serde_json::to_value(&ask.input_schema).unwrap();
     assert_eq!(schema["properties"]["max_cost_usd"]["type"], "number");
 }
+
+/// 500 deltas of "word " (2 tokens each, estimated), then the stream
+/// closes without a finish: a broken attempt, retried.
+fn broken_stream() -> Step {
+    Step::Sse {
+        events: (0..500).map(|_| Sse::Content("word ".into())).collect(),
+        crlf: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_streamed_by_broken_attempts_are_counted_and_priced() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::stream("an answer")]); // 0.0005 reported
+    }
+    // Two broken attempts, then an answer.
+    mock.script(
+        "m1",
+        [broken_stream(), broken_stream(), Step::stream("at last")],
+    );
+    // Every attempt broken.
+    mock.script("m2", [broken_stream()]);
+    mock.script(SYNTH, [Step::stream("merged")]);
+    let server = Server::start(&priced(&mock, "")).await;
+    let result = server.ask("ask", "q").await;
+    let result = structured(&result);
+    let fan_out = calls(result, "fan-out");
+    let (m1, m2) = (fan_out[0], fan_out[1]);
+    assert_eq!(
+        (&m1["status"], &m1["attempts"]),
+        (&json!("ok"), &json!(3)),
+        "{m1}"
+    );
+    // 34 from the answer's usage + 2 × 500 × 2 estimated.
+    assert_eq!(m1["completion_tokens"], 2034, "{m1}");
+    assert_eq!(m1["cost_estimated"], true, "{m1}");
+    // 0.0005 reported + at least 2000 tokens × $2/M for what was lost.
+    let cost = m1["cost_usd"].as_f64().unwrap();
+    assert!(cost >= 0.0045, "{m1}");
+    assert_eq!(m2["attempts"], 3, "{m2}");
+    assert_ne!(m2["status"], "ok", "{m2}");
+    // All three attempts' 3000 tokens, not the last one's.
+    let cost = m2["cost_usd"].as_f64().unwrap();
+    assert!(cost >= 0.006, "{m2}");
+}

@@ -214,3 +214,62 @@ async fn chorus_ask_shows_when_each_model_starts_answering() {
         );
     }
 }
+
+/// The answer, its finish and (maybe) usage, then a stream that never ends.
+fn finished_then(usage: bool, after: Vec<Sse>) -> Step {
+    let mut events = vec![
+        Sse::Content("Complete ".into()),
+        Sse::Content("answer.".into()),
+        Sse::Finish("stop".into()),
+    ];
+    if usage {
+        events.push(Sse::Usage(
+            json!({"prompt_tokens": 12, "completion_tokens": 34, "cost": 0.0005}),
+        ));
+    }
+    events.extend(after);
+    Step::Sse {
+        events,
+        crlf: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finished_stream_that_never_closes_keeps_its_answer() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::stream(&format!("{model} answers"))]);
+    }
+    // Silence after finish + usage: no [DONE], no close.
+    mock.script("m1", [finished_then(true, vec![Sse::Hang])]);
+    // Keep-alives after a finish without usage: idle_timeout never fires.
+    let keep_alive = (0..100)
+        .flat_map(|_| {
+            [
+                Sse::Comment("OPENROUTER PROCESSING".into()),
+                Sse::Wait(Duration::from_millis(200)),
+            ]
+        })
+        .collect();
+    mock.script("m2", [finished_then(false, keep_alive)]);
+    mock.script(SYNTH, [Step::stream("merged")]);
+    // A short idle_timeout and request_timeout: before the fix, m1 failed
+    // "went silent" after 3 s and m2 at request_timeout; both now end
+    // well inside either.
+    let config = config(&mock, "").replace(
+        "request_timeout = \"10s\"\nread_timeout = \"10s\"",
+        "request_timeout = \"6s\"\nidle_timeout = \"3s\"",
+    );
+    let server = Server::start(&config).await;
+    let result = server.ask("ask", "Anything?").await;
+    let result = structured(&result);
+    for model in ["m1", "m2"] {
+        let call = call(result, model);
+        assert_eq!(call["status"], "ok", "{model}: {call}");
+        assert_eq!(call["attempts"], 1, "{model}: {call}");
+    }
+    assert_eq!(result["kind"], "synthesis");
+    assert_eq!(call(result, "m1")["cost_usd"], 0.0005, "the usage was kept");
+    let sent = mock.requests_for(SYNTH)[0].text();
+    assert_eq!(sent.matches("Complete answer.").count(), 2, "{sent}");
+}

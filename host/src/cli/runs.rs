@@ -282,7 +282,7 @@ fn list(store: &Store, args: ListArgs, out: &mut impl Write) -> Result<(), Failu
             out,
             "{:<16}  {:<width$}  {:<12}  {:<11}  {:>8}  {mark}{}",
             local_time(run.started_at, false),
-            &run.run_id[..width.min(run.run_id.len())],
+            crate::text::cut_at_char_boundary(&run.run_id, width),
             run.pipeline,
             answer,
             cost,

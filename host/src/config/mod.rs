@@ -217,8 +217,7 @@ pub fn show_duration(d: Duration) -> String {
 }
 
 fn position_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<(usize, usize)> {
-    let start = span?.start.min(text.len());
-    let before = &text[..start];
+    let before = crate::text::cut_at_char_boundary(text, span?.start);
     let line = before.matches('\n').count() + 1;
     let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     Some((line, col))

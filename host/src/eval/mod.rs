@@ -265,10 +265,7 @@ fn question_hash(item: &Item) -> String {
         hasher.update(part.as_bytes());
         hasher.update([0]);
     }
-    hasher.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::text::hex(&hasher.finalize()[..8])
 }
 
 /// The journal's outcomes by (item, target); the last line for a pair wins.

@@ -29,6 +29,11 @@ const DEFAULT_TTL: Duration = Duration::from_secs(24 * 3600);
 /// How long a list is reused in memory at least, and how long a failed
 /// fetch is remembered before trying again.
 const MEMORY_TTL: Duration = Duration::from_secs(60);
+/// The longest wait between tries of a provider that could not be reached
+/// while its expired disk copy stands in: from `MEMORY_TTL`, each failed try
+/// doubles the wait up to this — the provider is back within minutes of
+/// being back, not a day later.
+const STALE_RETRY_MAX: Duration = Duration::from_secs(16 * 60);
 /// The largest cache file read back.
 const CACHE_FILE_LIMIT: u64 = 64 << 20;
 
@@ -117,6 +122,33 @@ pub struct Catalogs {
 struct Slot {
     result: Result<Arc<Catalog>, Unavailable>,
     at: Instant,
+    /// How long `result` is reused before the provider is asked again.
+    keep: Duration,
+}
+
+/// How long a result is reused in memory: a list for its expiry (at least
+/// `MEMORY_TTL`), a failure for `MEMORY_TTL`, and a stale stand-in for a
+/// retry interval that doubles while the provider stays unreachable.
+fn keep_for(
+    result: &Result<Arc<Catalog>, Unavailable>,
+    previous: Option<&Slot>,
+    ttl: Duration,
+) -> Duration {
+    let keep = ttl.max(MEMORY_TTL);
+    match result {
+        Err(_) => MEMORY_TTL,
+        Ok(catalog) if matches!(catalog.origin, Origin::Stale { .. }) => {
+            let was_stale = previous
+                .and_then(|s| s.result.as_ref().ok())
+                .is_some_and(|c| matches!(c.origin, Origin::Stale { .. }));
+            match previous {
+                Some(slot) if was_stale => (slot.keep * 2).min(STALE_RETRY_MAX),
+                _ => MEMORY_TTL,
+            }
+            .min(keep)
+        }
+        Ok(_) => keep,
+    }
 }
 
 /// Why a provider's list is not there.
@@ -168,11 +200,11 @@ impl Catalogs {
             Some(lock) => Some(lock.lock().await),
             None => None,
         };
-        if !refresh && let Some(slot) = self.slot(name) {
-            let keep = ttl.max(MEMORY_TTL);
-            if slot.at.elapsed() < keep && (slot.result.is_ok() || slot.at.elapsed() < MEMORY_TTL) {
-                return slot.result;
-            }
+        if !refresh
+            && let Some(slot) = self.slot(name)
+            && slot.at.elapsed() < slot.keep
+        {
+            return slot.result;
         }
         let file = self.file(client);
         let on_disk = match (&file, ttl.is_zero()) {
@@ -187,7 +219,7 @@ impl Catalogs {
                 origin: Origin::Cached,
                 ..catalog.clone()
             });
-            return self.remember(name, Ok(catalog));
+            return self.remember(name, Ok(catalog), ttl);
         }
         let result = match client.fetch_models().await {
             Ok(body) => match parse(&body) {
@@ -228,7 +260,7 @@ impl Catalogs {
         if let Err(why) = &result {
             tracing::debug!(provider = name, "no model list: {why}");
         }
-        self.remember(name, result)
+        self.remember(name, result, ttl)
     }
 
     fn slot(&self, provider: &str) -> Option<Slot> {
@@ -243,12 +275,16 @@ impl Catalogs {
         &self,
         provider: &str,
         result: Result<Arc<Catalog>, Unavailable>,
+        ttl: Duration,
     ) -> Result<Arc<Catalog>, Unavailable> {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner()).insert(
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let keep = keep_for(&result, slots.get(provider), ttl);
+        slots.insert(
             provider.to_owned(),
             Slot {
                 result: result.clone(),
                 at: Instant::now(),
+                keep,
             },
         );
         result
@@ -258,7 +294,7 @@ impl Catalogs {
     fn file(&self, client: &ProviderClient) -> Option<PathBuf> {
         let dir = self.dir.as_ref()?;
         let digest = Sha256::digest(client.base_url.as_str().as_bytes());
-        let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let hash = crate::text::hex(&digest[..8]);
         let name: String = client
             .name
             .chars()
@@ -451,78 +487,4 @@ pub fn show_age(at: SystemTime) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn openrouter_shaped_lists_parse_with_prices_per_million() {
-        let body = br#"{"data": [
-            {"id": "openai/gpt-5", "name": "GPT-5", "context_length": 400000,
-             "pricing": {"prompt": "0.00000125", "completion": "0.00001", "request": "0"},
-             "top_provider": {"context_length": 400000, "max_completion_tokens": 128000},
-             "supported_parameters": ["reasoning", "max_tokens", 7]},
-            {"id": "openrouter/auto", "pricing": {"prompt": "-1", "completion": "-1"}},
-            {"name": "no id"},
-            {"id": "local", "max_model_len": 8192.0}
-        ]}"#;
-        let models = parse(body).unwrap();
-        assert_eq!(models.len(), 3);
-        assert_eq!(models[0].input_price, Some(1.25));
-        assert_eq!(models[0].output_price, Some(10.0));
-        assert_eq!(models[0].max_output_tokens, Some(128000));
-        assert_eq!(models[0].supported_parameters, ["reasoning", "max_tokens"]);
-        assert_eq!(models[1].input_price, None, "variable pricing is unknown");
-        assert_eq!(models[2].context_window, Some(8192));
-        assert!(parse(b"<html>").is_err());
-        assert_eq!(parse(br#"[{"id": "a"}]"#).unwrap()[0].id, "a");
-    }
-
-    #[test]
-    fn a_cache_file_is_outside_data() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("p.json");
-        let url = url::Url::parse("http://example.test/v1").unwrap();
-        for text in [
-            format!(r#"{{"base_url": "{url}", "fetched_at": 18446744073709551615, "models": []}}"#),
-            "not json".to_owned(),
-            r#"{"base_url": "http://other.test/v1", "fetched_at": 1, "models": []}"#.to_owned(),
-        ] {
-            std::fs::write(&file, text).unwrap();
-            assert!(read_cache(&file, "p", &url).is_none());
-        }
-        let catalog = Catalog {
-            provider: "p".into(),
-            models: parse(br#"[{"id": "a"}]"#).unwrap(),
-            fetched_at: SystemTime::now(),
-            origin: Origin::Fetched,
-        };
-        write_cache(&file, &url, &catalog);
-        let read = read_cache(&file, "p", &url).unwrap();
-        assert_eq!(read.models, catalog.models);
-        assert_eq!(read.origin, Origin::Cached);
-    }
-
-    #[test]
-    fn the_closest_ids_are_named() {
-        let listed = [
-            "anthropic/claude-sonnet-4.5",
-            "anthropic/claude-opus-4.1",
-            "openai/gpt-5",
-            "openai/gpt-5-mini",
-            "x-ai/grok-4",
-        ];
-        assert_eq!(
-            closest("anthropic/claude-sonnet-4", listed.iter().copied(), 2),
-            ["anthropic/claude-sonnet-4.5", "anthropic/claude-opus-4.1"]
-        );
-        assert_eq!(
-            closest("gpt-5", listed.iter().copied(), 2),
-            ["openai/gpt-5", "openai/gpt-5-mini"]
-        );
-        assert_eq!(
-            closest("gpt-5", listed.iter().copied(), 1),
-            ["openai/gpt-5"]
-        );
-        assert!(closest("zzzzzzzzzzzz", listed.iter().copied(), 3).is_empty());
-    }
-}
+mod tests;

@@ -21,9 +21,10 @@ use super::secret::Scrubber;
 use super::sse::{FeedError, SseParser};
 use super::stream::Assembler;
 use super::timeouts::{Limits, Watch};
-use super::types::{Failure, FailureKind, Reply};
+use super::types::{Attempts, Failure, FailureKind, Reply};
 use super::wire;
 use crate::config::{Provider, Retry};
+use crate::text::ellipsized;
 
 /// How much of an error body we read to find the provider's message.
 const ERROR_BODY_LIMIT: usize = 64 * 1024;
@@ -31,8 +32,14 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 const CATALOG_LIMIT: usize = 32 << 20;
 /// A model list must arrive within this (and the provider's own limits).
 const CATALOG_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a stream that sent its `finish_reason` may take to send its
+/// usage (or `[DONE]`, or close): after that the answer is complete, and a
+/// server that keeps the stream open (silent, or with keep-alives) must
+/// not turn it into a timeout.
+const FINISH_GRACE: Duration = Duration::from_secs(2);
 
-/// Told the number of answer and reasoning deltas so far, as they arrive.
+/// Told the tokens (estimated) of answer and reasoning streamed so far by
+/// all of a call's attempts, as they arrive.
 pub type OnTokens<'a> = &'a (dyn Fn(u32) + Send + Sync);
 
 pub struct ProviderClient {
@@ -158,13 +165,14 @@ impl ProviderClient {
     }
 
     /// Sends `body`, retrying as configured, counting each attempt in
-    /// `attempts` as it starts (so a caller that gives up early still knows).
+    /// `attempts` as it starts (so a caller that gives up early still knows),
+    /// and what each failed attempt had streamed (billed, but in no usage).
     pub async fn send(
         &self,
         body: Bytes,
         model: &str,
         on_tokens: OnTokens<'_>,
-        attempts: &AtomicU32,
+        attempts: &Attempts,
     ) -> Result<Reply, Failure> {
         if let Some(problem) = self.auth.problem() {
             return Err(Failure::new(
@@ -179,8 +187,20 @@ impl ProviderClient {
             .with_max_times(self.retry.max_attempts.saturating_sub(1) as usize)
             .with_jitter();
         let result = (|| async {
-            attempts.fetch_add(1, Ordering::Relaxed);
-            self.attempt(&body, model, on_tokens).await
+            attempts.started.fetch_add(1, Ordering::Relaxed);
+            let before = attempts.lost_tokens.load(Ordering::Relaxed);
+            let streamed = AtomicU32::new(0);
+            let on = |tokens: u32| {
+                streamed.store(tokens, Ordering::Relaxed);
+                on_tokens(before.saturating_add(tokens));
+            };
+            let outcome = self.attempt(&body, model, &on).await;
+            let streamed = streamed.load(Ordering::Relaxed);
+            if outcome.is_err() && streamed > 0 {
+                attempts.lost_tokens.fetch_add(streamed, Ordering::Relaxed);
+                attempts.lost_attempts.fetch_add(1, Ordering::Relaxed);
+            }
+            outcome
         })
         .retry(backoff)
         .sleep(tokio::time::sleep)
@@ -259,11 +279,10 @@ impl ProviderClient {
                 .read_all(response, ERROR_BODY_LIMIT, &mut watch, true)
                 .await
                 .unwrap_or_default();
-            let text = self
-                .scrubber
-                .scrub_owned(String::from_utf8_lossy(&body).into_owned());
-            let failure = Failure::new(FailureKind::HttpStatus, wire::error_message(&text))
-                .with_status(status.as_u16());
+            let text = String::from_utf8_lossy(&body);
+            let message = wire::error_message(&text, &self.scrubber);
+            let failure =
+                Failure::new(FailureKind::HttpStatus, message).with_status(status.as_u16());
             return Err(AttemptError::status(failure, retry_after));
         }
         let event_stream = response
@@ -279,7 +298,7 @@ impl ProviderClient {
         let body = self
             .read_all(response, self.max_response_bytes, &mut watch, false)
             .await?;
-        let reply = wire::parse_reply(&body, model).map_err(|failure| {
+        let reply = wire::parse_reply(&body, model, &self.scrubber).map_err(|failure| {
             if failure.status.is_some() {
                 AttemptError::status(failure, None)
             } else {
@@ -298,20 +317,34 @@ impl ProviderClient {
     ) -> Result<Reply, AttemptError> {
         let limit = self.max_response_bytes;
         let mut parser = SseParser::new(limit);
-        let mut assembler = Assembler::new();
+        let mut assembler = Assembler::new(self.scrubber.clone());
         let mut total = 0usize;
         let feed_error = |e: FeedError<Failure>| match e {
             FeedError::TooLarge(_) => AttemptError::fatal(self.too_large(limit)),
             FeedError::Event(f) if f.status.is_some() => AttemptError::status(f, None),
             FeedError::Event(f) => AttemptError::fatal(f),
         };
-        while !assembler.is_done() {
-            let chunk = watch
-                .bound(response.chunk())
-                .await
-                .map_err(AttemptError::fatal)?
-                .map_err(|e| self.transport_error(&e))?;
-            let Some(chunk) = chunk else { break };
+        let mut grace_until: Option<tokio::time::Instant> = None;
+        let mut closed = false;
+        while !assembler.has_all_it_needs() {
+            let read = watch.bound(response.chunk());
+            let chunk = match grace_until {
+                None => read
+                    .await
+                    .map_err(AttemptError::fatal)?
+                    .map_err(|e| self.transport_error(&e))?,
+                // The answer is complete: whatever ends the wait for the
+                // rest (the grace, a limit, a broken connection) ends the
+                // stream, not the answer.
+                Some(until) => match tokio::time::timeout_at(until, read).await {
+                    Ok(Ok(Ok(chunk))) => chunk,
+                    _ => break,
+                },
+            };
+            let Some(chunk) = chunk else {
+                closed = true;
+                break;
+            };
             watch.bytes();
             total = total.saturating_add(chunk.len());
             if total > limit {
@@ -325,10 +358,18 @@ impl ProviderClient {
                 watch.token();
                 on_tokens(assembler.tokens());
             }
+            if grace_until.is_none() && assembler.is_finished() {
+                grace_until = Some(tokio::time::Instant::now() + FINISH_GRACE);
+            }
         }
-        parser
-            .finish(&mut |data: &str| assembler.event(data).map(|_| ()))
-            .map_err(feed_error)?;
+        if closed {
+            // A last event without its blank line; once the answer is
+            // complete, a garbled tail does not undo it.
+            let tail = parser.finish(&mut |data: &str| assembler.event(data).map(|_| ()));
+            if !assembler.is_finished() {
+                tail.map_err(feed_error)?;
+            }
+        }
         assembler.finish(model).map_err(|failure| {
             if failure.kind == FailureKind::Connection {
                 AttemptError::transient(failure)
@@ -393,7 +434,7 @@ impl ProviderClient {
             .and_then(|l| response.url().join(l).ok());
         let message = match target {
             Some(target) if http::origin(&target) != http::origin(&self.endpoint) => {
-                let shown = wire::truncate(&self.scrubber.scrub(target.as_str()), 200);
+                let shown = ellipsized(&self.scrubber.scrub(target.as_str()), 200);
                 format!(
                     "the provider redirected to {shown}, another origin (scheme, host or port); \
                      chorus does not follow such redirects, so the prompt and headers were not sent there \
@@ -457,11 +498,10 @@ impl ProviderClient {
             .await
             .map_err(|e| (scrub(e.failure), false))?;
         if !ok {
-            let text = self
-                .scrubber
-                .scrub_owned(String::from_utf8_lossy(&body).into_owned());
-            let failure = Failure::new(FailureKind::HttpStatus, wire::error_message(&text))
-                .with_status(status.as_u16());
+            let text = String::from_utf8_lossy(&body);
+            let message = wire::error_message(&text, &self.scrubber);
+            let failure =
+                Failure::new(FailureKind::HttpStatus, message).with_status(status.as_u16());
             return Err((failure, false));
         }
         Ok(body)

@@ -119,7 +119,13 @@ impl Auth {
 
 /// Why a key cannot go in a header, without ever quoting it.
 fn unusable(key: &str) -> Option<String> {
-    if key.len() > 7 && key[..7].eq_ignore_ascii_case("bearer ") {
+    // `get`, not `[..7]`: byte 7 may fall inside a character (a typographic
+    // quote), and a panic here would print the key it exists to explain.
+    if key.len() > 7
+        && key
+            .get(..7)
+            .is_some_and(|head| head.eq_ignore_ascii_case("bearer "))
+    {
         return Some(
             "it starts with `Bearer `, which chorus adds itself: set the variable to the key alone"
                 .to_owned(),
@@ -216,5 +222,17 @@ mod tests {
         assert!(unusable("Bearer sk-abc").unwrap().contains("Bearer"));
         assert!(unusable("sk-“abc”").unwrap().contains("non-ASCII"));
         assert!(unusable("sk abc").unwrap().contains("a space"));
+    }
+
+    #[test]
+    fn a_multibyte_character_across_byte_7_is_explained_not_a_panic() {
+        // `“` takes bytes 6..9: byte 7 is inside it.
+        let key = "sk-or-“quoted”";
+        assert!(!key.is_char_boundary(7));
+        let why = unusable(key).unwrap();
+        assert!(why.contains("character 7 of 14 is a non-ASCII"), "{why}");
+        assert!(!why.contains("quoted"), "{why}");
+        // And a real `Bearer ` prefix behind a multi-byte tail still says so.
+        assert!(unusable("Bearer “x”").unwrap().contains("Bearer"));
     }
 }

@@ -15,7 +15,6 @@ mod types;
 mod wire;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -131,7 +130,6 @@ impl Llm {
         previous: Option<&Llm>,
         unchanged: &[&str],
     ) -> Result<Self, ConfigError> {
-        big_buffers_go_back_to_the_system();
         let mut providers = HashMap::new();
         let mut catalog_policy = HashMap::new();
         for (name, provider) in &loaded.config.providers {
@@ -320,18 +318,19 @@ impl Llm {
     /// Runs one chat completion. Never fails: a failure is in the outcome.
     /// Cancel by dropping the future; in-flight connections close with it.
     pub async fn complete(&self, request: &ChatRequest) -> Completion {
-        self.complete_watched(request, &|_| {}, &AtomicU32::new(0))
+        self.complete_watched(request, &|_| {}, &Attempts::default())
             .await
     }
 
-    /// `complete`, telling `on_tokens` how many answer and reasoning deltas
-    /// have arrived, as they arrive (streaming providers only), and counting
-    /// attempts in `attempts` as they start.
+    /// `complete`, telling `on_tokens` how many answer and reasoning tokens
+    /// (estimated) have arrived, as they arrive (streaming providers only),
+    /// and keeping what the attempts did in `attempts` as they go. A reply's
+    /// usage and cost include what failed attempts streamed (estimated).
     pub async fn complete_watched(
         &self,
         request: &ChatRequest,
         on_tokens: OnTokens<'_>,
-        attempts: &AtomicU32,
+        attempts: &Attempts,
     ) -> Completion {
         let started = Instant::now();
         let (outcome, attempts) = match self.model(&request.model) {
@@ -378,8 +377,8 @@ impl Llm {
                     }
                 };
                 (
-                    outcome.map(|reply| with_cost(reply, &info, request)),
-                    attempts.load(Ordering::Relaxed),
+                    outcome.map(|reply| with_cost(reply, &info, request, attempts.lost())),
+                    attempts.started(),
                 )
             }
         };
@@ -401,28 +400,6 @@ fn refuses_format(failure: &Failure) -> bool {
     failure.kind == FailureKind::HttpStatus && matches!(failure.status, Some(400 | 404 | 422))
 }
 
-/// Responses make the process's largest buffers (an 8 MB body, the answer
-/// assembled from a stream). glibc raises its mmap threshold after the first
-/// big free, so later big buffers land in the heap, where freeing them does
-/// not return the memory and growing them copies. A fixed threshold of
-/// 1 MiB keeps them mmapped: growth is a remap, and a freed buffer goes
-/// back to the system when the run ends (measured: `cargo bench --bench
-/// memory`).
-fn big_buffers_go_back_to_the_system() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| {
-            // SAFETY: mallopt only sets a tuning parameter of the allocator;
-            // M_MMAP_THRESHOLD with a value below its 32 MiB maximum is
-            // valid at any time, before or after other allocations.
-            unsafe {
-                libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-            }
-        });
-    }
-}
-
 /// Rough tokens of a text: four bytes a token, as OpenAI's rule of thumb.
 pub fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
@@ -439,8 +416,15 @@ pub fn estimate_prompt_tokens(request: &ChatRequest) -> u64 {
 
 /// Completes the usage: token counts estimated from the text when the
 /// provider gave none, and the cost estimated from prices when it gave
-/// no figure — both marked as estimates.
-fn with_cost(mut reply: Reply, model: &ModelInfo, request: &ChatRequest) -> Reply {
+/// no figure — both marked as estimates. What failed attempts streamed
+/// before this one (`lost`: attempts, tokens) is added, as an estimate:
+/// the provider billed it, and its usage never said so.
+fn with_cost(
+    mut reply: Reply,
+    model: &ModelInfo,
+    request: &ChatRequest,
+    (lost_attempts, lost_tokens): (u32, u32),
+) -> Reply {
     let usage = reply.usage.get_or_insert_with(|| Usage {
         prompt_tokens: u32::try_from(estimate_prompt_tokens(request)).unwrap_or(u32::MAX),
         completion_tokens: u32::try_from(estimate_tokens(&reply.content)).unwrap_or(u32::MAX),
@@ -455,6 +439,21 @@ fn with_cost(mut reply: Reply, model: &ModelInfo, request: &ChatRequest) -> Repl
     {
         usage.cost = Some(cost);
         usage.cost_estimated = true;
+    }
+    if lost_tokens > 0 {
+        let prompts = estimate_prompt_tokens(request).saturating_mul(u64::from(lost_attempts));
+        let prompt = u32::try_from(prompts).unwrap_or(u32::MAX);
+        usage.prompt_tokens = usage.prompt_tokens.saturating_add(prompt);
+        usage.completion_tokens = usage.completion_tokens.saturating_add(lost_tokens);
+        usage.tokens_estimated = true;
+        let lost = model.cost(prompts, u64::from(lost_tokens));
+        usage.cost = match (usage.cost, lost) {
+            (Some(cost), Some(lost)) => Some(cost + lost),
+            // Unpriced: the provider's figure stands, and says less
+            // than was spent; the tokens say how much less.
+            (cost, _) => cost,
+        };
+        usage.cost_estimated |= lost.is_some();
     }
     reply
 }

@@ -9,6 +9,8 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::estimate_tokens;
+use super::secret::Scrubber;
 use super::types::{Failure, FailureKind, Reply};
 use super::wire::lenient::{Content, First, Seen, Text, WireError, WireUsage};
 use super::wire::{self, Parts, excerpt};
@@ -71,23 +73,38 @@ pub struct Assembler {
     finish_reason: Option<String>,
     served_by: Option<String>,
     usage: Option<WireUsage>,
-    /// Deltas of answer or reasoning so far, for progress.
+    /// Tokens of answer or reasoning so far, estimated (see `tokens`).
     tokens: u32,
     done: bool,
+    /// The provider's key, scrubbed from error text before it is cut.
+    scrubber: Scrubber,
 }
 
 impl Assembler {
-    pub fn new() -> Self {
-        Self::default()
+    pub fn new(scrubber: Scrubber) -> Self {
+        Self {
+            scrubber,
+            ..Self::default()
+        }
     }
 
-    /// Answer and reasoning deltas received so far.
+    /// Tokens of the answer and its reasoning received so far, estimated
+    /// as they stream (the usage, if any, comes at the end): a delta is at
+    /// least one token, and answer text four bytes a token. Reasoning text
+    /// is never kept, so a reasoning delta counts one.
     pub fn tokens(&self) -> u32 {
         self.tokens
     }
 
-    pub fn is_done(&self) -> bool {
-        self.done
+    /// A choice said why it finished: the answer is complete, whatever
+    /// follows (usage, `[DONE]`, or nothing at all).
+    pub fn is_finished(&self) -> bool {
+        self.finish_reason.is_some()
+    }
+
+    /// Finished, and the usage is in: nothing the reply needs is still to come.
+    pub fn has_all_it_needs(&self) -> bool {
+        self.done || (self.finish_reason.is_some() && self.usage.is_some())
     }
 
     /// Takes one event's data.
@@ -104,12 +121,12 @@ impl Assembler {
                 FailureKind::MalformedResponse,
                 format!(
                     "a stream event is not a completion chunk ({e}): {}",
-                    excerpt(data.as_bytes())
+                    excerpt(data.as_bytes(), &self.scrubber)
                 ),
             )
         })?;
         if let Some(error) = chunk.error {
-            return Err(wire::provider_error(&error));
+            return Err(wire::provider_error(&error, &self.scrubber));
         }
         if self.served_by.is_none() {
             self.served_by = chunk.model.into_string().filter(|m| !m.is_empty());
@@ -118,11 +135,12 @@ impl Assembler {
             self.usage = Some(merge_usage(self.usage, usage));
         }
         let mut step = Step::default();
+        let mut tokens = 0u64;
         let Some(choice) = chunk.choices.0 else {
             return Ok(step);
         };
         if let Some(error) = choice.error {
-            return Err(wire::provider_error(&error));
+            return Err(wire::provider_error(&error, &self.scrubber));
         }
         for delta in [choice.delta, choice.message].into_iter().flatten() {
             if let Content::Text(text) = delta.content {
@@ -130,14 +148,17 @@ impl Assembler {
                 if !text.is_empty() {
                     self.content.push_str(&text);
                     step.token = true;
+                    tokens += estimate_tokens(&text);
                 }
             }
             if let Some(refusal) = delta.refusal.0.as_deref() {
                 self.refusal.push_str(refusal);
                 step.token |= !refusal.is_empty();
+                tokens += estimate_tokens(refusal);
             }
             if delta.reasoning.0 || delta.reasoning_content.0 || delta.reasoning_details.0 {
                 step.token = true;
+                tokens += 1;
             }
         }
         if let Some(reason) = choice.finish_reason.0.map(Cow::into_owned) {
@@ -150,7 +171,8 @@ impl Assembler {
             self.finish_reason = Some(reason);
         }
         if step.token {
-            self.tokens = self.tokens.saturating_add(1);
+            let tokens = u32::try_from(tokens.max(1)).unwrap_or(u32::MAX);
+            self.tokens = self.tokens.saturating_add(tokens);
         }
         Ok(step)
     }

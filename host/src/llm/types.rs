@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -131,6 +132,34 @@ pub struct Usage {
     /// True when the provider reported no token counts and these are
     /// estimated from the text's length.
     pub tokens_estimated: bool,
+}
+
+/// What the attempts of one call have done so far. The caller keeps it, so
+/// it is known even when the call is dropped midway (a deadline, a cut).
+#[derive(Debug, Default)]
+pub struct Attempts {
+    /// Attempts started (retries included).
+    pub started: AtomicU32,
+    /// Tokens (estimated) streamed by attempts that then failed: most
+    /// providers bill them, and no usage reports them.
+    pub lost_tokens: AtomicU32,
+    /// Attempts that failed after streaming something; each paid for its
+    /// prompt as well.
+    pub lost_attempts: AtomicU32,
+}
+
+impl Attempts {
+    pub fn started(&self) -> u32 {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// (attempts, tokens) lost to failed attempts that had streamed.
+    pub fn lost(&self) -> (u32, u32) {
+        (
+            self.lost_attempts.load(Ordering::Relaxed),
+            self.lost_tokens.load(Ordering::Relaxed),
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -6,6 +6,10 @@
 //! (no choices, null content, content as parts, usage as floats or strings,
 //! an `error` object with status 200, plain text) becomes a value, never a
 //! panic — and a field of the wrong type never discards a complete answer.
+//!
+//! Every function here that cuts provider text for a message takes the
+//! provider's `Scrubber` and scrubs before it cuts: a key echo cut at the
+//! boundary would otherwise leave a run too short to be recognised.
 
 pub mod lenient;
 
@@ -14,9 +18,11 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::secret::Scrubber;
 use super::types::{
     ChatRequest, Failure, FailureKind, FormatSent, Message, Reply, ResponseFormat, Usage,
 };
+use crate::text::ellipsized;
 use lenient::{Content, First, Text, WireError, WireUsage};
 
 /// The body of `POST {base_url}/chat/completions`. Later sources win:
@@ -146,23 +152,29 @@ pub struct Parts {
 }
 
 /// Parses a successful (2xx) response body.
-pub fn parse_reply(body: &[u8], requested_model: &str) -> Result<Reply, Failure> {
+pub fn parse_reply(
+    body: &[u8],
+    requested_model: &str,
+    scrubber: &Scrubber,
+) -> Result<Reply, Failure> {
     let malformed = |why: String| Failure::new(FailureKind::MalformedResponse, why);
     let response: Response = serde_json::from_slice(body).map_err(|e| {
         malformed(format!(
             "the body is not a chat completion ({e}): {}",
-            excerpt(body)
+            excerpt(body, scrubber)
         ))
     })?;
     if let Some(error) = response.error {
         // Some providers (OpenRouter among them) report upstream failures
         // inside a 200 response.
-        return Err(provider_error(&error));
+        return Err(provider_error(&error, scrubber));
     }
-    let choice = response
-        .choices
-        .and_then(|c| c.0)
-        .ok_or_else(|| malformed(format!("the response has no choices: {}", excerpt(body))))?;
+    let choice = response.choices.and_then(|c| c.0).ok_or_else(|| {
+        malformed(format!(
+            "the response has no choices: {}",
+            excerpt(body, scrubber)
+        ))
+    })?;
     let message = choice
         .message
         .ok_or_else(|| malformed("the first choice has no message".to_owned()))?;
@@ -250,8 +262,8 @@ fn token_limit(model: &str, usage: Option<WireUsage>) -> Failure {
 }
 
 /// A provider's error object as a failure: its status if it gave one.
-pub fn provider_error(error: &WireError) -> Failure {
-    let failure = Failure::new(FailureKind::HttpStatus, error.describe());
+pub fn provider_error(error: &WireError, scrubber: &Scrubber) -> Failure {
+    let failure = Failure::new(FailureKind::HttpStatus, error.describe(scrubber));
     match error.status {
         Some(status) => failure.with_status(status),
         None => failure,
@@ -270,35 +282,31 @@ struct ErrorBody<'a> {
 }
 
 /// The provider's own message from an error body (JSON or text).
-pub fn error_message(body: &str) -> String {
+pub fn error_message(body: &str, scrubber: &Scrubber) -> String {
     match serde_json::from_str::<ErrorBody>(body) {
         Ok(ErrorBody {
             error: Some(error), ..
-        }) => error.describe(),
+        }) => error.describe(scrubber),
         Ok(ErrorBody {
             message, detail, ..
         }) if message.is_nonempty() || detail.is_nonempty() => {
-            truncate(&message.0.or(detail.0).unwrap_or_default(), 500)
+            let text = message.0.or(detail.0).unwrap_or_default();
+            ellipsized(&scrubber.scrub(&text), 500)
         }
-        _ => excerpt(body.as_bytes()),
+        _ => excerpt(body.as_bytes(), scrubber),
     }
 }
 
-/// The start of a body, for messages: valid UTF-8, bounded.
-pub fn excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&body[..body.len().min(600)]);
-    let text = truncate(text.trim(), 500);
+/// The start of a body, for messages: valid UTF-8, scrubbed, bounded.
+/// The whole body is scrubbed (only failures get here), so an echo that
+/// straddles the cut is found before the cut hides half of it.
+pub fn excerpt(body: &[u8], scrubber: &Scrubber) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = ellipsized(scrubber.scrub(&text).trim(), 500);
     if text.is_empty() {
         "(empty body)".to_owned()
     } else {
         text
-    }
-}
-
-pub fn truncate(s: &str, max_chars: usize) -> String {
-    match s.char_indices().nth(max_chars) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s.to_owned(),
     }
 }
 

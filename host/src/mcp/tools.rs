@@ -262,10 +262,7 @@ fn shown_answer(result: &RunRecord, max: usize) -> Option<(String, String)> {
     if answer.len() <= max {
         return None;
     }
-    let mut end = max;
-    while !answer.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = crate::text::cut_at_char_boundary(answer, max).len();
     let run = &result.run_id;
     let text = format!(
         "{}\n\n[… cut to {end} of {} bytes to fit one MCP message]",

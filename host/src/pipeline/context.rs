@@ -20,8 +20,8 @@ use super::follow_up;
 use super::stragglers::{self, Ended, Policy};
 use crate::config::{FanOut, show_duration};
 use crate::llm::{
-    ChatRequest, Completion, Failure, FailureKind, FormatSent, Llm, Message, ModelInfo, OnTokens,
-    Reply, estimate_prompt_tokens,
+    Attempts, ChatRequest, Completion, Failure, FailureKind, FormatSent, Llm, Message, ModelInfo,
+    OnTokens, Reply, estimate_prompt_tokens,
 };
 use crate::plugins::{self, HostServices};
 use crate::record::{CallError, CallRecord};
@@ -73,8 +73,8 @@ struct Live {
     tokens: AtomicU32,
     /// Milliseconds after `started` of the last tokens event.
     last_event_ms: AtomicU64,
-    /// Attempts started so far (retries included).
-    attempts: AtomicU32,
+    /// What the attempts did so far (retries included).
+    attempts: Attempts,
     /// Set once a fallback is asked: the request in flight and what was
     /// tried before it, for the record if the call is cut.
     serving: Mutex<Option<(Arc<ChatRequest>, Vec<String>)>>,
@@ -189,7 +189,7 @@ impl RunContext {
                 started: Instant::now(),
                 tokens: AtomicU32::new(0),
                 last_event_ms: AtomicU64::new(u64::MAX),
-                attempts: AtomicU32::new(0),
+                attempts: Attempts::default(),
                 serving: Mutex::new(None),
             })
             .collect();
@@ -322,7 +322,7 @@ impl RunContext {
                     ),
                 );
                 let mut completion = self.failed(request, failure, live.started.elapsed());
-                completion.attempts = live.attempts.load(Ordering::Relaxed);
+                completion.attempts = live.attempts.started();
                 completion
             }
         }
@@ -386,21 +386,27 @@ impl RunContext {
         let failure = Failure::new(FailureKind::Cut, why);
         let mut completion = self.failed(request, failure, live.started.elapsed());
         completion.id = Some(id);
-        completion.attempts = live.attempts.load(Ordering::Relaxed);
+        completion.attempts = live.attempts.started();
         self.record_tried(id, stage, &completion, cost, tried);
         completion
     }
 
-    /// The estimated cost of what a call streamed before it ended without
-    /// a reply (nothing streamed: nothing billed, we assume).
+    /// The estimated cost of what a call streamed, over all its attempts,
+    /// before it ended without a reply (nothing streamed: nothing billed,
+    /// we assume). Each attempt that streamed paid for its prompt.
     fn streamed_cost(&self, request: &ChatRequest, live: &Live) -> Option<f64> {
         let tokens = live.tokens.load(Ordering::Relaxed);
         if tokens == 0 {
             return None;
         }
-        self.llm
-            .model(&request.model)?
-            .cost(estimate_prompt_tokens(request), u64::from(tokens))
+        let (lost_attempts, lost_tokens) = live.attempts.lost();
+        // Dropped midway (a deadline, a cut): the attempt in flight counts too.
+        let in_flight = u64::from(tokens > lost_tokens);
+        let prompts = (u64::from(lost_attempts) + in_flight).max(1);
+        self.llm.model(&request.model)?.cost(
+            estimate_prompt_tokens(request).saturating_mul(prompts),
+            u64::from(tokens),
+        )
     }
 
     fn record(&self, id: u32, stage: &str, completion: &Completion, failed_cost: Option<f64>) {

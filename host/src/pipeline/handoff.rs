@@ -73,19 +73,17 @@ impl CopyLimit {
     fn cut(&self, text: &str) -> Option<String> {
         let mut end = text.len().min(self.bytes);
         if let Some(chars) = self.chars
-            && let Some((at, _)) = text.char_indices().nth(chars)
+            && let Some(head) = crate::text::cut_at_chars(text, chars)
         {
-            end = end.min(at);
+            end = end.min(head.len());
         }
         if end >= text.len() {
             return None;
         }
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
+        let kept = crate::text::cut_at_char_boundary(text, end);
         Some(format!(
-            "{}\n[… chorus cut this answer to {end} of {} bytes: more than this strategy could use]",
-            &text[..end],
+            "{kept}\n[… chorus cut this answer to {} of {} bytes: more than this strategy could use]",
+            kept.len(),
             text.len()
         ))
     }

@@ -417,6 +417,7 @@ mod tests {
                 reply: reply.map(|r| Arc::new(r.to_owned())),
                 reused_from: None,
                 format_sent: None,
+                fallback_from: Vec::new(),
             },
             request: None,
         }

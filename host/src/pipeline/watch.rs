@@ -328,6 +328,7 @@ mod tests {
             reply: ok.then(|| Arc::new("an answer".into())),
             reused_from: None,
             format_sent: None,
+            fallback_from: Vec::new(),
         }))
     }
 

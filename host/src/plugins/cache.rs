@@ -20,6 +20,8 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use crate::text::hex;
+
 /// Entries not used for this long are removed.
 const MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 /// Components at least this large take seconds to compile: say so.
@@ -140,8 +142,7 @@ fn engine_key(engine: &Engine) -> String {
 
 fn key(engine: &Engine, wasm: &[u8]) -> String {
     let digest = Sha256::digest(wasm);
-    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
-    format!("{hex}{}", engine_key(engine))
+    format!("{}{}", hex(&digest[..16]), engine_key(engine))
 }
 
 /// One cache entry: the compiled bytes and their digest.
@@ -222,10 +223,6 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     builder.create(dir)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

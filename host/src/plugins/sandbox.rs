@@ -300,11 +300,7 @@ impl HostMonotonicClock for VirtualMonotonicClock {
 
 pub fn bounded(mut text: String, max: usize) -> String {
     if text.len() > max {
-        let mut cut = max;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
+        text.truncate(crate::text::cut_at_char_boundary(&text, max).len());
         text.push('…');
     }
     text

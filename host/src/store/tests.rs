@@ -86,6 +86,7 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 reply: Some(Arc::new(format!("answer {i} to {prompt}"))),
                 reused_from: None,
                 format_sent: (i == 1).then(|| "json-object".to_owned()),
+                fallback_from: Vec::new(),
             })
         })
         .collect();

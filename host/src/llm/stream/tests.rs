@@ -2,11 +2,12 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
+use crate::llm::secret::Scrubber;
 use crate::llm::sse::SseParser;
 use crate::llm::wire::parse_reply;
 
 fn assemble(events: &[serde_json::Value], done: bool) -> Result<Reply, Failure> {
-    let mut assembler = Assembler::new();
+    let mut assembler = Assembler::new(Scrubber::none());
     for event in events {
         assembler.event(&event.to_string())?;
     }
@@ -89,7 +90,7 @@ fn a_finish_reason_is_enough_without_done_and_garbage_is_malformed() {
     )
     .unwrap();
     assert_eq!(*reply.content, "ok");
-    let mut assembler = Assembler::new();
+    let mut assembler = Assembler::new(Scrubber::none());
     let failure = assembler.event("not json").unwrap_err();
     assert_eq!(failure.kind, FailureKind::MalformedResponse);
 }
@@ -145,13 +146,13 @@ proptest! {
             "choices": [{"message": {"content": content}, "finish_reason": "stop"}],
             "usage": usage,
         });
-        let expected = parse_reply(whole.to_string().as_bytes(), "asked/model");
+        let expected = parse_reply(whole.to_string().as_bytes(), "asked/model", &Scrubber::none());
 
         let bytes = sse_bytes(&pieces, reasoning_every, crlf, &usage);
         let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(bytes.len())).collect();
         cuts.sort_unstable();
         let mut parser = SseParser::new(1 << 20);
-        let mut assembler = Assembler::new();
+        let mut assembler = Assembler::new(Scrubber::none());
         let mut at = 0;
         for cut in cuts.into_iter().chain([bytes.len()]) {
             parser

@@ -9,6 +9,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::llm::secret::Scrubber;
+use crate::text::ellipsized;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// The visitor methods for the JSON types a reader has no use for: each
@@ -316,23 +318,25 @@ pub struct WireError {
     pub message: Option<String>,
     /// A numeric code in the HTTP status range.
     pub status: Option<u16>,
-    /// A textual code (`invalid_api_key`), when there was no message.
+    /// A textual code (`invalid_api_key`), when there was no message; kept
+    /// whole (the body is bounded) so `describe` can scrub before cutting.
     pub code: Option<String>,
     /// OpenRouter's `metadata.raw`: the upstream provider's own words.
     pub raw: Option<String>,
 }
 
 impl WireError {
-    /// The provider's words, as one line for a failure message.
-    pub fn describe(&self) -> String {
-        let message = self
-            .message
-            .clone()
-            .or_else(|| self.code.clone())
-            .unwrap_or_else(|| "the provider reported an error without a message".to_owned());
+    /// The provider's words, as one line for a failure message: scrubbed
+    /// of the key before anything is cut.
+    pub fn describe(&self, scrubber: &Scrubber) -> String {
+        let message = match (&self.message, &self.code) {
+            (Some(message), _) => scrubber.scrub(message).into_owned(),
+            (None, Some(code)) => ellipsized(&scrubber.scrub(code), 100),
+            (None, None) => "the provider reported an error without a message".to_owned(),
+        };
         match &self.raw {
             Some(raw) if !raw.is_empty() => {
-                format!("{message} ({})", super::truncate(raw, 300))
+                format!("{message} ({})", ellipsized(&scrubber.scrub(raw), 300))
             }
             _ => message,
         }
@@ -416,7 +420,7 @@ impl<'de> Deserialize<'de> for CodeValue {
             fn visit_str<E>(self, v: &str) -> Result<CodeValue, E> {
                 Ok(match v.trim().parse::<u64>() {
                     Ok(n) => CodeValue::Number(n),
-                    Err(_) => CodeValue::Text(super::truncate(v, 100)),
+                    Err(_) => CodeValue::Text(v.to_owned()),
                 })
             }
             otherwise!('de, CodeValue::None; bool, unit, seq, map);

@@ -2,10 +2,16 @@ use serde_json::json;
 
 use super::*;
 use crate::llm::ModelInfo;
+use crate::llm::secret::Secret;
+use crate::llm::stream::Assembler;
 use crate::llm::types::{ChatRequest, JsonSchema, Message, Role, Sampling};
 
 fn parse(body: serde_json::Value) -> Result<Reply, Failure> {
-    parse_reply(body.to_string().as_bytes(), "asked/model")
+    parse_reply(
+        body.to_string().as_bytes(),
+        "asked/model",
+        &Scrubber::none(),
+    )
 }
 
 #[test]
@@ -55,7 +61,7 @@ fn unusable_bodies_are_malformed_responses_not_panics() {
         (json!({"choices": [{}]}).to_string(), "no message"),
         (String::new(), "not a chat completion"),
     ] {
-        let failure = parse_reply(body.as_bytes(), "m").unwrap_err();
+        let failure = parse_reply(body.as_bytes(), "m", &Scrubber::none()).unwrap_err();
         assert_eq!(failure.kind, FailureKind::MalformedResponse, "{body}");
         assert!(failure.message.contains(why), "{body}: {}", failure.message);
     }
@@ -173,22 +179,34 @@ fn an_empty_answer_cut_by_length_is_a_token_limit_failure() {
 #[test]
 fn error_messages_come_from_json_or_text_bodies() {
     assert_eq!(
-        error_message(r#"{"error": {"message": "Invalid API key", "code": "invalid_api_key"}}"#),
+        error_message(
+            r#"{"error": {"message": "Invalid API key", "code": "invalid_api_key"}}"#,
+            &Scrubber::none()
+        ),
         "Invalid API key"
     );
-    assert_eq!(error_message(r#"{"error": "plain"}"#), "plain");
     assert_eq!(
-        error_message(r#"{"error": {"code": "model_not_found"}}"#),
+        error_message(r#"{"error": "plain"}"#, &Scrubber::none()),
+        "plain"
+    );
+    assert_eq!(
+        error_message(
+            r#"{"error": {"code": "model_not_found"}}"#,
+            &Scrubber::none()
+        ),
         "model_not_found"
     );
-    assert_eq!(error_message(r#"{"detail": "Not Found"}"#), "Not Found");
     assert_eq!(
-        error_message("<html>Bad Gateway</html>"),
+        error_message(r#"{"detail": "Not Found"}"#, &Scrubber::none()),
+        "Not Found"
+    );
+    assert_eq!(
+        error_message("<html>Bad Gateway</html>", &Scrubber::none()),
         "<html>Bad Gateway</html>"
     );
-    assert_eq!(error_message(""), "(empty body)");
+    assert_eq!(error_message("", &Scrubber::none()), "(empty body)");
     let long = "x".repeat(10_000);
-    assert!(error_message(&long).chars().count() <= 501);
+    assert!(error_message(&long, &Scrubber::none()).chars().count() <= 501);
 }
 
 #[test]
@@ -398,18 +416,18 @@ mod properties {
     proptest! {
         #[test]
         fn any_bytes_become_a_reply_or_a_typed_failure(body in prop::collection::vec(any::<u8>(), 0..2048)) {
-            let _ = parse_reply(&body, "m");
-            prop_assert!(error_message(&String::from_utf8_lossy(&body)).chars().count() <= 501);
+            let _ = parse_reply(&body, "m", &Scrubber::none());
+            prop_assert!(error_message(&String::from_utf8_lossy(&body), &Scrubber::none()).chars().count() <= 501);
         }
 
         #[test]
         fn any_provider_shaped_json_becomes_a_reply_or_a_typed_failure(value in provider_json()) {
             let body = value.to_string();
-            match parse_reply(body.as_bytes(), "m") {
+            match parse_reply(body.as_bytes(), "m", &Scrubber::none()) {
                 Ok(reply) => prop_assert!(!reply.served_by.is_empty()),
                 Err(failure) => prop_assert!(matches!(failure.kind, FailureKind::MalformedResponse | FailureKind::HttpStatus | FailureKind::TokenLimit)),
             }
-            let _ = error_message(&body);
+            let _ = error_message(&body, &Scrubber::none());
         }
 
         #[test]
@@ -418,9 +436,64 @@ mod properties {
                 "choices": [{"message": {"content": content}}],
                 "usage": {"prompt_tokens": prompt, "completion_tokens": completion}
             });
-            let reply = parse_reply(body.to_string().as_bytes(), "m").unwrap();
+            let reply = parse_reply(body.to_string().as_bytes(), "m", &Scrubber::none()).unwrap();
             prop_assert_eq!(reply.content.as_str(), content);
             prop_assert_eq!(reply.usage.unwrap().completion_tokens, completion);
         }
+    }
+}
+
+const KEY: &str = "sk-canary-7d3f9a61c0b2e845";
+
+/// `KEY` echoed so that a cut at `chars` characters falls 9 characters
+/// into it: cut first and the 9 are too short for the scrubber to know.
+fn across(chars: usize) -> String {
+    format!("{}{KEY}{}", "x".repeat(chars - 9), "y".repeat(50))
+}
+
+#[test]
+fn a_key_echo_across_any_cut_is_scrubbed_before_the_cut() {
+    let scrubber = Secret::new(KEY.into()).scrubber();
+    let stream_event = |data: &str| {
+        Assembler::new(scrubber.clone())
+            .event(data)
+            .unwrap_err()
+            .message
+    };
+    let raw = json!({"error": {"message": "m", "metadata": {"raw": across(300)}}}).to_string();
+    let code = json!({"error": {"code": across(100)}}).to_string();
+    let cases = [
+        (
+            "excerpt of a body",
+            parse_reply(across(500).as_bytes(), "m", &scrubber)
+                .unwrap_err()
+                .message,
+        ),
+        (
+            "metadata.raw",
+            parse_reply(raw.as_bytes(), "m", &scrubber)
+                .unwrap_err()
+                .message,
+        ),
+        (
+            "error code",
+            parse_reply(code.as_bytes(), "m", &scrubber)
+                .unwrap_err()
+                .message,
+        ),
+        ("raw in a stream", stream_event(&raw)),
+        ("excerpt of a stream event", stream_event(&across(500))),
+        (
+            "error body message",
+            error_message(&json!({"message": across(500)}).to_string(), &scrubber),
+        ),
+        ("error body text", error_message(&across(500), &scrubber)),
+    ];
+    for (cut, message) in cases {
+        assert!(!message.contains(&KEY[..9]), "{cut}: {message}");
+        assert!(
+            message.contains("xxx"),
+            "{cut}: the text around the echo stays: {message}"
+        );
     }
 }

@@ -52,7 +52,6 @@ impl RunContext {
             .unwrap_or_default();
         let first = request.model.clone();
         let mut completion = self.send(&request, on_tokens, live).await;
-        let mut attempts = completion.attempts;
         let mut tried = Vec::new();
         for next in chain {
             let Err(failure) = &completion.outcome else {
@@ -93,13 +92,16 @@ impl RunContext {
                 ),
             });
             request = Arc::new(asked);
+            // What the failed model streamed is settled above; the
+            // fallback's tokens and lost attempts count afresh.
             live.tokens.store(0, Ordering::Relaxed);
+            live.attempts.lost_tokens.store(0, Ordering::Relaxed);
+            live.attempts.lost_attempts.store(0, Ordering::Relaxed);
             *live.serving.lock().unwrap_or_else(|e| e.into_inner()) =
                 Some((request.clone(), tried.clone()));
             completion = self.send(&request, on_tokens, live).await;
-            attempts += completion.attempts;
         }
-        completion.attempts = attempts;
+        completion.attempts = live.attempts.started();
         if !tried.is_empty() {
             let outcome = match &completion.outcome {
                 Ok(_) => format!("its seat was filled by {}", request.model),
