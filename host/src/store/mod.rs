@@ -196,13 +196,17 @@ impl Store {
         if !loaded.config.store.enabled {
             return Err(StoreError::Disabled);
         }
-        let path = location::path(loaded)?;
+        Self::open_reading_at(location::path(loaded)?)
+    }
+
+    fn open_reading_at(path: PathBuf) -> Result<Self, StoreError> {
+        if let Some(message) = location::blocked(&path) {
+            return Err(StoreError::Open { path, message });
+        }
         if !path.exists() {
             return Err(StoreError::NotFound(path));
         }
-        // Brings an older schema up to date; then only reads.
-        drop(schema::open(&path)?);
-        let reader = schema::open_reader(&path)?;
+        let reader = schema::open_read_only(&path)?;
         let (finished, done) = std::sync::mpsc::channel();
         let _ = finished.send(());
         Ok(Self {
@@ -357,3 +361,5 @@ impl Disk {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_opening;

@@ -145,6 +145,39 @@ pub fn open_reader(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// Opens an existing store to read only: nothing is written (no pragma,
+/// no migration), so a store the user cannot write can still be read. A
+/// store of an older schema is brought up to date first, which does write.
+pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
+    let sqlite = |source| StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| StoreError::Open {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+    let found: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(sqlite)?;
+    if found > version() {
+        return Err(StoreError::NewerSchema {
+            path: path.to_owned(),
+            found,
+            known: version(),
+        });
+    }
+    if found < version() {
+        drop(open(path)?);
+    }
+    Ok(conn)
+}
+
 fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let sqlite = |source| StoreError::Sqlite {
         path: path.to_owned(),

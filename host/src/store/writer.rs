@@ -177,19 +177,7 @@ impl Writer {
     /// One transaction for the batch. A message that fails is logged and
     /// skipped (its index and error returned); the rest are still written.
     fn transaction(&mut self, batch: &[Msg]) -> Result<Vec<(usize, String)>, String> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| e.to_string())?;
-        let mut errors = Vec::new();
-        for (i, msg) in batch.iter().enumerate() {
-            if let Err(e) = apply(&tx, msg) {
-                tracing::warn!(store = %self.path.display(), "a run event was not recorded: {e}");
-                errors.push((i, e.to_string()));
-            }
-        }
-        tx.commit().map_err(|e| e.to_string())?;
-        Ok(errors)
+        transaction(&mut self.conn, &self.path, batch)
     }
 
     fn prune(&mut self) {
@@ -205,6 +193,32 @@ impl Writer {
             Err(e) => tracing::warn!(store = %self.path.display(), "retention failed: {e}"),
         }
     }
+}
+
+/// One transaction for the batch. A message that fails is logged and
+/// skipped (its index and error returned); the rest are still written —
+/// unless SQLite rolled the whole transaction back (a full disk, an I/O
+/// error): then that error is the batch's, and nothing more is tried.
+pub(super) fn transaction(
+    conn: &mut Connection,
+    path: &std::path::Path,
+    batch: &[Msg],
+) -> Result<Vec<(usize, String)>, String> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| e.to_string())?;
+    let mut errors = Vec::new();
+    for (i, msg) in batch.iter().enumerate() {
+        if let Err(e) = apply(&tx, msg) {
+            if tx.is_autocommit() {
+                return Err(format!("{e} (nothing of this batch was written)"));
+            }
+            tracing::warn!(store = %path.display(), "a run event was not recorded: {e}");
+            errors.push((i, e.to_string()));
+        }
+    }
+    tx.commit().map_err(|e| e.to_string())?;
+    Ok(errors)
 }
 
 pub fn now_ms() -> i64 {
