@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::retention::{self, Retention};
 use super::texts;
 use crate::llm::ChatRequest;
-use crate::pipeline::resynthesize::plan_to_value;
+use crate::plugins::plan_to_value;
 use crate::plugins::{Plan, Request};
 use crate::record::{CallRecord, RunRecord};
 
