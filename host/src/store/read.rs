@@ -29,6 +29,36 @@ pub fn status(stored: &str, deadline_at: i64, owner: Option<&str>, now: i64) -> 
     }
 }
 
+/// The chain of runs that `id` starts, following `follow_up_of`: each
+/// run's prompt and answer only, at most `most`, stopping at a run not kept.
+pub fn exchanges(
+    conn: &Connection,
+    id: &str,
+    most: usize,
+) -> rusqlite::Result<Vec<super::Exchange>> {
+    let mut statement =
+        conn.prepare_cached("SELECT prompt, answer, follow_up_of FROM runs WHERE id = ?1")?;
+    let mut chain: Vec<super::Exchange> = Vec::new();
+    let mut next = Some(id.to_owned());
+    while let Some(id) = next.take().filter(|_| chain.len() < most) {
+        let Some(exchange) = statement
+            .query_row([id], |row| {
+                Ok(super::Exchange {
+                    prompt: row.get(0)?,
+                    answer: row.get(1)?,
+                    follow_up_of: row.get(2)?,
+                })
+            })
+            .optional()?
+        else {
+            break;
+        };
+        next.clone_from(&exchange.follow_up_of);
+        chain.push(exchange);
+    }
+    Ok(chain)
+}
+
 const RUN_COLUMNS: &str = "seq, id, pipeline, status, deadline_at, started_at, finished_at, prompt,
     options, plan, follow_up_of, resynthesis_of, kind, summary, answer, notes, details, error,
     elapsed_ms, prompt_tokens, completion_tokens, cost_usd, owner, cost_estimated";

@@ -364,21 +364,28 @@ fn insert_run(tx: &Transaction<'_>, begin: &Begin) -> rusqlite::Result<()> {
 }
 
 /// Writes a call's outcome. With `only_if_unfinished`, a call already on
-/// record with its outcome is left as it is (the end of a run fills in
-/// what dropped events missed, and nothing else).
+/// record with its outcome is left as it is, and its reply is not written
+/// again (the end of a run fills in what dropped events missed, and
+/// nothing else).
 fn upsert_call(
     tx: &Transaction<'_>,
     run_id: &str,
     call: &CallRecord,
     only_if_unfinished: bool,
 ) -> rusqlite::Result<()> {
-    let sql = if only_if_unfinished {
-        UPSERT_CALL_IF_UNFINISHED
-    } else {
-        UPSERT_CALL
-    };
+    if only_if_unfinished {
+        let finished = tx
+            .prepare_cached(
+                "SELECT 1 FROM calls WHERE run_seq = (SELECT seq FROM runs WHERE id = ?1)
+                     AND id = ?2 AND status <> 'running'",
+            )?
+            .exists(params![run_id, call.id])?;
+        if finished {
+            return Ok(());
+        }
+    }
     let placed = texts::place(tx, call.reply.as_deref().map(String::as_str))?;
-    let written = tx.prepare_cached(sql)?.execute(params![
+    let written = tx.prepare_cached(UPSERT_CALL)?.execute(params![
         run_id,
         call.id,
         call.stage,
@@ -421,22 +428,6 @@ const UPSERT_CALL: &str = "INSERT INTO calls (run_seq, id, stage, label, model, 
         reply = excluded.reply, reply_text = excluded.reply_text,
         reasoning_tokens = excluded.reasoning_tokens, cost_estimated = excluded.cost_estimated,
         format_sent = excluded.format_sent";
-
-const UPSERT_CALL_IF_UNFINISHED: &str = "INSERT INTO calls (run_seq, id, stage, label, model,
-        status, latency_ms, attempts, prompt_tokens, completion_tokens, cost_usd, error_kind,
-        error_status, error_message, reply, reused_from_run, reused_from_call, reasoning_tokens, cost_estimated,
-        reply_text, format_sent)
-    SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21
-    FROM runs WHERE id = ?1
-    ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status,
-        latency_ms = excluded.latency_ms, attempts = excluded.attempts,
-        prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
-        cost_usd = excluded.cost_usd, error_kind = excluded.error_kind,
-        error_status = excluded.error_status, error_message = excluded.error_message,
-        reply = excluded.reply, reply_text = excluded.reply_text,
-        reasoning_tokens = excluded.reasoning_tokens, cost_estimated = excluded.cost_estimated,
-        format_sent = excluded.format_sent
-    WHERE calls.status = 'running'";
 
 /// A run that ended without a record: its totals from the calls on record.
 fn sum_usage(tx: &Transaction<'_>, run_id: &str) -> rusqlite::Result<()> {
