@@ -23,7 +23,7 @@ use crate::config::{ConfigError, Loaded};
 use crate::pipeline::follow_up::{MAX_TURNS, NOT_KEPT, TOO_LONG};
 use crate::pipeline::{Conversation, Merger, Progress, RunError, Runner, Turn, events, options};
 use crate::record::{AnswerKind, RunRecord, RunStatus, StoredRun};
-use crate::store::{Links, Lookup, Page, Query, Recorder, Store, StoreError};
+use crate::store::{Exchange, Links, Lookup, Page, Query, Recorder, Store, StoreError};
 
 pub struct Chorus {
     /// The runner new runs use; replaced whole by a reload, announced to
@@ -250,15 +250,35 @@ impl Chorus {
         let mut turns = vec![turn(&run)];
         let mut beyond = None;
         let mut parent = run.follow_up_of.clone();
-        while let Some(id) = parent.take() {
+        // Only the prompt and answer of each earlier run, read at once.
+        let chain = match parent.clone() {
+            Some(id) => {
+                let store = self.store.clone();
+                tokio::task::spawn_blocking(move || store.exchanges(&id, MAX_TURNS))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default()
+            }
+            None => Vec::new(),
+        };
+        let mut chain = chain.into_iter();
+        while parent.take().is_some() {
             if turns.len() >= MAX_TURNS {
                 beyond = Some(TOO_LONG);
                 break;
             }
-            match self.find_run(&id, false).await {
-                Ok(Lookup::Found(earlier)) if earlier.answer.is_some() => {
-                    turns.push(turn(&earlier));
-                    parent = earlier.follow_up_of;
+            match chain.next() {
+                Some(Exchange {
+                    prompt,
+                    answer: Some(answer),
+                    follow_up_of,
+                }) => {
+                    turns.push(Turn {
+                        question: prompt,
+                        answer,
+                    });
+                    parent = follow_up_of;
                 }
                 _ => beyond = Some(NOT_KEPT),
             }

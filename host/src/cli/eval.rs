@@ -14,9 +14,9 @@ use crate::eval::{self, Settings, Target, dataset, report};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The questions: JSON Lines, each `{"question": …, "expected": …}` with
-    /// optional `id`, `grader` (contains, exact, regex, numeric, judge),
-    /// `tolerance` and `rubric`.
+    /// The questions: JSON Lines, each `{"question": …, "expected": …}`
+    /// (or `"answer"`) with optional `id`, `grader` (contains, exact, regex,
+    /// numeric, judge, choice), `tolerance`, `rubric` and `choices`.
     dataset: PathBuf,
     /// What to evaluate, comma-separated: pipeline names, and `model:ID`
     /// for one model asked directly. Default: the default pipeline.

@@ -1,12 +1,29 @@
 //! Telling a right answer from a wrong one: by text (`exact`, `contains`),
-//! by pattern (`regex`), by value (`numeric`, within a tolerance), or by a
-//! judge model with a rubric. Every grade says why, so a surprising score
-//! can be checked by reading.
+//! by pattern (`regex`), by value (`numeric`, within a tolerance), by the
+//! choice picked (`choice`), or by a judge model with a rubric. Every grade
+//! says why, so a surprising score can be checked by reading. Grading knows
+//! nothing of datasets: it is given a [`Reference`].
 
+pub mod choice;
+
+use std::sync::LazyLock;
+
+use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use super::dataset::Item;
 use crate::llm::{ChatRequest, Llm, Message, Role, Sampling};
+
+/// What grading needs to know of a question.
+#[derive(Debug, Clone, Copy)]
+pub struct Reference<'a> {
+    pub question: &'a str,
+    pub expected: &'a str,
+    pub tolerance: Option<f64>,
+    pub rubric: Option<&'a str>,
+    pub choices: &'a [String],
+    /// `expected` compiled, for `regex` (compiled here when absent).
+    pub pattern: Option<&'a Regex>,
+}
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -22,6 +39,8 @@ pub enum Grader {
     Numeric,
     /// A judge model decides, with the item's rubric.
     Judge,
+    /// The answer picks the expected one of the item's `choices`.
+    Choice,
 }
 
 /// A grade and the reason for it.
@@ -41,22 +60,26 @@ impl Grade {
 }
 
 impl Grader {
-    /// Checks what the grader needs from the item before anything runs.
-    pub fn check(self, item: &Item) -> Result<(), String> {
+    /// Checks what the grader needs from the item before anything runs;
+    /// for `regex`, returns the pattern compiled.
+    pub fn check(self, item: &Reference<'_>) -> Result<Option<Regex>, String> {
         match self {
-            Self::Regex => regex::Regex::new(&item.expected)
-                .map(drop)
+            Self::Regex => Regex::new(item.expected)
+                .map(Some)
                 .map_err(|e| format!("`expected` is not a regular expression: {e}")),
             Self::Numeric => {
-                number(&item.expected).ok_or("`expected` is not a number")?;
+                number(item.expected).ok_or("`expected` is not a number")?;
                 match item.tolerance {
                     Some(t) if !(t.is_finite() && t >= 0.0) => {
                         Err("`tolerance` must be a number ≥ 0".to_owned())
                     }
-                    _ => Ok(()),
+                    _ => Ok(None),
                 }
             }
-            _ => Ok(()),
+            Self::Choice if item.choices.is_empty() => {
+                Err("`grader` `choice` needs `choices`: the list to choose from".to_owned())
+            }
+            _ => Ok(None),
         }
     }
 
@@ -65,10 +88,15 @@ impl Grader {
     }
 
     /// Grades `answer` for `item`; `judge` is the model for `judge` items.
-    pub async fn grade(self, item: &Item, answer: &str, judge: Option<(&Llm, &str)>) -> Grade {
+    pub async fn grade(
+        self,
+        item: &Reference<'_>,
+        answer: &str,
+        judge: Option<(&Llm, &str)>,
+    ) -> Grade {
         match self {
             Self::Exact => {
-                let pass = normalise(answer) == normalise(&item.expected);
+                let pass = normalise(answer) == normalise(item.expected);
                 Grade::new(
                     pass,
                     if pass {
@@ -79,7 +107,7 @@ impl Grader {
                 )
             }
             Self::Contains => {
-                let pass = normalise(answer).contains(&normalise(&item.expected));
+                let pass = normalise(answer).contains(&normalise(item.expected));
                 Grade::new(
                     pass,
                     if pass {
@@ -89,20 +117,32 @@ impl Grader {
                     },
                 )
             }
-            Self::Regex => match regex::Regex::new(&item.expected) {
-                Ok(pattern) => {
-                    let pass = pattern.is_match(answer);
-                    Grade::new(
-                        pass,
-                        format!(
-                            "{} /{}/",
-                            if pass { "matches" } else { "does not match" },
-                            item.expected
-                        ),
-                    )
-                }
-                Err(e) => Grade::new(false, format!("bad pattern: {e}")),
-            },
+            Self::Regex => {
+                let compiled;
+                let pattern = match item.pattern {
+                    Some(pattern) => pattern,
+                    None => match Regex::new(item.expected) {
+                        Ok(pattern) => {
+                            compiled = pattern;
+                            &compiled
+                        }
+                        Err(e) => return Grade::new(false, format!("bad pattern: {e}")),
+                    },
+                };
+                let pass = pattern.is_match(answer);
+                Grade::new(
+                    pass,
+                    format!(
+                        "{} /{}/",
+                        if pass { "matches" } else { "does not match" },
+                        item.expected
+                    ),
+                )
+            }
+            Self::Choice => {
+                let (pass, why) = choice::grade(item.expected, item.choices, answer);
+                Grade::new(pass, why)
+            }
             Self::Numeric => numeric(item, answer),
             Self::Judge => match judge {
                 Some((llm, model)) => judged(llm, model, item, answer).await,
@@ -129,12 +169,15 @@ fn number(text: &str) -> Option<f64> {
     cleaned.parse::<f64>().ok().filter(|n| n.is_finite())
 }
 
-fn numeric(item: &Item, answer: &str) -> Grade {
-    let Some(expected) = number(&item.expected) else {
+/// A number in running text, as [`number`] reads it.
+static NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?").expect("valid"));
+
+fn numeric(item: &Reference<'_>, answer: &str) -> Grade {
+    let Some(expected) = number(item.expected) else {
         return Grade::new(false, "`expected` is not a number");
     };
-    let pattern = regex::Regex::new(r"-?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?").expect("valid");
-    let Some(found) = pattern
+    let Some(found) = NUMBER
         .find_iter(answer)
         .filter_map(|m| number(m.as_str()))
         .last()
@@ -155,8 +198,8 @@ fn numeric(item: &Item, answer: &str) -> Grade {
 const DEFAULT_RUBRIC: &str =
     "The answer is right if it agrees with the reference answer on every point that matters.";
 
-async fn judged(llm: &Llm, model: &str, item: &Item, answer: &str) -> Grade {
-    let rubric = item.rubric.as_deref().unwrap_or(DEFAULT_RUBRIC);
+async fn judged(llm: &Llm, model: &str, item: &Reference<'_>, answer: &str) -> Grade {
+    let rubric = item.rubric.unwrap_or(DEFAULT_RUBRIC);
     let prompt = format!(
         "You grade answers. Question:\n{}\n\nReference answer:\n{}\n\nRubric: {rubric}\n\n\
          Answer to grade:\n{answer}\n\nReply with PASS or FAIL on the first line, then one sentence why.",
@@ -198,19 +241,19 @@ async fn judged(llm: &Llm, model: &str, item: &Item, answer: &str) -> Grade {
 mod tests {
     use super::*;
 
-    fn item(expected: &str, grader: Grader, tolerance: Option<f64>) -> Item {
-        Item {
-            id: "i".into(),
-            question: "q".into(),
-            expected: expected.into(),
-            grader,
+    fn item(expected: &str, tolerance: Option<f64>) -> Reference<'_> {
+        Reference {
+            question: "q",
+            expected,
             tolerance,
             rubric: None,
+            choices: &[],
+            pattern: None,
         }
     }
 
     fn grade(expected: &str, grader: Grader, tolerance: Option<f64>, answer: &str) -> bool {
-        let item = item(expected, grader, tolerance);
+        let item = item(expected, tolerance);
         futures::executor::block_on(grader.grade(&item, answer, None)).pass
     }
 
@@ -244,7 +287,7 @@ mod tests {
 
     #[test]
     fn a_judge_item_without_a_judge_fails_and_says_so() {
-        let item = item("x", Grader::Judge, None);
+        let item = item("x", None);
         let grade = futures::executor::block_on(Grader::Judge.grade(&item, "x", None));
         assert!(!grade.pass);
         assert!(grade.why.contains("--judge"));

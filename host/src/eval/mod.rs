@@ -239,7 +239,7 @@ async fn ask(
         (Some(answer), _) => {
             let runner = chorus.runner();
             let judge = judge.map(|model| (&*runner.llm, model));
-            item.grader.grade(item, answer, judge).await
+            item.grader.grade(&item.reference(), answer, judge).await
         }
         (None, error) => Grade {
             pass: false,

@@ -3,15 +3,16 @@
 //! panel again. The new run's record starts with the reused answers (marked
 //! `reused_from`, costing it nothing) and links to its source.
 
-use serde_json::{Map, Value, json};
 use std::sync::Arc;
+
+use serde_json::{Map, Value};
 
 use super::events::{Event, Progress, Stage};
 use super::follow_up::Conversation;
 use super::run::{Setup, ceiling};
 use super::{RunError, Runner, WRAP_UP, options};
-use crate::llm::{Completion, Failure, FailureKind, FormatSent, Reply, Sampling};
-use crate::plugins::{Kind, Plan, Plugin, Request, Seat};
+use crate::llm::{Completion, Failure, FailureKind, FormatSent, Reply};
+use crate::plugins::{Kind, Plugin, Request, plan_from_value};
 use crate::record::{CallRecord, CallRef, RunRecord, RunStatus, StoredRun};
 
 /// What merges the answers again.
@@ -312,81 +313,11 @@ fn outcome(call: &CallRecord) -> Result<Reply, Failure> {
     }
 }
 
-/// A plan as the run store keeps it: everything a re-synthesis needs.
-pub fn plan_to_value(plan: &Plan) -> Value {
-    json!({
-        "panel": plan.panel.iter().map(|seat| json!({
-            "model": seat.model,
-            "sampling": seat.sampling,
-        })).collect::<Vec<_>>(),
-        "synthesizers": plan.synthesizers,
-        "notes": plan.notes,
-    })
-}
-
-/// The inverse of `plan_to_value`; missing parts are left empty.
-pub fn plan_from_value(value: &Value) -> Plan {
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let panel = value["panel"]
-        .as_array()
-        .map(|seats| {
-            seats
-                .iter()
-                .filter_map(|seat| {
-                    let sampling = &seat["sampling"];
-                    Some(Seat {
-                        model: seat["model"].as_str()?.to_owned(),
-                        sampling: Sampling {
-                            temperature: sampling["temperature"].as_f64().map(|t| t as f32),
-                            top_p: sampling["top_p"].as_f64().map(|t| t as f32),
-                            max_tokens: sampling["max_tokens"]
-                                .as_u64()
-                                .and_then(|n| u32::try_from(n).ok()),
-                            seed: sampling["seed"].as_u64(),
-                        },
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Plan {
-        panel,
-        synthesizers: strings(&value["synthesizers"]),
-        notes: strings(&value["notes"]),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::record::{AnswerKind, CallError, StoredCall, Totals};
-
-    #[test]
-    fn a_plan_survives_the_store() {
-        let plan = Plan {
-            panel: vec![Seat {
-                model: "m1".into(),
-                sampling: Sampling {
-                    temperature: Some(0.5),
-                    top_p: None,
-                    max_tokens: Some(300),
-                    seed: Some(7),
-                },
-            }],
-            synthesizers: vec!["s".into()],
-            notes: vec!["n".into()],
-        };
-        let text = plan_to_value(&plan).to_string();
-        assert_eq!(plan_from_value(&serde_json::from_str(&text).unwrap()), plan);
-    }
+    use serde_json::json;
 
     fn call(
         id: u32,

@@ -132,6 +132,15 @@ pub struct Page {
     pub next: Option<Cursor>,
 }
 
+/// A run as a follow-up of it needs it: its question and answer, and the
+/// run it followed up in turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exchange {
+    pub prompt: String,
+    pub answer: Option<String>,
+    pub follow_up_of: Option<String>,
+}
+
 /// A handle on the store; clones share it.
 #[derive(Clone)]
 pub struct Store {
@@ -196,13 +205,17 @@ impl Store {
         if !loaded.config.store.enabled {
             return Err(StoreError::Disabled);
         }
-        let path = location::path(loaded)?;
+        Self::open_reading_at(location::path(loaded)?)
+    }
+
+    fn open_reading_at(path: PathBuf) -> Result<Self, StoreError> {
+        if let Some(message) = location::blocked(&path) {
+            return Err(StoreError::Open { path, message });
+        }
         if !path.exists() {
             return Err(StoreError::NotFound(path));
         }
-        // Brings an older schema up to date; then only reads.
-        drop(schema::open(&path)?);
-        let reader = schema::open_reader(&path)?;
+        let reader = schema::open_read_only(&path)?;
         let (finished, done) = std::sync::mpsc::channel();
         let _ = finished.send(());
         Ok(Self {
@@ -305,6 +318,31 @@ impl Store {
         }
     }
 
+    /// The run `id` (in full) and the runs it followed up, newest first, at
+    /// most `most`: the prompt and answer of each, nothing more. Blocking.
+    pub fn exchanges(&self, id: &str, most: usize) -> Result<Vec<Exchange>, StoreError> {
+        match &self.backend {
+            Backend::Memory(memory, _) => {
+                let mut chain: Vec<Exchange> = Vec::new();
+                let mut next = Some(id.to_owned());
+                while let Some(run) = next
+                    .take()
+                    .filter(|_| chain.len() < most)
+                    .and_then(|id| memory.get(&id))
+                {
+                    next.clone_from(&run.follow_up_of);
+                    chain.push(Exchange {
+                        prompt: run.prompt.clone(),
+                        answer: run.answer.clone(),
+                        follow_up_of: run.follow_up_of.clone(),
+                    });
+                }
+                Ok(chain)
+            }
+            Backend::Disk(disk) => disk.read(|conn| read::exchanges(conn, id, most)),
+        }
+    }
+
     /// A page of runs, newest first. Blocking.
     pub fn list(&self, query: &Query) -> Result<Page, StoreError> {
         match &self.backend {
@@ -357,3 +395,5 @@ impl Disk {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_hardening;

@@ -29,6 +29,36 @@ pub fn status(stored: &str, deadline_at: i64, owner: Option<&str>, now: i64) -> 
     }
 }
 
+/// The chain of runs that `id` starts, following `follow_up_of`: each
+/// run's prompt and answer only, at most `most`, stopping at a run not kept.
+pub fn exchanges(
+    conn: &Connection,
+    id: &str,
+    most: usize,
+) -> rusqlite::Result<Vec<super::Exchange>> {
+    let mut statement =
+        conn.prepare_cached("SELECT prompt, answer, follow_up_of FROM runs WHERE id = ?1")?;
+    let mut chain: Vec<super::Exchange> = Vec::new();
+    let mut next = Some(id.to_owned());
+    while let Some(id) = next.take().filter(|_| chain.len() < most) {
+        let Some(exchange) = statement
+            .query_row([id], |row| {
+                Ok(super::Exchange {
+                    prompt: row.get(0)?,
+                    answer: row.get(1)?,
+                    follow_up_of: row.get(2)?,
+                })
+            })
+            .optional()?
+        else {
+            break;
+        };
+        next.clone_from(&exchange.follow_up_of);
+        chain.push(exchange);
+    }
+    Ok(chain)
+}
+
 const RUN_COLUMNS: &str = "seq, id, pipeline, status, deadline_at, started_at, finished_at, prompt,
     options, plan, follow_up_of, resynthesis_of, kind, summary, answer, notes, details, error,
     elapsed_ms, prompt_tokens, completion_tokens, cost_usd, owner, cost_estimated";
@@ -57,7 +87,7 @@ pub fn run(
         "SELECT id, stage, label, model, status, latency_ms, attempts, prompt_tokens,
                 completion_tokens, cost_usd, error_kind, error_status, error_message, {reply_column},
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
-                cost_estimated, format_sent
+                cost_estimated, format_sent, fallback_from
          FROM calls WHERE run_seq = ?1 ORDER BY id"
     ))?;
     let ended = run.status != RunStatus::Running;
@@ -161,7 +191,10 @@ fn call_row(row: &Row<'_>, run_ended: bool) -> rusqlite::Result<StoredCall> {
             reply: texts::read(row, 13)?.map(Arc::new),
             reused_from,
             format_sent: row.get(19)?,
-            fallback_from: Vec::new(),
+            fallback_from: row
+                .get::<_, Option<String>>(20)?
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or_default(),
         },
         request: json(texts::read(row, 16)?),
     })

@@ -12,9 +12,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::memory::Memory;
 use super::writer::{Begin, End, Msg, now_ms};
-use crate::pipeline::resynthesize::plan_to_value;
 use crate::pipeline::{Event, Progress};
 use crate::plugins::Plan;
+use crate::plugins::plan_to_value;
 use crate::record::{CallRecord, RunRecord, RunStatus, StoredCall, StoredRun, Totals};
 
 /// How long a run waits for the store to confirm its end before it

@@ -103,8 +103,7 @@ pub fn prune(conn: &mut Connection, retention: &Retention, now: i64) -> rusqlite
     )?;
     tx.commit()?;
     if !doomed.is_empty() {
-        // Returns the freed pages to the file system.
-        conn.execute_batch("PRAGMA incremental_vacuum")?;
+        vacuum(conn)?;
     }
     Ok(Pruned {
         removed: doomed.len() as u64,
@@ -112,6 +111,18 @@ pub fn prune(conn: &mut Connection, retention: &Retention, now: i64) -> rusqlite
         kept: u64::try_from(kept).unwrap_or(0),
         kept_bytes: u64::try_from(kept_bytes).unwrap_or(0),
     })
+}
+
+/// Returns the freed pages to the file system. `incremental_vacuum` frees
+/// one page per step of its statement, so it is stepped to the end; the
+/// file shrinks when a checkpoint has copied the WAL back (a passive one:
+/// it never waits on readers, and a later one finishes the job).
+fn vacuum(conn: &Connection) -> rusqlite::Result<()> {
+    let mut statement = conn.prepare("PRAGMA incremental_vacuum")?;
+    let mut steps = statement.query([])?;
+    while steps.next()?.is_some() {}
+    drop(steps);
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
 }
 
 /// Sets a run's size: its own text and its calls'.
@@ -131,4 +142,46 @@ pub fn measure(tx: &Transaction<'_>, run_id: &str) -> rusqlite::Result<()> {
     ))?
     .execute([run_id])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 20 finished runs of about 256 KiB each, straight into the tables.
+    fn filled(path: &std::path::Path) -> Connection {
+        let conn = crate::store::schema::open(path).unwrap();
+        for i in 0..20 {
+            conn.execute(
+                "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options, bytes)
+                 VALUES (?1, 'ask', 'done', ?2, 0, ?3, '{}', 262144)",
+                params![format!("run-{i}"), i, "x".repeat(256 * 1024)],
+            )
+            .unwrap();
+        }
+        conn
+    }
+
+    #[test]
+    fn pruning_gives_the_space_back_to_the_file_system() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.sqlite3");
+        let mut conn = filled(&path);
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        let before = std::fs::metadata(&path).unwrap().len();
+        assert!(before > 20 * 256 * 1024, "{before}");
+        let retention = Retention {
+            max_runs: 1,
+            max_age: None,
+            max_bytes: u64::MAX,
+        };
+        let pruned = prune(&mut conn, &retention, 0).unwrap();
+        assert_eq!((pruned.removed, pruned.kept), (19, 1));
+        let after = std::fs::metadata(&path).unwrap().len();
+        assert!(
+            after < before / 10,
+            "the file went from {before} to {after} bytes"
+        );
+    }
 }

@@ -14,7 +14,7 @@ use super::StoreError;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3];
+const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4];
 
 /// Version 1: runs, and the calls of each run.
 pub(super) const V1: &str = r#"
@@ -80,6 +80,12 @@ const V3: &str = r#"
 ALTER TABLE calls ADD COLUMN format_sent TEXT;  -- json-schema, json-object; NULL: none
 "#;
 
+/// Version 4: the models that failed for good before a call's model filled
+/// its seat (fallback models).
+const V4: &str = r#"
+ALTER TABLE calls ADD COLUMN fallback_from TEXT;  -- JSON array of "model: failure"; NULL: none
+"#;
+
 /// The schema version this chorus writes.
 pub fn version() -> i64 {
     MIGRATIONS.len() as i64
@@ -142,6 +148,39 @@ pub fn open_reader(path: &Path) -> Result<Connection, StoreError> {
     conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
     conn.pragma_update(None, "query_only", true)
         .map_err(sqlite)?;
+    Ok(conn)
+}
+
+/// Opens an existing store to read only: nothing is written (no pragma,
+/// no migration), so a store the user cannot write can still be read. A
+/// store of an older schema is brought up to date first, which does write.
+pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
+    let sqlite = |source| StoreError::Sqlite {
+        path: path.to_owned(),
+        source,
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| StoreError::Open {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+    let found: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(sqlite)?;
+    if found > version() {
+        return Err(StoreError::NewerSchema {
+            path: path.to_owned(),
+            found,
+            known: version(),
+        });
+    }
+    if found < version() {
+        drop(open(path)?);
+    }
     Ok(conn)
 }
 

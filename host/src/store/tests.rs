@@ -86,7 +86,11 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 reply: Some(Arc::new(format!("answer {i} to {prompt}"))),
                 reused_from: None,
                 format_sent: (i == 1).then(|| "json-object".to_owned()),
-                fallback_from: Vec::new(),
+                fallback_from: if i == 1 {
+                    vec!["m0: HTTP 402: out of credit".to_owned()]
+                } else {
+                    Vec::new()
+                },
             })
         })
         .collect();
@@ -194,6 +198,11 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends() {
         Some("json-object")
     );
     assert_eq!(partial.calls[0].call.format_sent, None);
+    assert_eq!(
+        partial.calls[1].call.fallback_from,
+        ["m0: HTTP 402: out of credit"]
+    );
+    assert!(partial.calls[0].call.fallback_from.is_empty());
     assert!((partial.usage.cost_usd - 0.002).abs() < 1e-12, "so far");
 
     recorder.finish(Ok(&run.record)).await.unwrap();

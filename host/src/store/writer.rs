@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::retention::{self, Retention};
 use super::texts;
 use crate::llm::ChatRequest;
-use crate::pipeline::resynthesize::plan_to_value;
+use crate::plugins::plan_to_value;
 use crate::plugins::{Plan, Request};
 use crate::record::{CallRecord, RunRecord};
 
@@ -177,19 +177,7 @@ impl Writer {
     /// One transaction for the batch. A message that fails is logged and
     /// skipped (its index and error returned); the rest are still written.
     fn transaction(&mut self, batch: &[Msg]) -> Result<Vec<(usize, String)>, String> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| e.to_string())?;
-        let mut errors = Vec::new();
-        for (i, msg) in batch.iter().enumerate() {
-            if let Err(e) = apply(&tx, msg) {
-                tracing::warn!(store = %self.path.display(), "a run event was not recorded: {e}");
-                errors.push((i, e.to_string()));
-            }
-        }
-        tx.commit().map_err(|e| e.to_string())?;
-        Ok(errors)
+        transaction(&mut self.conn, &self.path, batch)
     }
 
     fn prune(&mut self) {
@@ -205,6 +193,32 @@ impl Writer {
             Err(e) => tracing::warn!(store = %self.path.display(), "retention failed: {e}"),
         }
     }
+}
+
+/// One transaction for the batch. A message that fails is logged and
+/// skipped (its index and error returned); the rest are still written —
+/// unless SQLite rolled the whole transaction back (a full disk, an I/O
+/// error): then that error is the batch's, and nothing more is tried.
+pub(super) fn transaction(
+    conn: &mut Connection,
+    path: &std::path::Path,
+    batch: &[Msg],
+) -> Result<Vec<(usize, String)>, String> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| e.to_string())?;
+    let mut errors = Vec::new();
+    for (i, msg) in batch.iter().enumerate() {
+        if let Err(e) = apply(&tx, msg) {
+            if tx.is_autocommit() {
+                return Err(format!("{e} (nothing of this batch was written)"));
+            }
+            tracing::warn!(store = %path.display(), "a run event was not recorded: {e}");
+            errors.push((i, e.to_string()));
+        }
+    }
+    tx.commit().map_err(|e| e.to_string())?;
+    Ok(errors)
 }
 
 pub fn now_ms() -> i64 {
@@ -350,21 +364,28 @@ fn insert_run(tx: &Transaction<'_>, begin: &Begin) -> rusqlite::Result<()> {
 }
 
 /// Writes a call's outcome. With `only_if_unfinished`, a call already on
-/// record with its outcome is left as it is (the end of a run fills in
-/// what dropped events missed, and nothing else).
+/// record with its outcome is left as it is, and its reply is not written
+/// again (the end of a run fills in what dropped events missed, and
+/// nothing else).
 fn upsert_call(
     tx: &Transaction<'_>,
     run_id: &str,
     call: &CallRecord,
     only_if_unfinished: bool,
 ) -> rusqlite::Result<()> {
-    let sql = if only_if_unfinished {
-        UPSERT_CALL_IF_UNFINISHED
-    } else {
-        UPSERT_CALL
-    };
+    if only_if_unfinished {
+        let finished = tx
+            .prepare_cached(
+                "SELECT 1 FROM calls WHERE run_seq = (SELECT seq FROM runs WHERE id = ?1)
+                     AND id = ?2 AND status <> 'running'",
+            )?
+            .exists(params![run_id, call.id])?;
+        if finished {
+            return Ok(());
+        }
+    }
     let placed = texts::place(tx, call.reply.as_deref().map(String::as_str))?;
-    let written = tx.prepare_cached(sql)?.execute(params![
+    let written = tx.prepare_cached(UPSERT_CALL)?.execute(params![
         run_id,
         call.id,
         call.stage,
@@ -386,6 +407,8 @@ fn upsert_call(
         call.cost_estimated,
         placed.long(),
         call.format_sent,
+        (!call.fallback_from.is_empty())
+            .then(|| serde_json::to_string(&call.fallback_from).unwrap_or_default()),
     ])?;
     if written == 0 {
         texts::discard(tx, &placed)?;
@@ -396,33 +419,17 @@ fn upsert_call(
 const UPSERT_CALL: &str = "INSERT INTO calls (run_seq, id, stage, label, model, status, latency_ms,
         attempts, prompt_tokens, completion_tokens, cost_usd, error_kind, error_status,
         error_message, reply, reused_from_run, reused_from_call, reasoning_tokens, cost_estimated,
-        reply_text, format_sent)
-    SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21
+        reply_text, format_sent, fallback_from)
+    SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22
     FROM runs WHERE id = ?1
-    ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status,
+    ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status, model = excluded.model,
         latency_ms = excluded.latency_ms, attempts = excluded.attempts,
         prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
         cost_usd = excluded.cost_usd, error_kind = excluded.error_kind,
         error_status = excluded.error_status, error_message = excluded.error_message,
         reply = excluded.reply, reply_text = excluded.reply_text,
         reasoning_tokens = excluded.reasoning_tokens, cost_estimated = excluded.cost_estimated,
-        format_sent = excluded.format_sent";
-
-const UPSERT_CALL_IF_UNFINISHED: &str = "INSERT INTO calls (run_seq, id, stage, label, model,
-        status, latency_ms, attempts, prompt_tokens, completion_tokens, cost_usd, error_kind,
-        error_status, error_message, reply, reused_from_run, reused_from_call, reasoning_tokens, cost_estimated,
-        reply_text, format_sent)
-    SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21
-    FROM runs WHERE id = ?1
-    ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status,
-        latency_ms = excluded.latency_ms, attempts = excluded.attempts,
-        prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,
-        cost_usd = excluded.cost_usd, error_kind = excluded.error_kind,
-        error_status = excluded.error_status, error_message = excluded.error_message,
-        reply = excluded.reply, reply_text = excluded.reply_text,
-        reasoning_tokens = excluded.reasoning_tokens, cost_estimated = excluded.cost_estimated,
-        format_sent = excluded.format_sent
-    WHERE calls.status = 'running'";
+        format_sent = excluded.format_sent, fallback_from = excluded.fallback_from";
 
 /// A run that ended without a record: its totals from the calls on record.
 fn sum_usage(tx: &Transaction<'_>, run_id: &str) -> rusqlite::Result<()> {
