@@ -88,7 +88,7 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
 }
 
 async fn stdio(config: Option<&Path>, watch: bool, overrides: &Overrides) -> ExitCode {
-    let chorus = match load(config, watch, &overrides) {
+    let chorus = match load(config, watch, overrides) {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
