@@ -33,7 +33,7 @@ fn root() -> &'static Path {
 }
 
 /// Where the clients are installed, installing them on first use.
-fn clients() -> PathBuf {
+pub fn clients() -> PathBuf {
     static INSTALLED: Mutex<bool> = Mutex::new(false);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("clients");
     let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());

@@ -167,8 +167,16 @@ pub fn command(args: &[&str]) -> tokio::process::Command {
             "XDG_DATA_HOME",
             Path::new(env!("CARGO_TARGET_TMPDIR")).join("data"),
         )
+        .env(
+            "XDG_CONFIG_HOME",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-user-config"),
+        )
         .env("CHORUS_LOG", "debug")
         .env_remove("CHORUS_CONFIG")
+        .env_remove("CHORUS_MODELS")
+        .env_remove("CHORUS_SYNTHESIZER")
+        .env_remove("CHORUS_PIPELINE")
+        .env_remove("CHORUS_BASE_URL")
         .env_remove("RUST_LOG")
         .kill_on_drop(true);
     command
@@ -229,6 +237,23 @@ impl Server {
         let file = write_config(config);
         let mut command = command(&["serve", "--config", file.path.to_str().unwrap()]);
         command.args(args);
+        Self::spawn(command, file, env).await
+    }
+
+    /// Starts `chorus ARGS` with no config file anywhere: the built-in
+    /// default, changed only by `args` and `env` (a one-line install).
+    pub async fn start_without_config(args: &[&str], env: &[(&str, &str)]) -> Self {
+        let file = write_config("");
+        let mut command = command(args);
+        command.env("XDG_CONFIG_HOME", file.dir.path().join("config"));
+        Self::spawn(command, file, env).await
+    }
+
+    async fn spawn(
+        mut command: tokio::process::Command,
+        file: ConfigFile,
+        env: &[(&str, &str)],
+    ) -> Self {
         command.env("XDG_DATA_HOME", file.dir.path().join("data"));
         command.envs(env.iter().copied());
         let (transport, stderr) = TokioChildProcess::builder(command)

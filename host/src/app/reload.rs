@@ -54,7 +54,8 @@ impl Chorus {
         let old = previous.clone();
         // Compiling a plugin can take seconds: not on the runtime's threads.
         let built = tokio::task::spawn_blocking(move || {
-            let mut loaded = Loaded::from_file(&path)?;
+            let mut loaded = Loaded::from_file(&path)?.with_overrides(&old.loaded.overrides)?;
+            loaded.source = old.loaded.source.clone();
             let need_restart = keep_restart_only(&old.loaded.config, &mut loaded.config);
             let same = loaded.config == old.loaded.config && loaded.base_dir == old.loaded.base_dir;
             // The same text can still name plugin files that changed: build

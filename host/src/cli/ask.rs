@@ -19,8 +19,10 @@ pub struct Args {
     /// The question. Read from stdin when left out or `-`.
     prompt: Option<String>,
     /// The pipeline to run. Default: the config's default_pipeline.
-    #[arg(long, short)]
-    pipeline: Option<String>,
+    #[arg(long, short, env = crate::config::PIPELINE_ENV)]
+    pub pipeline: Option<String>,
+    #[command(flatten)]
+    pub panel: super::Panel,
     /// Print the full structured result as JSON instead of the answer.
     #[arg(long)]
     json: bool,

@@ -14,8 +14,11 @@ use crate::llm::{PriceSource, closest, show_price};
 use crate::pipeline::Runner;
 use crate::plugins::Source;
 
-pub async fn run(config: Option<&Path>) -> ExitCode {
-    let chorus = match crate::config::Loaded::discover(config).and_then(Runner::load) {
+pub async fn run(config: Option<&Path>, overrides: &crate::config::Overrides) -> ExitCode {
+    let chorus = match crate::config::Loaded::discover(config)
+        .and_then(|loaded| loaded.with_overrides(overrides))
+        .and_then(Runner::load)
+    {
         Ok(chorus) => chorus,
         Err(e) => {
             eprintln!("chorus: {e}");
@@ -159,6 +162,8 @@ fn model_ids(value: &Value, key: &str, out: &mut Vec<(String, String)>) {
 fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<bool> {
     let config = &chorus.loaded.config;
     writeln!(out, "config: {} (ok)", chorus.loaded.origin)?;
+    writeln!(out, "  read because: {}", chorus.loaded.source)?;
+    super::describe_overrides(&chorus.loaded.overrides, out)?;
     match crate::store::path_for(&chorus.loaded) {
         _ if !config.store.enabled => writeln!(
             out,

@@ -5,6 +5,7 @@ mod ask;
 mod check;
 mod dry_run;
 mod eval;
+mod init;
 mod models;
 mod plugin;
 mod runs;
@@ -18,6 +19,7 @@ use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 use crate::app::Chorus;
+use crate::config::{self, Loaded, Overrides};
 
 #[derive(Parser)]
 #[command(
@@ -44,7 +46,9 @@ enum Command {
     /// Run a pipeline once: progress on stderr, the answer on stdout.
     Ask(ask::Args),
     /// Validate the configuration, load every plugin, check model ids against the providers' lists.
-    Check,
+    Check(CheckArgs),
+    /// Write the fully commented default configuration to PATH, to edit.
+    Init(init::Args),
     /// List the models the providers offer (cached on disk), matching QUERY.
     Models(models::Args),
     /// The run history: list, show, export, prune, re-synthesize.
@@ -73,20 +77,32 @@ pub fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match cli
             .command
-            .unwrap_or(Command::Serve(serve::Args::default()))
+            .unwrap_or_else(|| Command::Serve(serve::Args::from_env()))
         {
             Command::Serve(args) => serve::run(config, args).await,
-            Command::Ask(args) => match load(config) {
-                Ok(chorus) => ask::run(chorus, args).await,
-                Err(code) => code,
-            },
-            Command::Check => check::run(config).await,
-            Command::Models(args) => match load(config) {
+            Command::Ask(args) => {
+                let overrides = args.panel.overrides(args.pipeline.as_deref());
+                match load(config, &overrides) {
+                    Ok(chorus) => match unlisted_models(&chorus, &overrides).await {
+                        None => ask::run(chorus, args).await,
+                        Some(problem) => {
+                            eprintln!("chorus: {problem}");
+                            ExitCode::from(2)
+                        }
+                    },
+                    Err(code) => code,
+                }
+            }
+            Command::Check(args) => {
+                check::run(config, &args.panel.overrides(args.pipeline.as_deref())).await
+            }
+            Command::Init(args) => init::run(args),
+            Command::Models(args) => match load(config, &Overrides::default()) {
                 Ok(chorus) => models::run(&chorus, args).await,
                 Err(code) => code,
             },
             Command::Runs(args) => runs::run(config, args).await,
-            Command::Eval(args) => match load(config) {
+            Command::Eval(args) => match load(config, &Overrides::default()) {
                 Ok(chorus) => eval::run(chorus, args).await,
                 Err(code) => code,
             },
@@ -99,13 +115,142 @@ pub fn main() -> ExitCode {
     code
 }
 
-/// Loads the configuration and every plugin, reporting problems on stderr.
-fn load(config: Option<&std::path::Path>) -> Result<Arc<Chorus>, ExitCode> {
-    let chorus = Chorus::discover(config).map_err(|e| {
-        eprintln!("chorus: {e}");
-        ExitCode::from(2)
-    })?;
+/// Loads the configuration, changed as the command line and environment
+/// say, and every plugin, reporting problems on stderr.
+fn load(config: Option<&std::path::Path>, overrides: &Overrides) -> Result<Arc<Chorus>, ExitCode> {
+    let chorus = Loaded::discover(config)
+        .and_then(|loaded| loaded.with_overrides(overrides))
+        .and_then(Chorus::load)
+        .map_err(|e| {
+            eprintln!("chorus: {e}");
+            ExitCode::from(2)
+        })?;
     Ok(Arc::new(chorus))
+}
+
+/// The panel and provider without a config file: flags, else `CHORUS_*`
+/// variables (what an MCP client's `args` and `env` can set).
+#[derive(clap::Args, Default)]
+pub struct Panel {
+    /// The panel of the pipeline (its selector's models): ids, comma-separated.
+    /// Ids not in [models] are added, served by the provider.
+    #[arg(long, env = config::MODELS_ENV, value_name = "ID,ID,...")]
+    models: Option<String>,
+    /// The synthesizer model(s), comma-separated, tried in order.
+    #[arg(long, env = config::SYNTHESIZER_ENV, value_name = "ID,...")]
+    synthesizer: Option<String>,
+    /// Send the provider's requests to another OpenAI-compatible endpoint
+    /// (a LiteLLM proxy, Ollama, a gateway); its key is still read from the
+    /// provider's api_key_env (OPENROUTER_API_KEY by default).
+    #[arg(long, env = config::BASE_URL_ENV, value_name = "URL")]
+    base_url: Option<String>,
+}
+
+impl Panel {
+    /// What to change, for `pipeline` (else the configuration's default).
+    pub fn overrides(&self, pipeline: Option<&str>) -> Overrides {
+        let text = |v: &Option<String>| {
+            v.as_deref()
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        Overrides {
+            models: self
+                .models
+                .as_deref()
+                .map(config::model_list)
+                .unwrap_or_default(),
+            synthesizers: self
+                .synthesizer
+                .as_deref()
+                .map(config::model_list)
+                .unwrap_or_default(),
+            pipeline: text(&pipeline.map(str::to_owned)),
+            base_url: text(&self.base_url),
+        }
+    }
+}
+
+/// For `chorus check`: what the command line and environment changed.
+fn describe_overrides(overrides: &Overrides, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    let mut changes = Vec::new();
+    if let Some(url) = &overrides.base_url {
+        changes.push(format!(
+            "base_url = {url} (--base-url / ${})",
+            config::BASE_URL_ENV
+        ));
+    }
+    if let Some(pipeline) = &overrides.pipeline {
+        changes.push(format!(
+            "pipeline = {pipeline} (--pipeline / ${})",
+            config::PIPELINE_ENV
+        ));
+    }
+    if !overrides.models.is_empty() {
+        changes.push(format!(
+            "panel = {} (--models / ${})",
+            overrides.models.join(", "),
+            config::MODELS_ENV
+        ));
+    }
+    if !overrides.synthesizers.is_empty() {
+        changes.push(format!(
+            "synthesizers = {} (--synthesizer / ${})",
+            overrides.synthesizers.join(", "),
+            config::SYNTHESIZER_ENV
+        ));
+    }
+    for change in changes {
+        writeln!(out, "  changed: {change}")?;
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    panel: Panel,
+    /// The pipeline whose panel --models changes. Default: the config's default_pipeline.
+    #[arg(long, short, env = config::PIPELINE_ENV, value_name = "NAME")]
+    pipeline: Option<String>,
+}
+
+/// Model ids given with --models / --synthesizer that their provider's
+/// model list does not have, with the closest it does: said before any
+/// call is made. `None` when all are listed, or no list could be read.
+pub async fn unlisted_models(chorus: &Chorus, overrides: &Overrides) -> Option<String> {
+    let ids = overrides.model_ids();
+    if ids.is_empty() {
+        return None;
+    }
+    let runner = chorus.runner();
+    let statuses = runner.llm.load_catalogs(false).await;
+    let models = runner.llm.models();
+    let problems: Vec<String> = ids
+        .iter()
+        .filter_map(|id| models.get(*id).filter(|m| m.listed == Some(false)))
+        .map(|model| {
+            let listed = statuses
+                .iter()
+                .filter(|s| s.provider == model.provider)
+                .filter_map(|s| s.result.as_ref().ok())
+                .flat_map(|c| c.models.iter().map(|m| m.id.as_str()));
+            let near = crate::llm::closest(&model.id, listed, 3);
+            let hint = if near.is_empty() {
+                String::new()
+            } else {
+                format!(" (closest: {})", near.join(", "))
+            };
+            format!("`{}`{hint}", model.id)
+        })
+        .collect();
+    (!problems.is_empty()).then(|| {
+        format!(
+            "--models / --synthesizer name model ids the provider does not list: {}. `chorus models QUERY` searches its list.",
+            problems.join("; ")
+        )
+    })
 }
 
 /// Logs on stderr: chorus's own events at the level asked for, other crates

@@ -471,7 +471,7 @@ fn parse_since(text: &str) -> Result<i64, String> {
 }
 
 async fn resynthesize(config: Option<&Path>, args: ResynthesizeArgs) -> ExitCode {
-    let chorus = match super::load(config) {
+    let chorus = match super::load(config, &crate::config::Overrides::default()) {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };

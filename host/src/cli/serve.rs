@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use crate::config::Overrides;
 use crate::mcp;
 
 #[derive(clap::Args, Default)]
@@ -32,12 +33,32 @@ pub struct Args {
     /// refused and reported on stderr while the old one keeps serving.
     #[arg(long)]
     no_watch: bool,
+    #[command(flatten)]
+    panel: super::Panel,
+    /// The pipeline whose panel --models changes, and the default one.
+    #[arg(long, short, env = crate::config::PIPELINE_ENV, value_name = "NAME")]
+    pipeline: Option<String>,
+}
+
+impl Args {
+    /// `chorus` with no subcommand: `serve` with its defaults, and what the
+    /// environment sets (`CHORUS_MODELS`, ...), as `chorus serve` would read.
+    pub fn from_env() -> Self {
+        use clap::{Args as _, FromArgMatches as _};
+        let command = Self::augment_args(clap::Command::new("serve"));
+        command
+            .try_get_matches_from(["serve"])
+            .ok()
+            .and_then(|matches| Self::from_arg_matches(&matches).ok())
+            .unwrap_or_default()
+    }
 }
 
 pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
     let watch = !args.no_watch;
+    let overrides = args.panel.overrides(args.pipeline.as_deref());
     let Some(listen) = args.http else {
-        return stdio(config, watch).await;
+        return stdio(config, watch, &overrides).await;
     };
     let token = std::env::var("CHORUS_TOKEN").ok();
     let options = match mcp::http::Options::new(
@@ -52,7 +73,7 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let chorus = match load(config, watch) {
+    let chorus = match load(config, watch, &overrides) {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
@@ -66,8 +87,8 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
     }
 }
 
-async fn stdio(config: Option<&Path>, watch: bool) -> ExitCode {
-    let chorus = match load(config, watch) {
+async fn stdio(config: Option<&Path>, watch: bool, overrides: &Overrides) -> ExitCode {
+    let chorus = match load(config, watch, overrides) {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
@@ -88,10 +109,21 @@ async fn stdio(config: Option<&Path>, watch: bool) -> ExitCode {
 fn load(
     config: Option<&Path>,
     watch: bool,
+    overrides: &Overrides,
 ) -> Result<std::sync::Arc<crate::app::Chorus>, ExitCode> {
-    let chorus = super::load(config)?;
+    let chorus = super::load(config, overrides)?;
     for problem in chorus.runner().llm.key_problems() {
         tracing::warn!("{problem}; its calls will fail");
+    }
+    // Model ids given on the command line are checked against the
+    // provider's list without holding up the client's `initialize`.
+    if !overrides.model_ids().is_empty() {
+        let (chorus, overrides) = (chorus.clone(), overrides.clone());
+        tokio::spawn(async move {
+            if let Some(problem) = super::unlisted_models(&chorus, &overrides).await {
+                tracing::error!("{problem}; their calls will fail");
+            }
+        });
     }
     crate::app::watcher::start(chorus.clone(), watch);
     Ok(chorus)

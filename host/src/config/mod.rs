@@ -7,6 +7,8 @@ mod fallbacks;
 mod fan_out;
 mod files;
 mod locate;
+mod origin;
+mod overrides;
 mod schema;
 mod validate;
 
@@ -17,6 +19,10 @@ use std::time::Duration;
 
 pub use fallbacks::chains as fallback_chains;
 pub use files::{MAX_CONFIG_BYTES, MAX_PLUGIN_BYTES, read_regular_file};
+pub use origin::{Source, user_config_path};
+pub use overrides::{
+    BASE_URL_ENV, MODELS_ENV, Overrides, PANEL_PLUGIN, PIPELINE_ENV, SYNTHESIZER_ENV, model_list,
+};
 pub use schema::*;
 pub use validate::{BUILTIN_OPTIONS, FORBIDDEN_HEADERS, RESERVED_TOOLS, check_option, integral};
 
@@ -40,6 +46,11 @@ pub struct Loaded {
     /// The file it was read from; `None` for the built-in default. What
     /// `chorus serve` watches and reloads.
     pub path: Option<PathBuf>,
+    /// Why this configuration was the one read.
+    pub source: Source,
+    /// What the command line and environment changed (applied already;
+    /// kept to apply again on reload).
+    pub overrides: Overrides,
 }
 
 /// A problem with the configuration, located as precisely as we can.
@@ -72,13 +83,39 @@ impl Loaded {
     /// Finds the configuration the way `serve` and `ask` do: an explicit
     /// path, else `$CHORUS_CONFIG`, else the built-in default.
     pub fn discover(explicit: Option<&Path>) -> Result<Self, ConfigError> {
-        if let Some(path) = explicit {
-            return Self::from_file(path);
+        let (loaded, source) = if let Some(path) = explicit {
+            (Self::from_file(path)?, Source::Flag)
+        } else {
+            match std::env::var_os(CONFIG_ENV) {
+                Some(path) if !path.is_empty() => (Self::from_file(Path::new(&path))?, Source::Env),
+                _ => match user_config_path().filter(|p| p.is_file()) {
+                    Some(path) => (Self::from_file(&path)?, Source::UserFile),
+                    None => (Self::builtin()?, Source::BuiltIn),
+                },
+            }
+        };
+        Ok(Self { source, ..loaded })
+    }
+
+    /// Applies what the command line and environment say (see
+    /// [`Overrides`]), then checks the result as a file is checked.
+    pub fn with_overrides(mut self, overrides: &Overrides) -> Result<Self, ConfigError> {
+        if overrides.is_empty() {
+            return Ok(self);
         }
-        match std::env::var_os(CONFIG_ENV) {
-            Some(path) if !path.is_empty() => Self::from_file(Path::new(&path)),
-            _ => Self::builtin(),
+        let applied = overrides
+            .apply(&mut self.config)
+            .and_then(|()| validate::validate(&self.config));
+        if let Err((key, message)) = applied {
+            return Err(ConfigError {
+                origin: format!("{} with the command line's settings", self.origin),
+                key,
+                position: None,
+                message,
+            });
         }
+        self.overrides = overrides.clone();
+        Ok(self)
     }
 
     pub fn builtin() -> Result<Self, ConfigError> {
@@ -141,6 +178,8 @@ impl Loaded {
             base_dir,
             text: Arc::from(text),
             path: None,
+            source: Source::BuiltIn,
+            overrides: Overrides::default(),
         })
     }
 
