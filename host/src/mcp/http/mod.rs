@@ -12,6 +12,7 @@
 
 mod access;
 mod cancel;
+mod message;
 mod setup;
 
 use std::net::SocketAddr;
