@@ -125,3 +125,75 @@ async fn a_clients_late_cancellation_does_not_stop_another_clients_call_with_the
             .await
     );
 }
+
+/// A server that closes silent connections after `header_timeout` and
+/// holds at most 40 connections, 20 per address before it has seen a
+/// request.
+async fn bounded_server(mock: &Mock, header_timeout: &str) -> (ConfigFile, HttpServer) {
+    let config = write_config(&config(
+        mock,
+        &format!(
+            "\n[http]\nheader_timeout = \"{header_timeout}\"\nmax_connections = 40\nmax_connections_per_peer = 20\n"
+        ),
+    ));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    (config, server)
+}
+
+/// Waits (up to 10 s) for the server to close `socket`; says whether it did.
+async fn closed_by_server(socket: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0u8; 1];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(10), socket.read(&mut byte)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_connections_cannot_lock_out_an_authenticated_call() {
+    let mock = Mock::start().await;
+    // Long enough that only the connection limits can close anything here.
+    let (_config, server) = bounded_server(&mock, "10min").await;
+    let addr = server.origin().trim_start_matches("http://").to_owned();
+    let mut idle = Vec::new();
+    for _ in 0..120 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    let answered = tokio::time::timeout(
+        Duration::from_secs(10),
+        server.post(Some(TOKEN), &list_tools(1)).send(),
+    )
+    .await
+    .expect("an authenticated call answers while idle sockets are open")
+    .unwrap();
+    assert_eq!(answered.status(), 200);
+    assert!(!messages(answered).await.is_empty());
+    // All but the 20 newest of one address were closed to stay in bounds.
+    let mut closed = 0;
+    for socket in &mut idle[..100] {
+        closed += usize::from(closed_by_server(socket).await);
+    }
+    assert_eq!(closed, 100, "the oldest idle connections were closed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_that_sends_no_request_is_closed_after_the_header_timeout() {
+    let mock = Mock::start().await;
+    let (_config, server) = bounded_server(&mock, "1s").await;
+    let addr = server.origin().trim_start_matches("http://").to_owned();
+    let mut silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    assert!(
+        closed_by_server(&mut silent).await,
+        "a silent connection is closed"
+    );
+    // One that stops halfway through its request head, too.
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    tokio::io::AsyncWriteExt::write_all(&mut slow, b"POST /mcp HTTP/1.1\r\nHost: 127")
+        .await
+        .unwrap();
+    assert!(
+        closed_by_server(&mut slow).await,
+        "a slow connection is closed"
+    );
+}

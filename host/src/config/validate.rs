@@ -154,6 +154,16 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         MAX_TIMEOUT,
     )?;
 
+    let http = &config.http;
+    duration("http.header_timeout", http.header_timeout, MAX_TIMEOUT)?;
+    count("http.max_connections", http.max_connections, 1, 1 << 20)?;
+    count(
+        "http.max_connections_per_peer",
+        http.max_connections_per_peer,
+        1,
+        http.max_connections,
+    )?;
+
     let store = &config.store;
     for (key, zero) in [
         ("store.max_runs", store.max_runs == 0),
