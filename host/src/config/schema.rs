@@ -57,7 +57,7 @@ pub struct Limits {
     pub run_ttl: Duration,
     /// How long an MCP task lives: a run still working after this is
     /// stopped and failed, and a finished task stays readable (`tasks/get`)
-    /// for this long again. Keep it above the longest `run_timeout`.
+    /// for this long again. Must exceed the longest `run_timeout` by 30 s.
     #[serde(with = "humantime_serde")]
     pub task_ttl: Duration,
     /// The most one run may spend, in USD; none means no ceiling. A call
