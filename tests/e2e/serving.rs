@@ -72,7 +72,7 @@ fn hanging(mock: &Mock) -> ConfigFile {
     for model in PANEL {
         mock.script(model, [Step::Hang]);
     }
-    write_config(&config(&mock, "").replace(
+    write_config(&config(mock, "").replace(
         "[providers.mock]\n",
         "[providers.mock]\nmax_concurrency = 16\n",
     ))
