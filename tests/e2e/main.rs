@@ -32,6 +32,7 @@ mod scaffold;
 mod schema;
 mod secrets;
 mod selectors;
+mod serving;
 mod stragglers;
 mod strategies;
 mod streaming;

@@ -186,29 +186,21 @@ async fn cancelling_a_task_stops_its_run_and_upstream_calls() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_task_does_not_outlive_its_configured_ttl() {
+async fn a_task_ttl_shorter_than_a_run_is_refused_at_startup() {
     let mock = Mock::start().await;
-    for model in PANEL {
-        mock.script(model, [Step::Hang]);
-    }
-    let config = config(&mock, "").replace(
+    let config = write_config(&config(&mock, "").replace(
         "run_timeout = \"20s\"",
         "run_timeout = \"20s\"\ntask_ttl = \"1s\"",
-    );
-    let mut raw = Raw::start(&config).await;
-    raw.send(call(1)).await;
-    let (created, _) = raw.response(&json!(1)).await;
-    assert_eq!(created["result"]["ttlMs"], 1000);
-    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
-    let state = poll_until(&mut raw, &task, Duration::from_secs(10), |t| {
-        t["status"] != "working"
-    })
-    .await;
-    assert_eq!(state["status"], "failed", "{state}");
+    ));
+    let output = command(&["check", "--config", config.path.to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        mock.wait_until(Duration::from_secs(5), |m| m.in_flight() == 0)
-            .await,
-        "an expired task's run is stopped"
+        stderr.contains("limits.task_ttl") && stderr.contains("limits.run_timeout"),
+        "{stderr}"
     );
 }
 

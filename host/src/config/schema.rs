@@ -28,6 +28,9 @@ pub struct Config {
     pub fan_out: FanOut,
     #[serde(default)]
     pub store: Store,
+    /// How `chorus serve --http` treats connections.
+    #[serde(default)]
+    pub http: Http,
     pub providers: BTreeMap<String, Provider>,
     /// In the order written: selectors that prefer earlier models see it.
     #[serde(default)]
@@ -54,7 +57,7 @@ pub struct Limits {
     pub run_ttl: Duration,
     /// How long an MCP task lives: a run still working after this is
     /// stopped and failed, and a finished task stays readable (`tasks/get`)
-    /// for this long again. Keep it above the longest `run_timeout`.
+    /// for this long again. Must exceed the longest `run_timeout` by 30 s.
     #[serde(with = "humantime_serde")]
     pub task_ttl: Duration,
     /// The most one run may spend, in USD; none means no ceiling. A call
@@ -96,6 +99,34 @@ impl Default for Cache {
         Self {
             enabled: true,
             dir: None,
+        }
+    }
+}
+
+/// Connections to `chorus serve --http` (read at startup).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Http {
+    /// A connection that sends no complete request head within this long
+    /// (after connecting, or between requests) is closed.
+    #[serde(with = "humantime_serde")]
+    pub header_timeout: Duration,
+    /// Connections open at once. When full, the oldest connection that has
+    /// not yet made an accepted request is closed for a new one; capped
+    /// below the process's descriptor limit, with a margin for the store,
+    /// upstream requests and plugins.
+    pub max_connections: usize,
+    /// Connections from one address that have not yet made an accepted
+    /// request; past it, that address's oldest such connection is closed.
+    pub max_connections_per_peer: usize,
+}
+
+impl Default for Http {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(5),
+            max_connections: 512,
+            max_connections_per_peer: 64,
         }
     }
 }

@@ -464,3 +464,24 @@ fn the_store_section_has_defaults_and_checked_bounds() {
         assert!(error.message.contains(message), "{error}");
     }
 }
+
+#[test]
+fn a_task_ttl_shorter_than_a_run_is_refused_naming_both_keys() {
+    let limits = |text: &str| format!("[limits]\n{text}\n{MINIMAL}");
+    let error = parse(&limits("run_timeout = \"1h\"")).unwrap_err();
+    assert_eq!(error.key, "limits.task_ttl");
+    let shown = error.to_string();
+    assert!(shown.contains("limits.run_timeout"), "{shown}");
+    let error = parse(&MINIMAL.replace(
+        "synthesizer = \"y\"",
+        "synthesizer = \"y\"\nrun_timeout = \"2h\"",
+    ))
+    .unwrap_err();
+    assert_eq!(error.key, "limits.task_ttl");
+    assert!(
+        error.to_string().contains("pipelines.ask.run_timeout"),
+        "{error}"
+    );
+    assert!(parse(&limits("run_timeout = \"1h\"\ntask_ttl = \"61m\"")).is_ok());
+    assert!(parse(MINIMAL).is_ok(), "the defaults fit");
+}

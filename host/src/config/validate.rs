@@ -154,6 +154,16 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         MAX_TIMEOUT,
     )?;
 
+    let http = &config.http;
+    duration("http.header_timeout", http.header_timeout, MAX_TIMEOUT)?;
+    count("http.max_connections", http.max_connections, 1, 1 << 20)?;
+    count(
+        "http.max_connections_per_peer",
+        http.max_connections_per_peer,
+        1,
+        http.max_connections,
+    )?;
+
     let store = &config.store;
     for (key, zero) in [
         ("store.max_runs", store.max_runs == 0),
@@ -441,6 +451,25 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
             )?;
         }
         let run_timeout = pipeline.run_timeout.unwrap_or(limits.run_timeout);
+        // A task that expires mid-run is failed ("task expired") while its
+        // run is recorded as cancelled: the task must outlive every run.
+        if limits.task_ttl < run_timeout + TASK_TTL_MARGIN {
+            let run_key = match pipeline.run_timeout {
+                Some(_) => format!("pipelines.{name}.run_timeout"),
+                None => "limits.run_timeout".to_owned(),
+            };
+            return Err((
+                "limits.task_ttl".into(),
+                format!(
+                    "is {}, shorter than {run_key} ({}) plus {} to finish: an MCP task would expire while its run works; \
+                     set limits.task_ttl to at least {}, or shorten {run_key}",
+                    show_duration(limits.task_ttl),
+                    show_duration(run_timeout),
+                    show_duration(TASK_TTL_MARGIN),
+                    show_duration(run_timeout + TASK_TTL_MARGIN),
+                ),
+            ));
+        }
         let (reserve_key, reserve) = match pipeline.fan_out.merge_reserve {
             Some(r) => (format!("pipelines.{name}.fan_out.merge_reserve"), r),
             None => (
@@ -476,6 +505,9 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
     }
     Ok(())
 }
+
+/// How much longer than the longest run an MCP task must live.
+const TASK_TTL_MARGIN: Duration = Duration::from_secs(30);
 
 fn count(key: &str, value: usize, min: usize, max: usize) -> Result<(), Invalid> {
     if value < min || value > max {

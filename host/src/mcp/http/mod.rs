@@ -5,6 +5,8 @@
 //!
 //! - [`access`]: the Host and Origin checks and the bearer token;
 //! - [`cancel`]: `notifications/cancelled` from pre-2026 clients;
+//! - [`listen`]: accepting connections, with a header timeout and limits;
+//! - [`message`]: what a POST carries, and errors for what is no message;
 //! - [`setup`]: the listen address and what it takes to listen there (a
 //!   token for anything but loopback);
 //! - here: the routes, and the shutdown on SIGINT/SIGTERM — every run
@@ -12,9 +14,10 @@
 
 mod access;
 mod cancel;
+mod listen;
+mod message;
 mod setup;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,18 +56,18 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options) -> anyhow::Result<()> 
     let max_body =
         (chorus.runner().loaded.config.limits.max_prompt_bytes * 4).max(MIN_REQUEST_BYTES);
     let session = Session::new();
-    let server = Server::new(chorus, session.clone());
+    let server = Server::new(chorus.clone(), session.clone());
     let stop = CancellationToken::new();
     let app = router(server.clone(), &options, max_body);
     eprintln!("chorus: serving MCP at http://{local}{PATH}");
     eprintln!("chorus: {}", options.describe());
     tokio::spawn(on_signal(stop.clone()));
 
-    let serving = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(stop.clone().cancelled_owned());
+    let bounds = listen::Bounds::new(
+        &chorus.runner().loaded.config.http,
+        listen::descriptor_limit(),
+    );
+    let serving = listen::serve(listener, app, bounds, stop.clone());
     let stopped = async {
         stop.cancelled().await;
         // Each call and task watches the session: every upstream request
@@ -74,7 +77,7 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options) -> anyhow::Result<()> 
         tokio::time::sleep(SHUTDOWN_GRACE).await;
     };
     tokio::select! {
-        served = serving => served.context("the HTTP server failed")?,
+        () = serving => {}
         () = stopped => tracing::warn!("connections still open {SHUTDOWN_GRACE:?} after shutdown began; closing them"),
     }
     eprintln!("chorus: stopped");

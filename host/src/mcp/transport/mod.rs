@@ -37,6 +37,8 @@ use wire::Parsed;
 /// Longest line accepted from the client.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 /// How long closing waits for queued messages to be written.
+/// Messages queued for stdout at most; past it, reading stdin waits.
+const OUTBOX: usize = 64;
 const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One client connection's life. Ends when the client goes away; every run
@@ -88,7 +90,7 @@ pub struct LineTransport<R> {
     /// to rmcp until it is, so a client that pipelines its first requests
     /// gets the handshake's answer first.
     handshake: Arc<watch::Sender<Option<RequestId>>>,
-    outbox: mpsc::UnboundedSender<Outgoing>,
+    outbox: mpsc::Sender<Outgoing>,
     writer: Option<tokio::task::JoinHandle<()>>,
     session: Session,
 }
@@ -104,7 +106,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> LineTransport<R> {
         writer: W,
         session: Session,
     ) -> Self {
-        let (outbox, queue) = mpsc::unbounded_channel();
+        let (outbox, queue) = mpsc::channel(OUTBOX);
         let writer = tokio::spawn(write_all(writer, queue, session.clone()));
         Self {
             lines: BufReader::new(reader),
@@ -118,23 +120,27 @@ impl<R: AsyncRead + Unpin + Send + 'static> LineTransport<R> {
         }
     }
 
-    /// Queues `bytes` (one message) without waiting for the write.
-    fn queue(&self, mut bytes: Vec<u8>) {
+    /// Queues `bytes` (one message) without waiting for the write; waits
+    /// for room in the queue, so a client that sends faster than it reads
+    /// its answers is read no faster than they are written.
+    async fn queue(outbox: &mpsc::Sender<Outgoing>, mut bytes: Vec<u8>) {
         bytes.push(b'\n');
-        let _ = self.outbox.send(Outgoing {
-            bytes,
-            written: None,
-        });
+        let _ = outbox
+            .send(Outgoing {
+                bytes,
+                written: None,
+            })
+            .await;
     }
 
-    fn refuse(&self, error: &Value) {
+    async fn refuse(outbox: &mpsc::Sender<Outgoing>, error: &Value) {
         if let Ok(bytes) = serde_json::to_vec(error) {
-            self.queue(bytes);
+            Self::queue(outbox, bytes).await;
         }
     }
 
-    /// Gives rmcp our id for a request, or answers it here.
-    fn route(&self, message: ClientJsonRpcMessage) -> Option<ClientJsonRpcMessage> {
+    /// Gives rmcp our id for a request, or the refusal to answer it with.
+    fn route(&self, message: ClientJsonRpcMessage) -> Result<Option<ClientJsonRpcMessage>, Value> {
         let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
         match message {
             JsonRpcMessage::Request(mut request) => match ids.admit(&request.id) {
@@ -143,36 +149,37 @@ impl<R: AsyncRead + Unpin + Send + 'static> LineTransport<R> {
                         self.handshake.send_replace(Some(ours.clone()));
                     }
                     request.id = ours;
-                    Some(JsonRpcMessage::Request(request))
+                    Ok(Some(JsonRpcMessage::Request(request)))
                 }
                 None => {
                     drop(ids);
                     tracing::info!(id = %request.id, "refused a request reusing the id of one in flight");
-                    self.refuse(&wire::error(
+                    Err(wire::error(
                         Some(request.id.into_json_value()),
                         ErrorCode::INVALID_REQUEST,
                         "a request with this id is still in flight: use a new id for each request"
                             .into(),
-                    ));
-                    None
+                    ))
                 }
             },
             JsonRpcMessage::Notification(mut notification) => {
                 if let ClientNotification::CancelledNotification(cancelled) =
                     &mut notification.notification
                 {
-                    let theirs = cancelled.params.request_id.as_ref()?;
+                    let Some(theirs) = cancelled.params.request_id.as_ref() else {
+                        return Ok(None);
+                    };
                     match ids.cancel(theirs) {
                         Some(ours) => cancelled.params.request_id = Some(ours),
                         None => {
                             tracing::debug!(id = %theirs, "cancellation of a request not in flight");
-                            return None;
+                            return Ok(None);
                         }
                     }
                 }
-                Some(JsonRpcMessage::Notification(notification))
+                Ok(Some(JsonRpcMessage::Notification(notification)))
             }
-            other => Some(other),
+            other => Ok(Some(other)),
         }
     }
 
@@ -221,26 +228,25 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
         &mut self,
         item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), SendError>> + Send + 'static {
-        let queued = self.encode(item).map(|bytes| {
-            bytes.map(|bytes| {
-                let (written, done) = oneshot::channel();
-                let queued = self
-                    .outbox
-                    .send(Outgoing {
-                        bytes,
-                        written: Some(written),
-                    })
-                    .is_ok();
-                (queued, done)
-            })
-        });
+        let encoded = self.encode(item);
+        let outbox = self.outbox.clone();
         async move {
             let stopped = || SendError::Closed("the writer has stopped".into());
-            match queued? {
-                // The response to a request the client cancelled.
-                None => Ok(()),
-                Some((false, _)) => Err(stopped()),
-                Some((true, done)) => done
+            // None: the response to a request the client cancelled.
+            let Some(bytes) = encoded? else {
+                return Ok(());
+            };
+            let (written, done) = oneshot::channel();
+            let queued = outbox
+                .send(Outgoing {
+                    bytes,
+                    written: Some(written),
+                })
+                .await
+                .is_ok();
+            match queued {
+                false => Err(stopped()),
+                true => done
                     .await
                     .map_err(|_| stopped())?
                     .map_err(SendError::Closed),
@@ -273,29 +279,34 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
                     return None;
                 }
             };
-            let line = match line {
-                Ok(line) => line,
-                Err(size) => {
-                    self.refuse(&wire::error(
+            let line =
+                match line {
+                    Ok(line) => line,
+                    Err(size) => {
+                        Self::refuse(
+                        &self.outbox,
+                        &wire::error(
                         None,
                         ErrorCode::INVALID_REQUEST,
                         format!("a message of {size} bytes is over the limit of {MAX_LINE} bytes"),
-                    ));
-                    continue;
-                }
-            };
-            match wire::parse(&line) {
-                Parsed::Message(message) => {
-                    if let Some(message) = self.route(*message) {
-                        return Some(message);
+                    ),
+                    )
+                    .await;
+                        continue;
                     }
-                }
+                };
+            match wire::parse(&line) {
+                Parsed::Message(message) => match self.route(*message) {
+                    Ok(Some(message)) => return Some(message),
+                    Ok(None) => {}
+                    Err(refusal) => Self::refuse(&self.outbox, &refusal).await,
+                },
                 Parsed::Refuse(error) => {
                     tracing::info!(
                         "answered a malformed message: {}",
                         error["error"]["message"].as_str().unwrap_or_default()
                     );
-                    self.refuse(&error);
+                    Self::refuse(&self.outbox, &error).await;
                 }
                 Parsed::Skip(why) => tracing::debug!("ignored {why}"),
             }
@@ -304,7 +315,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
 
     async fn close(&mut self) -> Result<(), SendError> {
         // Closing the queue lets the writer finish what is queued and stop.
-        let (closed, _) = mpsc::unbounded_channel();
+        let (closed, _) = mpsc::channel(1);
         self.outbox = closed;
         // A client that keeps stdout open but stops reading must not keep
         // the process alive: give the last writes a moment, no more.
@@ -343,7 +354,7 @@ impl<R> LineTransport<R> {
 /// (the client is gone: the session ends).
 async fn write_all<W: AsyncWrite + Unpin>(
     mut writer: W,
-    mut queue: mpsc::UnboundedReceiver<Outgoing>,
+    mut queue: mpsc::Receiver<Outgoing>,
     session: Session,
 ) {
     while let Some(message) = queue.recv().await {

@@ -160,3 +160,28 @@ async fn a_line_read_in_part_survives_a_dropped_receive() {
     };
     assert_eq!(request.request.method(), "ping");
 }
+
+/// A client that floods malformed lines and reads none of the answers is
+/// read no further once the answers queue up: the queue is bounded.
+#[tokio::test(start_paused = true)]
+async fn a_client_that_does_not_read_its_answers_is_not_read_further() {
+    let mut pipes = pipes();
+    for _ in 0..4000 {
+        pipes.client_in.write_all(b"garbage\n").await.unwrap();
+    }
+    write(&mut pipes, request(json!(1))).await;
+    // Paused time advances only when every task waits: the timeout fires
+    // only if `receive` is stuck behind the full queue.
+    let stuck = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        pipes.transport.receive(),
+    )
+    .await;
+    assert!(stuck.is_err(), "every refusal was queued without bound");
+    // Once the client reads, the request gets through.
+    let drain =
+        tokio::spawn(async move { while let Ok(Some(_)) = pipes.client_out.next_line().await {} });
+    let next = pipes.transport.receive().await;
+    assert!(matches!(next, Some(JsonRpcMessage::Request(_))), "{next:?}");
+    drain.abort();
+}
