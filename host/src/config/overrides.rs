@@ -142,19 +142,7 @@ fn add_models(config: &mut Config, ids: &[&str]) -> Result<(), (String, String)>
                 ),
             ));
         }
-        config.models.insert(
-            (*id).to_owned(),
-            Model {
-                provider: None,
-                context_window: None,
-                input_price: None,
-                output_price: None,
-                max_output_tokens: None,
-                tags: Vec::new(),
-                supported_parameters: None,
-                params: toml::Table::new(),
-            },
-        );
+        config.models.insert((*id).to_owned(), Model::default());
     }
     Ok(())
 }

@@ -248,7 +248,7 @@ impl Default for Retry {
 }
 
 /// A model the plugins may use, and what chorus knows about it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Model {
     /// Which provider serves it; may be left out when there is one provider.
