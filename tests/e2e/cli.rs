@@ -94,9 +94,11 @@ async fn ask_json_prints_the_structured_result() {
         "q",
     ])
     .await;
-    assert_eq!(code, 1);
+    // A pipeline that does not exist is a usage error, found before any
+    // run: exit 2, naming the ones there are.
+    assert_eq!(code, 2);
     assert!(
-        stderr.contains("no pipeline named `nope` (available: ask)"),
+        stderr.contains("there is no pipeline `nope` (there are: ask)"),
         "{stderr}"
     );
 }

@@ -37,6 +37,11 @@ const CATALOG_TIMEOUT: Duration = Duration::from_secs(30);
 /// server that keeps the stream open (silent, or with keep-alives) must
 /// not turn it into a timeout.
 const FINISH_GRACE: Duration = Duration::from_secs(2);
+/// How long a stream that has sent everything the answer needs (finish and
+/// usage, or `[DONE]`) may take to end. Reading it to its end returns the
+/// connection to the pool for the next call; a server that holds it open
+/// costs this much, not the idle timeout.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
 /// Told the tokens (estimated) of answer and reasoning streamed so far by
 /// all of a call's attempts, as they arrive.
@@ -326,7 +331,7 @@ impl ProviderClient {
         };
         let mut grace_until: Option<tokio::time::Instant> = None;
         let mut closed = false;
-        while !assembler.has_all_it_needs() {
+        loop {
             let read = watch.bound(response.chunk());
             let chunk = match grace_until {
                 None => read
@@ -358,8 +363,14 @@ impl ProviderClient {
                 watch.token();
                 on_tokens(assembler.tokens());
             }
-            if grace_until.is_none() && assembler.is_finished() {
-                grace_until = Some(tokio::time::Instant::now() + FINISH_GRACE);
+            if assembler.is_finished() {
+                let grace = if assembler.has_all_it_needs() {
+                    DRAIN_GRACE
+                } else {
+                    FINISH_GRACE
+                };
+                let until = tokio::time::Instant::now() + grace;
+                grace_until = Some(grace_until.map_or(until, |u| u.min(until)));
             }
         }
         if closed {
