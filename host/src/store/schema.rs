@@ -131,21 +131,30 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// A connection to the existing store at `path` (`flags`: read-write or
+/// read-only), waiting `BUSY_TIMEOUT` for a writer's lock.
+fn connect(path: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX).map_err(
+        |e| StoreError::Open {
+            path: path.to_owned(),
+            message: e.to_string(),
+        },
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|source| StoreError::Sqlite {
+            path: path.to_owned(),
+            source,
+        })?;
+    Ok(conn)
+}
+
 /// A second connection to an open store, for reading.
 pub fn open_reader(path: &Path) -> Result<Connection, StoreError> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| StoreError::Open {
-        path: path.to_owned(),
-        message: e.to_string(),
-    })?;
+    let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
     let sqlite = |source| StoreError::Sqlite {
         path: path.to_owned(),
         source,
     };
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
     conn.pragma_update(None, "query_only", true)
         .map_err(sqlite)?;
     Ok(conn)
@@ -159,15 +168,7 @@ pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
         path: path.to_owned(),
         source,
     };
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| StoreError::Open {
-        path: path.to_owned(),
-        message: e.to_string(),
-    })?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+    let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
     let found: i64 = conn
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .map_err(sqlite)?;
