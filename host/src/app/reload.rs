@@ -57,6 +57,16 @@ impl Chorus {
             let mut loaded = Loaded::from_file(&path)?.with_overrides(&old.loaded.overrides)?;
             loaded.source = old.loaded.source.clone();
             let need_restart = keep_restart_only(&old.loaded.config, &mut loaded.config);
+            // A longer run_timeout must still fit the task expiry in effect.
+            loaded.check_again().map_err(|mut e| {
+                if need_restart.iter().any(|k| *k == e.key) {
+                    e.message.push_str(&format!(
+                        " ({} takes effect only at a restart: the value in effect was kept)",
+                        e.key
+                    ));
+                }
+                e
+            })?;
             let same = loaded.config == old.loaded.config && loaded.base_dir == old.loaded.base_dir;
             // The same text can still name plugin files that changed: build
             // anyway (unchanged plugins are taken over as they are).
@@ -313,6 +323,24 @@ mod tests {
         let rebuilt = diff(&old, &map(&[("a", 2), ("b", 1), ("c", 1)]), |x, y| x == y)
             .describe("plugins", "rebuilt");
         assert_eq!(rebuilt.as_deref(), Some("plugins rebuilt: a"));
+    }
+
+    #[test]
+    fn a_reload_whose_run_timeout_outgrows_the_task_ttl_in_effect_is_refused() {
+        let base = Loaded::builtin().unwrap();
+        let mut new = base.clone();
+        // Both raised: valid as a file, but task_ttl only changes at a restart.
+        new.config.limits.run_timeout = base.config.limits.task_ttl * 2;
+        new.config.limits.task_ttl = base.config.limits.task_ttl * 3;
+        for pipeline in new.config.pipelines.values_mut() {
+            pipeline.run_timeout = None;
+        }
+        new.check_again().unwrap();
+        let named = keep_restart_only(&base.config, &mut new.config);
+        assert_eq!(named, ["limits.task_ttl"]);
+        let error = new.check_again().unwrap_err();
+        assert_eq!(error.key, "limits.task_ttl");
+        assert!(error.message.contains("limits.run_timeout"), "{error}");
     }
 
     #[test]

@@ -97,6 +97,13 @@ impl Loaded {
         Ok(Self { source, ..loaded })
     }
 
+    /// Checks the configuration again after it was changed in memory (a
+    /// reload that keeps what only a restart can change): the rest must
+    /// still fit what was kept.
+    pub fn check_again(&self) -> Result<(), ConfigError> {
+        validate::validate(&self.config).map_err(|(key, message)| self.error(key, message))
+    }
+
     /// Applies what the command line and environment say (see
     /// [`Overrides`]), then checks the result as a file is checked.
     pub fn with_overrides(mut self, overrides: &Overrides) -> Result<Self, ConfigError> {
