@@ -59,7 +59,7 @@ impl Chorus {
             let need_restart = keep_restart_only(&old.loaded.config, &mut loaded.config);
             // A longer run_timeout must still fit the task expiry in effect.
             loaded.check_again().map_err(|mut e| {
-                if need_restart.iter().any(|k| *k == e.key) {
+                if need_restart.contains(&e.key) {
                     e.message.push_str(&format!(
                         " ({} takes effect only at a restart: the value in effect was kept)",
                         e.key
