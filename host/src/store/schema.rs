@@ -164,14 +164,22 @@ pub fn open_reader(path: &Path) -> Result<Connection, StoreError> {
 /// no migration), so a store the user cannot write can still be read. A
 /// store of an older schema is brought up to date first, which does write.
 pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
-    let sqlite = |source| StoreError::Sqlite {
-        path: path.to_owned(),
-        source,
-    };
     let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    if schema_version(&conn, path)? < version() {
+        drop(open(path)?);
+    }
+    Ok(conn)
+}
+
+/// The schema version of the store `conn` is open on; a version newer
+/// than this chorus knows is refused (an older chorus must not write it).
+fn schema_version(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
     let found: i64 = conn
         .pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(sqlite)?;
+        .map_err(|source| StoreError::Sqlite {
+            path: path.to_owned(),
+            source,
+        })?;
     if found > version() {
         return Err(StoreError::NewerSchema {
             path: path.to_owned(),
@@ -179,10 +187,7 @@ pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
             known: version(),
         });
     }
-    if found < version() {
-        drop(open(path)?);
-    }
-    Ok(conn)
+    Ok(found)
 }
 
 fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
@@ -193,16 +198,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(sqlite)?;
-    let found: i64 = tx
-        .pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(sqlite)?;
-    if found > version() {
-        return Err(StoreError::NewerSchema {
-            path: path.to_owned(),
-            found,
-            known: version(),
-        });
-    }
+    let found = schema_version(&tx, path)?;
     for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
         tx.execute_batch(migration).map_err(sqlite)?;
     }
