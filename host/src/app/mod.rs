@@ -23,7 +23,7 @@ use crate::config::{ConfigError, Loaded};
 use crate::pipeline::follow_up::{MAX_TURNS, NOT_KEPT, TOO_LONG};
 use crate::pipeline::{Conversation, Merger, Progress, RunError, Runner, Turn, events, options};
 use crate::record::{AnswerKind, RunRecord, RunStatus, StoredRun};
-use crate::store::{Exchange, Links, Lookup, Page, Query, Recorder, Store, StoreError};
+use crate::store::{CallLookup, Exchange, Links, Lookup, Page, Query, Recorder, Store, StoreError};
 
 pub struct Chorus {
     /// The runner new runs use; replaced whole by a reload, announced to
@@ -163,6 +163,19 @@ impl Chorus {
     ) -> Result<Lookup<StoredRun>, StoreError> {
         let (store, id) = (self.store.clone(), id.to_owned());
         tokio::task::spawn_blocking(move || store.find(&id, with_requests))
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?
+    }
+
+    /// Call `call_id` of the run `run_id` (in full), read on its own.
+    pub async fn find_call(
+        &self,
+        run_id: &str,
+        call_id: u32,
+        with_request: bool,
+    ) -> Result<CallLookup, StoreError> {
+        let (store, run_id) = (self.store.clone(), run_id.to_owned());
+        tokio::task::spawn_blocking(move || store.call(&run_id, call_id, with_request))
             .await
             .map_err(|e| StoreError::Unavailable(e.to_string()))?
     }

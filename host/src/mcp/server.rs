@@ -226,7 +226,10 @@ impl ServerHandler for Server {
         request: GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        self.tasks.get(&request.task_id).map(GetTaskResult::new)
+        self.tasks
+            .get(&self.chorus, &request.task_id)
+            .await
+            .map(GetTaskResult::new)
     }
 
     async fn cancel_task(
