@@ -31,6 +31,11 @@ pub struct Server {
 }
 
 impl Server {
+    /// The chorus this server serves.
+    pub fn chorus(&self) -> &Arc<Chorus> {
+        &self.chorus
+    }
+
     pub fn new(chorus: Arc<Chorus>, session: Session) -> Self {
         let tasks = Tasks::new(chorus.runner().loaded.config.limits.task_ttl);
         Self {
