@@ -26,6 +26,34 @@ use crate::pipeline::{Conversation, Merger, Progress, RunError, Runner, Turn, ev
 use crate::record::{AnswerKind, RunRecord, RunStatus, StoredRun};
 use crate::store::{CallLookup, Exchange, Links, Lookup, Page, Query, Recorder, Store, StoreError};
 
+/// The log target of the audit lines: one per run, one per refused HTTP
+/// request; on by default when serving.
+pub const AUDIT: &str = "chorus::audit";
+
+/// A run's audit line: what ran, how it ended, what it cost. Never the
+/// prompt or the answer.
+fn audit(run_id: Option<&str>, outcome: &Result<Arc<RunRecord>, RunError>) {
+    match outcome {
+        Ok(record) => tracing::info!(
+            target: AUDIT,
+            run = %record.run_id,
+            pipeline = %record.pipeline,
+            kind = %record.kind.as_str(),
+            cost_usd = record.usage.cost_usd,
+            cost_estimated = record.usage.cost_estimated,
+            duration_ms = record.elapsed_ms,
+            calls = record.calls.len(),
+            "run ended"
+        ),
+        Err(error) => tracing::info!(
+            target: AUDIT,
+            run = run_id.unwrap_or("-"),
+            error = %error,
+            "run failed"
+        ),
+    }
+}
+
 pub struct Chorus {
     /// The runner new runs use; replaced whole by a reload, announced to
     /// every subscriber.
@@ -210,6 +238,7 @@ impl Chorus {
     ) -> Result<Arc<RunRecord>, RunError> {
         let outcome = outcome.map(Arc::new);
         flight.end(&outcome);
+        audit(recorder.run_id(), &outcome);
         let written = recorder
             .finish(outcome.as_ref().map_err(ToString::to_string))
             .await;
