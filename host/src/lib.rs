@@ -2,7 +2,7 @@
 //! answers, with the strategy decisions made by WebAssembly plugins.
 //!
 //! Dependencies point one way:
-//! `cli`/`mcp` -> `app` -> {`pipeline`, `store`}; `store` watches `pipeline`'s events;
+//! `cli`/`mcp`/`web` -> `app` -> {`pipeline`, `store`}; `store` watches `pipeline`'s events;
 //! `pipeline` -> {`plugins`, `llm`} -> `config`; everything may use `record`,
 //! the leaf that describes a run, and `text`, the leaf that cuts strings.
 
@@ -17,3 +17,4 @@ pub mod plugins;
 pub mod record;
 pub mod store;
 pub mod text;
+pub mod web;

@@ -32,6 +32,9 @@ pub struct Chorus {
     pub store: Store,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
+    /// Moves on each event of each run this process makes (but streamed
+    /// tokens): the run viewer reads a run in flight again when it does.
+    moved: watch::Sender<u64>,
 }
 
 impl Chorus {
@@ -44,6 +47,7 @@ impl Chorus {
             current: watch::Sender::new(Arc::new(runner)),
             store,
             reloading: tokio::sync::Mutex::new(()),
+            moved: watch::Sender::new(0),
         })
     }
 
@@ -56,6 +60,22 @@ impl Chorus {
     /// changed tool list from it).
     pub fn changes(&self) -> watch::Receiver<Arc<Runner>> {
         self.current.subscribe()
+    }
+
+    /// Sees every run of this process move (see `moved`).
+    pub fn moves(&self) -> watch::Receiver<u64> {
+        self.moved.subscribe()
+    }
+
+    /// The watcher that moves `moved`; after the recorder, so what it
+    /// announces has been sent to the store.
+    fn mover(&self) -> Progress {
+        let moved = self.moved.clone();
+        Arc::new(move |event| {
+            if !matches!(event, events::Event::CallTokens { .. }) {
+                moved.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        })
     }
 
     /// Finds the configuration the way every command does, and loads it.
@@ -84,7 +104,7 @@ impl Chorus {
         };
         let runner = self.runner();
         let mut recorder = self.store.recorder(links, runner.time_limit(pipeline));
-        let progress = events::fan(vec![recorder.watcher(), progress]);
+        let progress = events::fan(vec![recorder.watcher(), self.mover(), progress]);
         let outcome = runner
             .run_continuing(pipeline, prompt, options, conversation, progress)
             .await;
@@ -104,7 +124,7 @@ impl Chorus {
         let mut recorder = self
             .store
             .recorder(Links::default(), runner.time_limit(&name));
-        let progress = events::fan(vec![recorder.watcher(), progress]);
+        let progress = events::fan(vec![recorder.watcher(), self.mover(), progress]);
         let outcome = runner.ask_model(model, prompt, progress).await;
         self.keep(&mut recorder, outcome).await
     }
@@ -140,7 +160,7 @@ impl Chorus {
         };
         let runner = self.runner();
         let mut recorder = self.store.recorder(links, runner.time_limit(limit_of));
-        let progress = events::fan(vec![recorder.watcher(), progress]);
+        let progress = events::fan(vec![recorder.watcher(), self.mover(), progress]);
         let outcome = runner
             .resynthesize(&source, &merger, conversation, progress)
             .await
