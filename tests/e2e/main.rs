@@ -40,3 +40,4 @@ mod tasks;
 mod timeouts;
 mod toolchains;
 mod upstream;
+mod viewer;

@@ -212,7 +212,7 @@ fn body(
 fn member_card(i: usize, member: &StoredCall) -> Markup {
     let call = &member.call;
     html! {
-        section class="member" id=(format!("member-{i}")) aria-label=(call.label) {
+        section class="member" id=(format!("member-{i}")) aria-label=(call.label) data-model=(call.model) {
             h3 { (call.label) @if call.label != call.model { " " span class="muted" { "(" (call.model) ")" } } }
             ul class="facts" {
                 li { span class=(format!("badge {}", call.status)) { (call.status) } }

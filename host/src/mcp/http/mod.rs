@@ -60,7 +60,8 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options, pages: Router) -> anyh
     let server = Server::new(chorus.clone(), session.clone());
     let stop = CancellationToken::new();
     let app = router(server.clone(), &options, max_body, pages);
-    eprintln!("chorus: serving MCP at http://{local}{PATH}, the run viewer at http://{local}/");
+    eprintln!("chorus: serving MCP at http://{local}{PATH}");
+    eprintln!("chorus: the run viewer is at http://{local}/");
     eprintln!("chorus: {}", options.describe());
     tokio::spawn(on_signal(stop.clone()));
 
