@@ -117,6 +117,19 @@ with sync_playwright() as p:
     check(page.locator(f"a[href='/runs/{new_run}']").count() == 1, "the source does not link its re-synthesis")
     check(not dialogs and not errors, f"dialogs {dialogs}, errors {errors}")
 
+    # The pictures in the README, when asked for (CHORUS_SCREENSHOTS=DIR).
+    if args.get("screenshots"):
+        shots = args["screenshots"]
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.goto(f"{origin}/runs/{run}")
+        page.screenshot(path=f"{shots}/viewer-run.png", full_page=True)
+        page.goto(f"{origin}/")
+        page.screenshot(path=f"{shots}/viewer-runs.png")
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.goto(f"{origin}/runs/{run}")
+        page.locator(".member-tabs").scroll_into_view_if_needed()
+        page.screenshot(path=f"{shots}/viewer-run-phone.png")
+
     # Nothing the user's browser asked for left this server.
     strays = [url for url in requests if not url.startswith(origin + "/")]
     check(not strays, f"requests left 127.0.0.1: {strays}")

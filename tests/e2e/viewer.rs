@@ -11,6 +11,9 @@
 //! Playwright and axe-core (pinned in tests/browser/) on first use. Without
 //! chromium it is skipped, saying so — unless `CHORUS_REQUIRE_BROWSER=1`
 //! (set by .ci/run, which installs it), which makes that a failure.
+//!
+//! The README's pictures of the viewer are made here, from these runs:
+//! `CHORUS_SCREENSHOTS=docs/images cargo test --test e2e viewer::the_run_viewer_in_a_real_browser`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -102,7 +105,11 @@ async fn the_viewer_sends_its_security_headers_and_refuses_strangers() {
     mock.script(SYNTH, [Step::answer("merged")]);
     let config = viewer_config(&mock);
     let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
-    let response = server.post(Some(TOKEN), &tool_call(1, "ask", "headers question")).send().await.unwrap();
+    let response = server
+        .post(Some(TOKEN), &tool_call(1, "ask", "headers question"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
     let _ = response.text().await;
     let id = run_id_of(&server, "headers").await;
@@ -112,23 +119,46 @@ async fn the_viewer_sends_its_security_headers_and_refuses_strangers() {
         .unwrap();
     let origin = server.origin();
 
-    let page = client.get(format!("{origin}/runs/{id}")).bearer_auth(TOKEN).send().await.unwrap();
+    let page = client
+        .get(format!("{origin}/runs/{id}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(page.status(), 200);
-    let csp = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
-    assert!(csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"), "{csp}");
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        csp.contains("default-src 'self'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
     assert!(!csp.contains("unsafe-inline"), "{csp}");
     assert_eq!(page.headers()["x-content-type-options"], "nosniff");
     let html = page.text().await.unwrap();
-    assert!(html.contains("headers question") && html.contains("merged"), "{html}");
+    assert!(
+        html.contains("headers question") && html.contains("merged"),
+        "{html}"
+    );
     assert!(!html.contains("<script>"), "no inline script: {html}");
 
     // Without the token: sent to sign in; with a wrong one: refused.
     let anonymous = client.get(format!("{origin}/")).send().await.unwrap();
     assert_eq!(anonymous.status(), 303);
     assert_eq!(anonymous.headers()["location"], "/sign-in");
-    let wrong = client.get(format!("{origin}/")).bearer_auth("wrong").send().await.unwrap();
+    let wrong = client
+        .get(format!("{origin}/"))
+        .bearer_auth("wrong")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(wrong.status(), 401);
-    let wrong = client.get(format!("{origin}/sign-in?token=wrong")).send().await.unwrap();
+    let wrong = client
+        .get(format!("{origin}/sign-in?token=wrong"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(wrong.status(), 401);
     assert!(wrong.headers().get("set-cookie").is_none());
     // A Host this server does not go by (DNS rebinding), and a POST from
@@ -154,12 +184,27 @@ async fn the_viewer_sends_its_security_headers_and_refuses_strangers() {
     // Signed in with the server's token: a session cookie, HttpOnly and
     // SameSite=Strict; a POST with it but without the page's CSRF token
     // is refused.
-    let signed_in = client.get(format!("{origin}/sign-in?token={TOKEN}")).send().await.unwrap();
+    let signed_in = client
+        .get(format!("{origin}/sign-in?token={TOKEN}"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(signed_in.status(), 303);
-    let cookie = signed_in.headers()["set-cookie"].to_str().unwrap().to_owned();
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    let cookie = signed_in.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     let session = cookie.split(';').next().unwrap().to_owned();
-    let list = client.get(format!("{origin}/")).header("cookie", &session).send().await.unwrap();
+    let list = client
+        .get(format!("{origin}/"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(list.status(), 200);
     let no_csrf = client
         .post(format!("{origin}/runs/{id}/resynthesize"))
@@ -169,7 +214,11 @@ async fn the_viewer_sends_its_security_headers_and_refuses_strangers() {
         .await
         .unwrap();
     assert_eq!(no_csrf.status(), 403);
-    assert_eq!(mock.requests_for(SYNTH).len(), 1, "nothing was re-synthesized");
+    assert_eq!(
+        mock.requests_for(SYNTH).len(),
+        1,
+        "nothing was re-synthesized"
+    );
 
     // The export is the run as JSON, every request included.
     let export = client
@@ -181,7 +230,10 @@ async fn the_viewer_sends_its_security_headers_and_refuses_strangers() {
     let run: serde_json::Value = export.json().await.unwrap();
     assert_eq!(run["run_id"], id.as_str());
     assert!(run["calls"][0]["request"].is_object(), "{run}");
-    assert!(!server.stderr().contains(TOKEN), "the token is never logged");
+    assert!(
+        !server.stderr().contains(TOKEN),
+        "the token is never logged"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -192,12 +244,21 @@ async fn chorus_ui_prints_a_sign_in_link_that_works_once() {
     }
     mock.script(SYNTH, [Step::answer("merged")]);
     let config = viewer_config(&mock);
-    let ask = command(&["ask", "--config", config.path.to_str().unwrap(), "ui question"])
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    assert!(ask.status.success(), "{}", String::from_utf8_lossy(&ask.stderr));
+    let ask = command(&[
+        "ask",
+        "--config",
+        config.path.to_str().unwrap(),
+        "ui question",
+    ])
+    .stdin(Stdio::null())
+    .output()
+    .await
+    .unwrap();
+    assert!(
+        ask.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ask.stderr)
+    );
 
     let mut ui = command(&["ui", "--config", config.path.to_str().unwrap()])
         .env_remove("CHORUS_TOKEN")
@@ -213,20 +274,42 @@ async fn chorus_ui_prints_a_sign_in_link_that_works_once() {
         .expect("chorus ui prints its link")
         .unwrap()
         .expect("a line");
-    assert!(link.starts_with("http://127.0.0.1:") && link.contains("/sign-in?token="), "{link}");
+    assert!(
+        link.starts_with("http://127.0.0.1:") && link.contains("/sign-in?token="),
+        "{link}"
+    );
     let origin = link[..link.find("/sign-in").unwrap()].to_owned();
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
 
-    assert_eq!(client.get(format!("{origin}/")).send().await.unwrap().status(), 303);
+    assert_eq!(
+        client
+            .get(format!("{origin}/"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        303
+    );
     let first = client.get(&link).send().await.unwrap();
     assert_eq!(first.status(), 303);
-    let session = first.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let session = first.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
     let again = client.get(&link).send().await.unwrap();
     assert_eq!(again.status(), 401, "the link works once");
-    let list = client.get(format!("{origin}/")).header("cookie", &session).send().await.unwrap();
+    let list = client
+        .get(format!("{origin}/"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(list.status(), 200);
     assert!(list.text().await.unwrap().contains("ui question"));
     ui.kill().await.unwrap();
@@ -273,7 +356,10 @@ async fn the_run_viewer_in_a_real_browser() {
     let config = viewer_config(&mock);
     let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
     let response = server
-        .post(Some(TOKEN), &tool_call(1, "ask", "What is the capital of France?"))
+        .post(
+            Some(TOKEN),
+            &tool_call(1, "ask", "What is the capital of France?"),
+        )
         .send()
         .await
         .unwrap();
@@ -297,6 +383,8 @@ async fn the_run_viewer_in_a_real_browser() {
         "hostile": HOSTILE,
         "chromium": CHROMIUM,
         "axe": tools.join("node_modules/axe-core/axe.min.js"),
+        // `CHORUS_SCREENSHOTS=docs/images` makes the README's pictures.
+        "screenshots": std::env::var("CHORUS_SCREENSHOTS").ok().map(|dir| root().join(dir)),
     });
     let mut python = tokio::process::Command::new(tools.join("venv/bin/python"))
         .arg(root().join("tests/browser/viewer.py"))
@@ -335,5 +423,9 @@ async fn the_run_viewer_in_a_real_browser() {
     );
     gate.open();
     assert_eq!(slow_task.await.unwrap().unwrap(), 200);
-    assert_eq!(mock.requests_for(SYNTH).len(), 3, "the re-synthesis asked the synthesizer");
+    assert_eq!(
+        mock.requests_for(SYNTH).len(),
+        3,
+        "the re-synthesis asked the synthesizer"
+    );
 }

@@ -34,8 +34,8 @@ async fn serve(chorus: Arc<Chorus>, args: Args) -> Result<(), String> {
     let listen = format!("127.0.0.1:{}", args.port);
     // CHORUS_TOKEN, when set, also works as `Authorization: Bearer` (scripts).
     let token = std::env::var("CHORUS_TOKEN").ok();
-    let options = mcp::http::Options::new(&listen, token.as_deref(), &[], &[])
-        .map_err(|e| e.to_string())?;
+    let options =
+        mcp::http::Options::new(&listen, token.as_deref(), &[], &[]).map_err(|e| e.to_string())?;
     let one_time = crate::text::hex(&web::random()?);
     let viewer = web::Viewer::new(chorus.clone(), options.access(), Some(&one_time))?;
     let listener = tokio::net::TcpListener::bind(options.addr)

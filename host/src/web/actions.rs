@@ -148,7 +148,11 @@ pub async fn resynthesize(
         Ok(Err(_)) => match run.await {
             Ok(Err(e)) => problem(StatusCode::CONFLICT, "Cannot re-synthesize", &e.to_string()),
             Ok(Ok(record)) => Redirect::to(&format!("/runs/{}", record.run_id)).into_response(),
-            Err(e) => problem(StatusCode::INTERNAL_SERVER_ERROR, "Cannot re-synthesize", &e.to_string()),
+            Err(e) => problem(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Cannot re-synthesize",
+                &e.to_string(),
+            ),
         },
         Err(_) => problem(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -168,8 +172,14 @@ mod tests {
     fn the_merger_is_read_from_the_form() {
         assert_eq!(merger("as-before").unwrap(), Merger::AsBefore);
         assert_eq!(merger("").unwrap(), Merger::AsBefore);
-        assert_eq!(merger("synthesizer:vote").unwrap(), Merger::Synthesizer("vote".into()));
-        assert_eq!(merger("pipeline:ask").unwrap(), Merger::Pipeline("ask".into()));
+        assert_eq!(
+            merger("synthesizer:vote").unwrap(),
+            Merger::Synthesizer("vote".into())
+        );
+        assert_eq!(
+            merger("pipeline:ask").unwrap(),
+            Merger::Pipeline("ask".into())
+        );
         assert!(merger("pipeline:").is_err());
         assert!(merger("other").unwrap_err().contains("synthesizer:NAME"));
     }

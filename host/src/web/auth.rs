@@ -141,7 +141,8 @@ impl Guard {
             Who::Bearer => true,
             Who::Session(_) => {
                 let expected = self.csrf(who);
-                expected.len() == given.len() && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
+                expected.len() == given.len()
+                    && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
             }
             Who::Anyone => false,
         }
@@ -265,7 +266,9 @@ impl Guard {
                     );
                     response.headers_mut().insert(
                         header::WWW_AUTHENTICATE,
-                        HeaderValue::from_static("Bearer realm=\"chorus\", error=\"invalid_token\""),
+                        HeaderValue::from_static(
+                            "Bearer realm=\"chorus\", error=\"invalid_token\"",
+                        ),
                     );
                     Err(response)
                 }
@@ -275,9 +278,9 @@ impl Guard {
             return Ok((Who::Session(id), None));
         }
         if !self.sign_in {
-            let id = self
-                .new_session()
-                .map_err(|e| refused(StatusCode::INTERNAL_SERVER_ERROR, format!("chorus: {e}\n")))?;
+            let id = self.new_session().map_err(|e| {
+                refused(StatusCode::INTERNAL_SERVER_ERROR, format!("chorus: {e}\n"))
+            })?;
             let cookie = Self::cookie(&id, behind_tls(headers));
             return Ok((Who::Session(id), Some(cookie)));
         }
@@ -286,7 +289,8 @@ impl Guard {
         }
         Err(refused(
             StatusCode::UNAUTHORIZED,
-            "chorus: sign in first (open /sign-in), or send `Authorization: Bearer <token>`.\n".into(),
+            "chorus: sign in first (open /sign-in), or send `Authorization: Bearer <token>`.\n"
+                .into(),
         ))
     }
 }
@@ -355,7 +359,16 @@ mod tests {
     fn the_session_cookie_is_http_only_and_strict() {
         let cookie = Guard::cookie("abc", true);
         let text = cookie.to_str().unwrap();
-        assert!(text.contains("HttpOnly") && text.contains("SameSite=Strict") && text.contains("Secure"));
-        assert!(!Guard::cookie("abc", false).to_str().unwrap().contains("Secure"));
+        assert!(
+            text.contains("HttpOnly")
+                && text.contains("SameSite=Strict")
+                && text.contains("Secure")
+        );
+        assert!(
+            !Guard::cookie("abc", false)
+                .to_str()
+                .unwrap()
+                .contains("Secure")
+        );
     }
 }

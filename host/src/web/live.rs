@@ -47,7 +47,11 @@ fn fingerprint(run: &StoredRun) -> String {
 }
 
 /// What is being watched: a state, and whether it is over.
-type Look = Box<dyn Fn(Arc<Viewer>) -> futures::future::BoxFuture<'static, Option<(String, bool)>> + Send + Sync>;
+type Look = Box<
+    dyn Fn(Arc<Viewer>) -> futures::future::BoxFuture<'static, Option<(String, bool)>>
+        + Send
+        + Sync,
+>;
 
 fn stream(viewer: Arc<Viewer>, look: Look) -> impl Stream<Item = Result<Event, Infallible>> {
     struct Watching {
@@ -108,7 +112,9 @@ pub async fn events(State(viewer): State<Arc<Viewer>>, Path(id): Path<String>) -
         let id = id.clone();
         Box::pin(async move {
             match viewer.chorus.find_run(&id, false).await {
-                Ok(Lookup::Found(run)) => Some((fingerprint(&run), run.status != RunStatus::Running)),
+                Ok(Lookup::Found(run)) => {
+                    Some((fingerprint(&run), run.status != RunStatus::Running))
+                }
                 _ => None,
             }
         })

@@ -19,7 +19,8 @@ static CLEANER: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
 
 /// `text` (markdown) as sanitized HTML.
 pub fn render(text: &str) -> String {
-    let options = Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let options =
+        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     let mut in_image = false;
     let events = Parser::new_ext(text, options).filter_map(|event| match event {
         // Raw HTML is text the model wrote: shown, not interpreted.

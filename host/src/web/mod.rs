@@ -68,7 +68,10 @@ pub fn router(viewer: Arc<Viewer>) -> Router {
             "/runs/{id}/resynthesize",
             axum::routing::post(actions::resynthesize),
         )
-        .route("/sign-in", get(actions::sign_in_page).post(actions::sign_in))
+        .route(
+            "/sign-in",
+            get(actions::sign_in_page).post(actions::sign_in),
+        )
         .route("/assets/{file}", get(layout::asset))
         .with_state(viewer)
         .layer(axum::middleware::from_fn_with_state(guard, auth::check))

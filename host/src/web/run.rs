@@ -42,7 +42,10 @@ pub async fn find(viewer: &Viewer, id: &str, with_requests: bool) -> Result<Stor
         Ok(Lookup::Ambiguous(ids)) => Err(problem(
             StatusCode::NOT_FOUND,
             "Which run?",
-            &format!("`{id}` starts several runs' ids ({}, …): give more of it.", ids.join(", ")),
+            &format!(
+                "`{id}` starts several runs' ids ({}, …): give more of it.",
+                ids.join(", ")
+            ),
         )),
         Err(e) => Err(problem(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -83,7 +86,12 @@ fn mergers(viewer: &Viewer) -> Vec<(String, String)> {
         .registry
         .iter()
         .filter(|p| p.kind == Kind::Synthesizer)
-        .map(|p| (format!("synthesizer:{}", p.name), format!("synthesizer {}", p.name)));
+        .map(|p| {
+            (
+                format!("synthesizer:{}", p.name),
+                format!("synthesizer {}", p.name),
+            )
+        });
     let pipelines = runner
         .loaded
         .config
@@ -104,7 +112,9 @@ async fn related(viewer: &Viewer, id: &str) -> Vec<RunSummary> {
     };
     page.runs
         .into_iter()
-        .filter(|r| r.follow_up_of.as_deref() == Some(id) || r.resynthesis_of.as_deref() == Some(id))
+        .filter(|r| {
+            r.follow_up_of.as_deref() == Some(id) || r.resynthesis_of.as_deref() == Some(id)
+        })
         .collect()
 }
 
@@ -116,7 +126,11 @@ fn body(
     mergers: &[(String, String)],
 ) -> Markup {
     let running = run.status == RunStatus::Running;
-    let members: Vec<&StoredCall> = run.calls.iter().filter(|c| c.call.stage == "fan-out").collect();
+    let members: Vec<&StoredCall> = run
+        .calls
+        .iter()
+        .filter(|c| c.call.stage == "fan-out")
+        .collect();
     let live = running.then(|| format!("/runs/{}/events", run.run_id));
     html! {
         div id="run" data-live=[live] {
@@ -189,7 +203,7 @@ fn body(
             } @else {
                 nav class="member-tabs" aria-label="Panel members" {
                     @for (i, member) in members.iter().enumerate() {
-                        a href=(format!("#member-{i}")) { (member.call.label) }
+                        a href=(format!("#member-{i}")) { (member.call.model) }
                     }
                 }
                 div class="members" {
@@ -212,8 +226,8 @@ fn body(
 fn member_card(i: usize, member: &StoredCall) -> Markup {
     let call = &member.call;
     html! {
-        section class="member" id=(format!("member-{i}")) aria-label=(call.label) data-model=(call.model) {
-            h3 { (call.label) @if call.label != call.model { " " span class="muted" { "(" (call.model) ")" } } }
+        section class="member" id=(format!("member-{i}")) aria-label=(call.model) data-model=(call.model) {
+            h3 { (call.model) @if call.label != call.model { " " span class="muted" { "(" (call.label) ")" } } }
             ul class="facts" {
                 li { span class=(format!("badge {}", call.status)) { (call.status) } }
                 li { (duration(u64::from(call.latency_ms))) }
