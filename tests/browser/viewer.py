@@ -65,6 +65,9 @@ with sync_playwright() as p:
     listed = page.locator("table.runs").inner_text()
     check("What is the capital of France?" in listed, listed)
     check("A SLOW question" in listed, listed)
+    # A run is in flight: the list follows it live.
+    check(page.locator("#runs[data-live='/events']").count() == 1, "the list is not live")
+    check(page.locator("table.runs .badge.running").count() == 1, "the slow run is not marked running")
 
     # A run in flight fills in without a reload.
     errors.clear()

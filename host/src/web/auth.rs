@@ -205,7 +205,7 @@ fn refused(status: StatusCode, message: String) -> Response {
 pub async fn check(State(guard): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
     let decision = guard.decide(&request);
     match decision {
-        Err(refusal) => refusal,
+        Err(refusal) => *refusal,
         Ok((who, new_cookie)) => {
             request.extensions_mut().insert(who);
             let mut response = next.run(request).await;
@@ -218,7 +218,7 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut request: Request, next: 
 }
 
 impl Guard {
-    fn decide(&self, request: &Request) -> Result<(Who, Option<HeaderValue>), Response> {
+    fn decide(&self, request: &Request) -> Result<(Who, Option<HeaderValue>), Box<Response>> {
         let headers = request.headers();
         let host = headers
             .get(header::HOST)
@@ -226,26 +226,26 @@ impl Guard {
             .unwrap_or_default();
         if !self.access.hosts.allows(host) {
             tracing::info!(%host, "the run viewer refused a request for a host name not allowed");
-            return Err(refused(
+            return Err(Box::new(refused(
                 StatusCode::FORBIDDEN,
                 format!(
                     "chorus: Host `{host}` is not one of this server's names ({}); this guards against DNS rebinding. \
                      If you reach chorus by this name, start it with `--allow-host NAME`.\n",
                     self.access.hosts.describe()
                 ),
-            ));
+            )));
         }
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = String::from_utf8_lossy(origin.as_bytes());
             let own = same_origin(&origin, host);
             if !own && !self.access.origins.allows(&origin) {
                 tracing::info!(%origin, "the run viewer refused a request from another web origin");
-                return Err(refused(
+                return Err(Box::new(refused(
                     StatusCode::FORBIDDEN,
                     format!(
                         "chorus: requests from the web origin `{origin}` are not allowed; open the viewer at this server's own address.\n"
                     ),
-                ));
+                )));
             }
         }
         let path = request.uri().path();
@@ -270,7 +270,7 @@ impl Guard {
                             "Bearer realm=\"chorus\", error=\"invalid_token\"",
                         ),
                     );
-                    Err(response)
+                    Err(Box::new(response))
                 }
             };
         }
@@ -279,19 +279,22 @@ impl Guard {
         }
         if !self.sign_in {
             let id = self.new_session().map_err(|e| {
-                refused(StatusCode::INTERNAL_SERVER_ERROR, format!("chorus: {e}\n"))
+                Box::new(refused(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("chorus: {e}\n"),
+                ))
             })?;
             let cookie = Self::cookie(&id, behind_tls(headers));
             return Ok((Who::Session(id), Some(cookie)));
         }
         if request.method() == Method::GET {
-            return Err(Redirect::to("/sign-in").into_response());
+            return Err(Box::new(Redirect::to("/sign-in").into_response()));
         }
-        Err(refused(
+        Err(Box::new(refused(
             StatusCode::UNAUTHORIZED,
             "chorus: sign in first (open /sign-in), or send `Authorization: Bearer <token>`.\n"
                 .into(),
-        ))
+        )))
     }
 }
 

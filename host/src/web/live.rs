@@ -83,9 +83,7 @@ fn stream(viewer: Arc<Viewer>, look: Look) -> impl Stream<Item = Result<Event, I
                 }
                 let _ = state.viewer.chorus.store.flush().await;
             }
-            let Some((now, over)) = (state.look)(state.viewer.clone()).await else {
-                return None;
-            };
+            let (now, over) = (state.look)(state.viewer.clone()).await?;
             let first = state.last.is_none();
             let changed = state.last.as_ref() != Some(&now);
             state.last = Some(now);
