@@ -163,6 +163,18 @@ with sync_playwright() as p:
     check(forged.status == 403, f"a POST without the CSRF token got {forged.status}")
     evil.close()
 
+    # With JavaScript off, a run still reads whole.
+    plain = browser.new_context(
+        java_script_enabled=False, extra_http_headers={"Authorization": f"Bearer {token}"}
+    )
+    plain_page = plain.new_page()
+    plain_page.goto(f"{origin}/runs/{run}")
+    check(plain_page.locator("section.member").count() == 5, "members without script")
+    check(plain_page.locator("section.member:visible").count() == 5, "hidden members without script")
+    check("The capital is Paris." in plain_page.inner_text("#final-answer"), "answer without script")
+    check(plain_page.locator("svg.timeline").count() == 1, "timeline without script")
+    plain.close()
+
     # axe-core: no serious or critical violation on the list and run pages.
     checker = browser.new_context(
         bypass_csp=True, extra_http_headers={"Authorization": f"Bearer {token}"}
