@@ -35,9 +35,10 @@ fn root() -> &'static Path {
 fn viewer_config(mock: &Mock) -> ConfigFile {
     let file = write_config("");
     let store = file.dir.path().join("runs.db");
+    // Room for a browser starting on a busy machine while a run is held.
     let text = format!(
         "{}\n[store]\npath = \"{}\"\n",
-        config(mock, ""),
+        config(mock, "").replace("run_timeout = \"20s\"", "run_timeout = \"120s\""),
         store.display()
     );
     std::fs::write(&file.path, text).unwrap();
