@@ -41,3 +41,4 @@ mod tasks;
 mod timeouts;
 mod toolchains;
 mod upstream;
+mod viewer;

@@ -10,6 +10,7 @@ mod models;
 mod plugin;
 mod runs;
 mod serve;
+mod ui;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -70,6 +71,8 @@ enum Command {
     Models(models::Args),
     /// The run history: list, show, export, prune, re-synthesize.
     Runs(runs::Args),
+    /// The run viewer in a browser: serves it on 127.0.0.1 and prints a sign-in link.
+    Ui(ui::Args),
     /// Score pipelines and models on a dataset of questions with expected answers.
     Eval(eval::Args),
     /// Write strategy plugins: `chorus plugin new NAME --kind KIND --lang LANG`.
@@ -122,6 +125,10 @@ pub fn main() -> ExitCode {
                 Err(code) => code,
             },
             Command::Runs(args) => runs::run(config, args).await,
+            Command::Ui(args) => match load(config, &Overrides::default()) {
+                Ok(chorus) => ui::run(chorus, args).await,
+                Err(code) => code,
+            },
             Command::Eval(args) => match load(config, &Overrides::default()) {
                 Ok(chorus) => eval::run(chorus, args).await,
                 Err(code) => code,

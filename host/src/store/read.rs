@@ -242,6 +242,17 @@ fn call_row(row: &Row<'_>, run_ended: bool) -> rusqlite::Result<StoredCall> {
     })
 }
 
+/// When each call of run `id` (exact) was sent, unix ms, by call id: what
+/// the run viewer's timeline places calls by. Calls never sent are absent.
+pub fn call_starts(conn: &Connection, id: &str) -> rusqlite::Result<Vec<(u32, i64)>> {
+    conn.prepare_cached(
+        "SELECT calls.id, calls.started_at FROM calls JOIN runs ON runs.seq = calls.run_seq
+         WHERE runs.id = ?1 AND calls.started_at IS NOT NULL ORDER BY calls.id",
+    )?
+    .query_map([id], |row| Ok((row.get(0)?, row.get(1)?)))?
+    .collect()
+}
+
 /// Resolves a full id, a unique prefix of one, or `last`.
 pub fn resolve(conn: &Connection, text: &str) -> rusqlite::Result<Lookup<String>> {
     if text == "last" {
