@@ -14,6 +14,7 @@ mod dist;
 mod dry_run;
 mod eval;
 mod failures;
+mod fairness;
 mod fallbacks;
 mod first_contact;
 mod fitting;

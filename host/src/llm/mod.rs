@@ -7,6 +7,7 @@
 mod catalog;
 mod client;
 mod http;
+mod queue;
 mod secret;
 mod sse;
 mod stream;
@@ -24,8 +25,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use catalog::{Catalog, Listed, Origin, Unavailable, closest, show_age, show_price};
-pub use client::OnTokens;
+pub use client::{CallHooks, OnQueued, OnTokens};
 pub use http::KeyProblem;
+pub use queue::{Priority, next_run_seq};
 pub use secret::{MIN_RUN, REDACTED, Scrubber, Secret};
 pub use types::*;
 
@@ -315,23 +317,31 @@ impl Llm {
         *self.models.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(merged);
     }
 
-    /// Runs one chat completion. Never fails: a failure is in the outcome.
-    /// Cancel by dropping the future; in-flight connections close with it.
+    /// Runs one chat completion, as a run of its own. Never fails: a
+    /// failure is in the outcome. Cancel by dropping the future; in-flight
+    /// connections close with it.
     pub async fn complete(&self, request: &ChatRequest) -> Completion {
-        self.complete_watched(request, &|_| {}, &Attempts::default())
-            .await
+        let hooks = CallHooks {
+            priority: Priority::new_run(),
+            on_tokens: &|_| {},
+            on_queued: &|_| {},
+            attempts: &Attempts::default(),
+        };
+        self.complete_watched(request, &hooks).await
     }
 
-    /// `complete`, telling `on_tokens` how many answer and reasoning tokens
+    /// `complete`, waiting for the provider's permits by `hooks.priority`,
+    /// telling `hooks.on_tokens` how many answer and reasoning tokens
     /// (estimated) have arrived, as they arrive (streaming providers only),
-    /// and keeping what the attempts did in `attempts` as they go. A reply's
-    /// usage and cost include what failed attempts streamed (estimated).
+    /// `hooks.on_queued` when it waits for a permit, and keeping what the
+    /// attempts did in `hooks.attempts` as they go. A reply's usage and cost
+    /// include what failed attempts streamed (estimated).
     pub async fn complete_watched(
         &self,
         request: &ChatRequest,
-        on_tokens: OnTokens<'_>,
-        attempts: &Attempts,
+        hooks: &CallHooks<'_>,
     ) -> Completion {
+        let attempts = hooks.attempts;
         let started = Instant::now();
         let (outcome, attempts) = match self.model(&request.model) {
             None => (
@@ -356,7 +366,7 @@ impl Llm {
                         provider.streams(),
                         format,
                     );
-                    provider.send(Bytes::from(body), &request.model, on_tokens, attempts)
+                    provider.send(Bytes::from(body), &request.model, hooks)
                 };
                 let outcome = match wire::forced_format(params) {
                     Some(forced) => send(forced).await.map(|r| r.sent(forced)),
