@@ -25,6 +25,7 @@ mod load;
 mod money;
 mod no_config;
 mod polyglot;
+mod prompt_cache;
 mod protocol;
 mod providers;
 mod runs;

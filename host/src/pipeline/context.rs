@@ -567,6 +567,8 @@ pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord 
         prompt_tokens: usage.map(|u| u.prompt_tokens),
         completion_tokens: usage.map(|u| u.completion_tokens),
         reasoning_tokens: usage.and_then(|u| u.reasoning_tokens),
+        cached_tokens: usage.and_then(|u| u.cached_tokens),
+        cache_write_tokens: usage.and_then(|u| u.cache_write_tokens),
         cost_usd: usage.and_then(|u| u.cost),
         cost_estimated: usage.is_some_and(|u| u.cost_estimated),
         error,

@@ -345,6 +345,8 @@ mod tests {
             prompt_tokens: None,
             completion_tokens: None,
             reasoning_tokens: None,
+            cached_tokens: None,
+            cache_write_tokens: None,
             cost_usd: None,
             cost_estimated: false,
             error: (!ok).then(|| CallError {
