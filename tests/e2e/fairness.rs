@@ -137,7 +137,7 @@ run_timeout = "2s"
     let (held, quick) = futures::join!(hold, quick);
     assert_eq!(held.is_error, Some(false), "{}", text(&held));
     let result = structured(&quick);
-    let fan_out = calls(&result, "fan-out");
+    let fan_out = calls(result, "fan-out");
     assert_eq!(fan_out.len(), 5, "{result}");
     assert!(
         fan_out.iter().all(|c| c["status"] != "ok"),
