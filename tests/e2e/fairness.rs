@@ -143,6 +143,15 @@ run_timeout = "2s"
         fan_out.iter().all(|c| c["status"] != "ok"),
         "no panel call of the quick run got a permit: {result}"
     );
+    for call in &fan_out {
+        let message = call["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message
+                .contains("it was still waiting for one of the provider's permits, queued behind ")
+                && message.ends_with("providers.mock.max_concurrency)"),
+            "the failure says the call never left the queue: {call}"
+        );
+    }
     assert!(
         runs_in_arrival_order(&mock).iter().all(|r| *r == 'H'),
         "nothing of the quick run reached the provider"

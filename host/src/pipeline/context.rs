@@ -83,6 +83,8 @@ struct Live {
     attempts: Attempts,
     /// Its place among the requests waiting for the provider's permits.
     priority: Priority,
+    /// While it waits for one: 1 + the requests ahead of it; 0 otherwise.
+    queued: AtomicU32,
     /// Set once a fallback is asked: the request in flight and what was
     /// tried before it, for the record if the call is cut.
     serving: Mutex<Option<(Arc<ChatRequest>, Vec<String>)>>,
@@ -207,6 +209,7 @@ impl RunContext {
                 started: Instant::now(),
                 tokens: AtomicU32::new(0),
                 last_event_ms: AtomicU64::new(u64::MAX),
+                queued: AtomicU32::new(0),
                 attempts: Attempts::default(),
                 priority,
                 serving: Mutex::new(None),
@@ -299,6 +302,10 @@ impl RunContext {
             return self.pretend(id, stage, request, reservation);
         }
         let on_queued = |behind: Option<usize>| {
+            let ahead = behind.map_or(0, |n| {
+                u32::try_from(n).unwrap_or(u32::MAX).saturating_add(1)
+            });
+            live.queued.store(ahead, Ordering::Relaxed);
             self.emit(Event::CallQueued {
                 id,
                 behind: behind.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
@@ -339,8 +346,9 @@ impl RunContext {
                 let failure = Failure::new(
                     FailureKind::Timeout,
                     format!(
-                        "the run's deadline ({}) passed before this call finished",
-                        show_duration(self.limits.run_timeout)
+                        "the run's deadline ({}) passed before this call finished{}",
+                        show_duration(self.limits.run_timeout),
+                        self.still_queued(request, live)
                     ),
                 );
                 let mut completion = self.failed(request, failure, live.started.elapsed());
@@ -405,7 +413,10 @@ impl RunContext {
         };
         let cost = self.streamed_cost(request, live);
         self.budget.settle(reservation, cost.or(Some(0.0)));
-        let failure = Failure::new(FailureKind::Cut, why);
+        let failure = Failure::new(
+            FailureKind::Cut,
+            format!("{why}{}", self.still_queued(request, live)),
+        );
         let mut completion = self.failed(request, failure, live.started.elapsed());
         completion.id = Some(id);
         completion.attempts = live.attempts.started();
@@ -473,6 +484,23 @@ impl RunContext {
         );
         self.refused.fetch_add(1, Ordering::Relaxed);
         self.failed(request, failure, Duration::ZERO)
+    }
+
+    /// What a call ended early was still doing, if it had not been sent
+    /// yet: waiting for one of its provider's permits.
+    fn still_queued(&self, request: &ChatRequest, live: &Live) -> String {
+        let provider = self
+            .llm
+            .model(&request.model)
+            .map_or_else(|| "NAME".to_owned(), |m| m.provider);
+        match live.queued.load(Ordering::Relaxed) {
+            0 => String::new(),
+            n => format!(
+                " (it was still waiting for one of the provider's permits, queued behind {}: \
+                 providers.{provider}.max_concurrency)",
+                plural((n - 1) as usize, "request", "requests")
+            ),
+        }
     }
 
     /// How many calls the budget refused.
