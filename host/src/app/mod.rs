@@ -244,7 +244,7 @@ impl Chorus {
     }
 
     /// `progress`, and the store, the metrics and the viewer's live pages
-/// watching the run too.
+    /// watching the run too.
     fn watched(&self, recorder: &Recorder, progress: Progress) -> Progress {
         events::fan(vec![
             recorder.watcher(),

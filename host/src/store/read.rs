@@ -139,7 +139,7 @@ fn call_select(with_requests: bool, more: &str) -> String {
         "SELECT id, stage, label, model, status, latency_ms, attempts, prompt_tokens,
                 completion_tokens, cost_usd, error_kind, error_status, error_message, {reply_column},
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
-                cost_estimated, format_sent, fallback_from
+                cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens
          FROM calls WHERE run_seq = ?1 {more}"
     )
 }
@@ -227,6 +227,8 @@ fn call_row(row: &Row<'_>, run_ended: bool) -> rusqlite::Result<StoredCall> {
             prompt_tokens: row.get(7)?,
             completion_tokens: row.get(8)?,
             reasoning_tokens: row.get(17)?,
+            cached_tokens: row.get(21)?,
+            cache_write_tokens: row.get(22)?,
             cost_usd: row.get(9)?,
             cost_estimated: row.get::<_, Option<bool>>(18)?.unwrap_or(false),
             error,
