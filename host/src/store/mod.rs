@@ -84,6 +84,7 @@ pub enum Lookup<T> {
 
 /// One call of a run, looked up by the run's full id and the call's number.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one per read, returned and dropped
 pub enum CallLookup {
     Found(StoredCall),
     /// The run is kept but has no call with this number; it has `calls`.
