@@ -24,6 +24,7 @@ mod load;
 mod money;
 mod no_config;
 mod polyglot;
+mod postgres;
 mod protocol;
 mod providers;
 mod runs;
