@@ -23,6 +23,7 @@ pub struct Begin {
     pub deadline_at: i64,
 }
 
+#[derive(Clone)]
 pub enum End {
     Done(Arc<RunRecord>),
     Failed(String),

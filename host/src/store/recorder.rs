@@ -223,8 +223,9 @@ impl Shared {
     }
 }
 
-/// A run as the memory sink keeps it.
-fn stored(
+/// A run as the memory sink keeps it (and the PostgreSQL store, while
+/// its database is down).
+pub(super) fn stored(
     begin: &Begin,
     plan: Option<&Arc<Plan>>,
     end: End,

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::NoTls;
 
 use super::event::{Msg, now_ms};
+use super::memory::Memory;
 use super::retention::{Pruned, Retention};
 use super::{Exchange, Lookup, Page, Query, StoreError};
 use crate::record::StoredRun;
@@ -31,6 +32,8 @@ use writer::{Health, Writer};
 /// Advisory lock keys: migrations, and retention (one instance at a time).
 const LOCK_MIGRATE: i64 = 0x63686f_7275_0001;
 const LOCK_RETENTION: i64 = 0x63686f_7275_0002;
+/// Runs kept readable in memory while the database is down.
+const UNWRITTEN_RUNS: usize = 1000;
 /// Connections in the pool: the writer's and a few readers'.
 const POOL_SIZE: usize = 8;
 
@@ -89,6 +92,8 @@ pub struct Postgres {
     pool: Pool,
     pub sender: Option<mpsc::Sender<Msg>>,
     health: Arc<Health>,
+    /// Runs that ended while the database was down, until it is back.
+    unwritten: Arc<Memory>,
     done: Mutex<std::sync::mpsc::Receiver<()>>,
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -136,6 +141,7 @@ impl Postgres {
             shown: store.shown.clone(),
             retention,
             health: store.health.clone(),
+            unwritten: store.unwritten.clone(),
             migrated,
             pending: Default::default(),
             lost: 0,
@@ -204,6 +210,7 @@ impl Postgres {
             pool,
             sender: None,
             health: Arc::new(Health::default()),
+            unwritten: Arc::new(Memory::new(UNWRITTEN_RUNS, Duration::from_secs(24 * 3600))),
             done: Mutex::new(done),
             runtime: Some(runtime),
         })
@@ -269,7 +276,24 @@ impl Postgres {
         self.health.down()
     }
 
+    /// The run `id` names; while the database is down, a run that ended
+    /// meanwhile is read from memory.
     pub fn find(&self, id: &str, with_requests: bool) -> Result<Lookup<StoredRun>, StoreError> {
+        let found = self.find_in_database(id, with_requests);
+        match (&found, self.unwritten.resolve(id)) {
+            (Err(_), Lookup::Found(id)) => Ok(self
+                .unwritten
+                .get(&id)
+                .map_or(Lookup::Unknown, |run| Lookup::Found(StoredRun::clone(&run)))),
+            _ => found,
+        }
+    }
+
+    fn find_in_database(
+        &self,
+        id: &str,
+        with_requests: bool,
+    ) -> Result<Lookup<StoredRun>, StoreError> {
         let id = id.to_owned();
         self.read(move |client| async move {
             Ok(match read::resolve(&**client, &id).await? {

@@ -143,6 +143,25 @@ async fn runs_go_on_while_the_database_is_down_and_are_written_when_it_is_back()
         "{}",
         store.describe()
     );
+    // This instance still reads what ended meanwhile (a follow-up of it);
+    // what was written before waits for the database.
+    let (reader, down, up) = (store.clone(), ids[4].clone(), ids[0].clone());
+    let (meanwhile, before) =
+        tokio::task::spawn_blocking(move || (reader.find(&down, false), reader.find(&up, false)))
+            .await
+            .unwrap();
+    match meanwhile.unwrap() {
+        Lookup::Found(run) => {
+            assert_eq!(run.answer.as_deref(), Some("the answer to while down 1"))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        before
+            .unwrap_err()
+            .to_string()
+            .contains("cannot be reached")
+    );
 
     cluster.start_again();
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -23,6 +23,7 @@ use super::{Failure, retention, schema};
 use crate::plugins::plan_to_value;
 use crate::record::CallRecord;
 use crate::store::event::{Begin, End, Msg, now_ms, request_json};
+use crate::store::memory::Memory;
 use crate::store::retention::Retention;
 
 /// Most messages in one transaction.
@@ -58,6 +59,8 @@ pub struct Writer {
     pub shown: String,
     pub retention: Retention,
     pub health: Arc<Health>,
+    /// Runs that ended while the database was down, readable until written.
+    pub unwritten: Arc<Memory>,
     /// Whether this process has brought the schema up to date.
     pub migrated: bool,
     pub pending: VecDeque<Msg>,
@@ -137,6 +140,10 @@ impl Writer {
             Ok(client) => client,
             Err(failure) => return self.went_down(&failure),
         };
+        if self.health.down().is_some() {
+            tracing::info!(store = %self.shown, "the run store is reachable again; what was kept in memory is written");
+            self.health.set(None);
+        }
         while !self.pending.is_empty() {
             let take = self.pending.len().min(BATCH);
             let batch: Vec<Msg> = self.pending.drain(..take).collect();
@@ -167,10 +174,6 @@ impl Writer {
                     }
                 }
             }
-        }
-        if self.health.down().is_some() {
-            tracing::info!(store = %self.shown, "the run store is reachable again; what was kept in memory is written");
-            self.health.set(None);
         }
         self.retry = RETRY_FIRST;
     }
@@ -206,6 +209,7 @@ impl Writer {
         let not_yet = format!(
             "the run store cannot be reached ({why}); the run is kept in memory and written when it is back"
         );
+        self.keep_readable();
         let mut kept = VecDeque::with_capacity(self.pending.len());
         for mut msg in self.pending.drain(..) {
             match &mut msg {
@@ -227,6 +231,42 @@ impl Writer {
         self.pending = kept;
         self.bound();
         self.retry = (self.retry * 2).min(RETRY_MAX);
+    }
+
+    /// Each run that ended and waits for the database, as a whole run in
+    /// memory: this instance can still read it (a follow-up of it, say).
+    fn keep_readable(&self) {
+        for msg in &self.pending {
+            let Msg::End {
+                begin,
+                plan,
+                end,
+                at,
+                ..
+            } = msg
+            else {
+                continue;
+            };
+            let run_id = &begin.request.run_id;
+            if self.unwritten.get(run_id).is_some() {
+                continue;
+            }
+            let calls = self
+                .pending
+                .iter()
+                .filter_map(|m| match m {
+                    Msg::CallFinished { run_id: of, call } if of == run_id => Some(call.clone()),
+                    _ => None,
+                })
+                .collect();
+            self.unwritten.insert(crate::store::recorder::stored(
+                begin,
+                plan.as_ref(),
+                end.clone(),
+                calls,
+                *at,
+            ));
+        }
     }
 
     /// Past `BACKLOG`, the oldest events go, a run's end last of all.
