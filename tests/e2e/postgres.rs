@@ -259,3 +259,86 @@ async fn a_database_stopped_and_restarted_mid_load_loses_no_finished_answer() {
     }
     assert!(server.stderr().contains("reachable again"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_instances_runs_are_interrupted_within_30_s_and_the_others_serve_on() {
+    let Some(cluster) = shared() else { return };
+    let url = cluster.database();
+    let mock = Mock::start().await;
+    echoing(&mock);
+    // The first request to m1 (the killed instance's run) never answers in
+    // time; later ones do.
+    mock.script(
+        "m1",
+        [
+            Step::answer_after(120_000, "too late"),
+            Step::answer("m1 answers"),
+        ],
+    );
+    let toml = in_database(&mock, &url);
+    let (a, b) = tokio::join!(Server::start(&toml), Server::start(&toml));
+
+    let slow = a.client.call_tool(
+        rmcp::model::CallToolRequestParams::new("ask").with_arguments(
+            json!({"prompt": "a run on a doomed instance"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        ),
+    );
+    let watch = async {
+        // A's run is on record, running, with the answers that came.
+        let id = loop {
+            let page: Value = serde_json::from_str(
+                &chorus(&["runs", "--store-url", &url, "--json"], &[])
+                    .await
+                    .1,
+            )
+            .unwrap_or(Value::Null);
+            let running = page["runs"]
+                .as_array()
+                .and_then(|runs| runs.first())
+                .filter(|r| r["status"] == "running")
+                .map(|r| r["run_id"].as_str().unwrap().to_owned());
+            if let Some(id) = running
+                && read_run(&b, &id).await["calls"]
+                    .as_array()
+                    .is_some_and(|calls| calls.iter().filter(|c| c["status"] == "ok").count() == 4)
+            {
+                break id;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        a.kill();
+        let killed = Instant::now();
+        loop {
+            let run = read_run(&b, &id).await;
+            if run["status"] == "interrupted" {
+                let replies: Vec<&Value> = run["calls"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|c| c["reply"].is_string())
+                    .collect();
+                assert_eq!(replies.len(), 4, "the answers that came are kept: {run}");
+                break killed.elapsed();
+            }
+            assert_eq!(run["status"], "running");
+            assert!(
+                killed.elapsed() < Duration::from_secs(30),
+                "still running 30 s after its instance was killed"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    };
+    let (outcome, took) = tokio::join!(slow, watch);
+    assert!(
+        outcome.is_err(),
+        "the killed instance answered: {outcome:?}"
+    );
+    eprintln!("interrupted {:.1} s after kill -9", took.as_secs_f64());
+
+    // B serves on.
+    let after = b.ask("ask", "still there?").await;
+    assert_eq!(after.is_error, Some(false), "{}", text(&after));
+}

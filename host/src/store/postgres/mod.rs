@@ -32,6 +32,12 @@ use writer::{Health, Writer};
 /// Advisory lock keys: migrations, and retention (one instance at a time).
 const LOCK_MIGRATE: i64 = 0x63686f_7275_0001;
 const LOCK_RETENTION: i64 = 0x63686f_7275_0002;
+/// The database's clock, in unix ms: leases are compared on one clock.
+const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::BIGINT";
+/// How often an instance renews its lease, and how long a lease lasts: a
+/// killed instance's runs show as interrupted within `LEASE` + `HEARTBEAT`.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+pub const LEASE: Duration = Duration::from_secs(15);
 /// Runs kept readable in memory while the database is down.
 const UNWRITTEN_RUNS: usize = 1000;
 /// Connections in the pool: the writer's and a few readers'.
@@ -95,6 +101,8 @@ pub struct Postgres {
     /// Runs that ended while the database was down, until it is back.
     unwritten: Arc<Memory>,
     done: Mutex<std::sync::mpsc::Receiver<()>>,
+    /// Renews this instance's lease; stopped before the writer gives it back.
+    heartbeat: Option<tokio::task::JoinHandle<()>>,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
@@ -102,6 +110,9 @@ pub struct Postgres {
 /// time), then stops the store's runtime.
 impl Drop for Postgres {
     fn drop(&mut self) {
+        if let Some(heartbeat) = self.heartbeat.take() {
+            heartbeat.abort();
+        }
         if let Some(sender) = self.sender.take() {
             let _ = sender.try_send(Msg::Shutdown);
         }
@@ -134,6 +145,26 @@ impl Postgres {
             }
             Err(e) => return Err(e),
         };
+        let instance = uuid::Uuid::now_v7().to_string();
+        if migrated {
+            // The lease is taken before the first run is written.
+            let _ = store.block({
+                let instance = instance.clone();
+                |pool| async move { renew(&pool, &instance).await }
+            });
+        }
+        store.heartbeat = store.runtime.as_ref().map(|runtime| {
+            let (pool, instance) = (store.pool.clone(), instance.clone());
+            runtime.spawn(async move {
+                let mut tick = tokio::time::interval(HEARTBEAT);
+                loop {
+                    tick.tick().await;
+                    if let Err(e) = renew(&pool, &instance).await {
+                        tracing::debug!("the run store's lease was not renewed: {e}");
+                    }
+                }
+            })
+        });
         let (sender, receiver) = mpsc::channel(capacity);
         let (done_tx, done) = std::sync::mpsc::channel();
         let writer = Writer {
@@ -141,6 +172,7 @@ impl Postgres {
             shown: store.shown.clone(),
             retention,
             health: store.health.clone(),
+            instance,
             unwritten: store.unwritten.clone(),
             migrated,
             pending: Default::default(),
@@ -212,6 +244,7 @@ impl Postgres {
             health: Arc::new(Health::default()),
             unwritten: Arc::new(Memory::new(UNWRITTEN_RUNS, Duration::from_secs(24 * 3600))),
             done: Mutex::new(done),
+            heartbeat: None,
             runtime: Some(runtime),
         })
     }
@@ -345,6 +378,22 @@ impl Postgres {
             .await
             .map_err(|_| "the run store's writer has stopped".to_owned())?
     }
+}
+
+/// Renews (or takes) this instance's lease.
+async fn renew(pool: &Pool, instance: &str) -> Result<(), Failure> {
+    let client = pool.get().await.map_err(|e| Failure::Pool(e.to_string()))?;
+    client
+        .execute(
+            &format!(
+                "INSERT INTO instances (id, host, started_at, heartbeat_at)
+                 VALUES ($1, $2, {NOW_MS}, {NOW_MS})
+                 ON CONFLICT (id) DO UPDATE SET heartbeat_at = {NOW_MS}"
+            ),
+            &[&instance, &super::owner::this_process()],
+        )
+        .await?;
+    Ok(())
 }
 
 /// What `chorus check` says of the database `target` names: reachable

@@ -13,7 +13,7 @@ use crate::record::{
     AnswerKind, CallError, CallRecord, CallRef, RunStatus, RunSummary, StoredCall, StoredRun,
     Totals, first_line,
 };
-use crate::store::row::{PROMPT_LINE, escape_like, json, status};
+use crate::store::row::{PROMPT_LINE, escape_like, json};
 use crate::store::{Cursor, Exchange, Lookup, Page, Query};
 
 /// The chain of runs that `id` starts, following `follow_up_of`.
@@ -46,6 +46,32 @@ const RUN_COLUMNS: &str = "seq, id, pipeline, status, deadline_at, started_at, f
     options, plan, follow_up_of, resynthesis_of, kind, summary, answer, notes, details, error,
     elapsed_ms, prompt_tokens, completion_tokens, cost_usd, owner, cost_estimated";
 
+/// Whether a run is running for an instance whose lease has lapsed.
+fn lost() -> String {
+    format!(
+        "(status = 'running' AND NOT EXISTS (SELECT 1 FROM instances
+             WHERE instances.id = runs.owner AND instances.heartbeat_at > {} - {}))",
+        super::NOW_MS,
+        super::LEASE.as_millis()
+    )
+}
+
+/// The status a row says, or interrupted when its instance is gone.
+fn status_of(
+    row: &Row,
+    status: usize,
+    deadline: usize,
+    owner: usize,
+    lost: usize,
+    now: i64,
+) -> RunStatus {
+    if row.get::<_, bool>(lost) {
+        RunStatus::Interrupted
+    } else {
+        crate::store::row::status(row.get(status), row.get(deadline), row.get(owner), now)
+    }
+}
+
 /// The run `id` (exact), with its calls; their requests too if asked.
 pub async fn run(
     client: &impl GenericClient,
@@ -55,7 +81,7 @@ pub async fn run(
 ) -> Result<Option<StoredRun>, Failure> {
     let Some(row) = client
         .query_opt(
-            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
+            &format!("SELECT {RUN_COLUMNS}, {} FROM runs WHERE id = $1", lost()),
             &[&id],
         )
         .await?
@@ -103,7 +129,7 @@ fn run_row(row: &Row, now: i64) -> StoredRun {
     StoredRun {
         run_id: row.get(1),
         pipeline: row.get(2),
-        status: status(row.get(3), row.get(4), row.get(22), now),
+        status: status_of(row, 3, 4, 22, 24, now),
         started_at: row.get(5),
         finished_at: row.get(6),
         prompt: row.get(7),
@@ -237,8 +263,9 @@ pub async fn list(client: &impl GenericClient, query: &Query, now: i64) -> Resul
     };
     let sql = format!(
         "SELECT seq, id, pipeline, status, deadline_at, kind, started_at, elapsed_ms, cost_usd,
-                substr(prompt, 1, 400), summary, follow_up_of, resynthesis_of, owner
+                substr(prompt, 1, 400), summary, follow_up_of, resynthesis_of, owner, {}
          FROM runs {filter} ORDER BY seq DESC LIMIT {}",
+        lost(),
         limit + 1
     );
     let params: Vec<&(dyn ToSql + Sync)> =
@@ -252,7 +279,7 @@ pub async fn list(client: &impl GenericClient, query: &Query, now: i64) -> Resul
                 RunSummary {
                     run_id: row.get(1),
                     pipeline: row.get(2),
-                    status: status(row.get(3), row.get(4), row.get(13), now),
+                    status: status_of(row, 3, 4, 13, 14, now),
                     kind: row.get::<_, Option<&str>>(5).and_then(AnswerKind::parse),
                     started_at: row.get(6),
                     elapsed_ms: row

@@ -8,7 +8,7 @@ use tokio_postgres::Client;
 use super::{Failure, LOCK_MIGRATE};
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// Version 1: runs and their calls, as the SQLite store keeps them (texts
 /// of any length inline: PostgreSQL stores long ones out of line itself).
@@ -70,6 +70,18 @@ CREATE TABLE calls (
     format_sent       TEXT,
     fallback_from     TEXT,
     PRIMARY KEY (run_seq, id)
+);
+"#;
+
+/// Version 2: the instances writing to the store, each with a lease kept
+/// by its heartbeat; a running run whose instance's lease has lapsed was
+/// interrupted (a process killed, a machine lost).
+const V2: &str = r#"
+CREATE TABLE instances (
+    id           TEXT PRIMARY KEY,
+    host         TEXT NOT NULL,              -- host/pid-namespace/pid, for people
+    started_at   BIGINT NOT NULL,            -- unix ms, the database's clock
+    heartbeat_at BIGINT NOT NULL
 );
 "#;
 

@@ -200,3 +200,48 @@ async fn runs_go_on_while_the_database_is_down_and_are_written_when_it_is_back()
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_whose_instance_lost_its_lease_is_interrupted() {
+    let Some(cluster) = shared() else { return };
+    let url = cluster.database();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let store = open(&url).unwrap();
+    let run_id = uuid::Uuid::now_v7().to_string();
+    let recorder = store.recorder(Links::default(), Duration::from_secs(3600));
+    recorder.watcher()(crate::pipeline::Event::Started(Arc::new(Request {
+        run_id: run_id.clone(),
+        pipeline: "ask".into(),
+        prompt: "a long one".into(),
+        options: json!({}),
+    })));
+    // The process making it dies: its recorder never ends.
+    std::mem::forget(recorder);
+    store.flush().await.unwrap();
+    let status = |store: &Store| {
+        let (store, id) = (store.clone(), run_id.clone());
+        move || match store.find(&id, false).unwrap() {
+            Lookup::Found(run) => {
+                let listed = store.list(&Default::default()).unwrap().runs[0].status;
+                assert_eq!(listed, run.status, "listed as found");
+                run.status
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    let now = tokio::task::spawn_blocking(status(&store)).await.unwrap();
+    assert_eq!(now, RunStatus::Running, "its instance's lease holds");
+    assert_eq!(cluster.psql(&db, "SELECT COUNT(*) FROM instances"), "1");
+
+    // Its heartbeat stops (as a killed process's does): past the lease,
+    // every reader sees the run interrupted.
+    cluster.psql(&db, "UPDATE instances SET heartbeat_at = 0");
+    let reader = open(&url).unwrap();
+    let seen = tokio::task::spawn_blocking(status(&reader)).await.unwrap();
+    assert_eq!(seen, RunStatus::Interrupted);
+
+    // An instance that stops on purpose gives its lease back.
+    drop(store);
+    drop(reader);
+    assert_eq!(cluster.psql(&db, "SELECT COUNT(*) FROM instances"), "0");
+}

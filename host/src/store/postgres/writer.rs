@@ -59,6 +59,8 @@ pub struct Writer {
     pub shown: String,
     pub retention: Retention,
     pub health: Arc<Health>,
+    /// This instance: the owner of the runs it writes.
+    pub instance: String,
     /// Runs that ended while the database was down, readable until written.
     pub unwritten: Arc<Memory>,
     /// Whether this process has brought the schema up to date.
@@ -113,6 +115,12 @@ impl Writer {
         if left > 0 {
             tracing::warn!(store = %self.shown, "{left} run events were not written: the database could not be reached before chorus stopped");
         }
+        // Stopped on purpose: the lease is given back.
+        if let Ok(client) = self.pool.get().await {
+            let _ = client
+                .execute("DELETE FROM instances WHERE id = $1", &[&self.instance])
+                .await;
+        }
     }
 
     /// A connection with the schema up to date.
@@ -147,7 +155,7 @@ impl Writer {
         while !self.pending.is_empty() {
             let take = self.pending.len().min(BATCH);
             let batch: Vec<Msg> = self.pending.drain(..take).collect();
-            match transaction(&mut client, &batch).await {
+            match transaction(&mut client, &batch, &self.instance).await {
                 Ok(()) => self.answer(batch, None),
                 Err(failure) if failure.unreachable() => {
                     for msg in batch.into_iter().rev() {
@@ -159,7 +167,9 @@ impl Writer {
                 // rest are still written.
                 Err(_) => {
                     for (i, msg) in batch.into_iter().enumerate() {
-                        match transaction(&mut client, std::slice::from_ref(&msg)).await {
+                        match transaction(&mut client, std::slice::from_ref(&msg), &self.instance)
+                            .await
+                        {
                             Ok(()) => self.answer(vec![msg], None),
                             Err(failure) if failure.unreachable() => {
                                 self.pending.push_front(msg);
@@ -314,10 +324,14 @@ impl Writer {
 }
 
 /// One transaction for the batch.
-async fn transaction(client: &mut tokio_postgres::Client, batch: &[Msg]) -> Result<(), Failure> {
+async fn transaction(
+    client: &mut tokio_postgres::Client,
+    batch: &[Msg],
+    owner: &str,
+) -> Result<(), Failure> {
     let tx = client.transaction().await?;
     for msg in batch {
-        apply(&tx, msg).await?;
+        apply(&tx, msg, owner).await?;
     }
     tx.commit().await?;
     Ok(())
@@ -336,9 +350,9 @@ fn big(value: impl TryInto<i64>) -> i64 {
     value.try_into().unwrap_or(i64::MAX)
 }
 
-async fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<(), Failure> {
+async fn apply(tx: &Transaction<'_>, msg: &Msg, owner: &str) -> Result<(), Failure> {
     match msg {
-        Msg::Begin(begin) => insert_run(tx, begin).await,
+        Msg::Begin(begin) => insert_run(tx, begin, owner).await,
         Msg::Plan { run_id, plan } => {
             tx.execute(
                 "UPDATE runs SET plan = $1 WHERE id = $2",
@@ -380,7 +394,7 @@ async fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<(), Failure> {
             at,
             ..
         } => {
-            insert_run(tx, begin).await?;
+            insert_run(tx, begin, owner).await?;
             let run_id = &begin.request.run_id;
             if let Some(plan) = plan {
                 tx.execute(
@@ -447,7 +461,7 @@ async fn apply(tx: &Transaction<'_>, msg: &Msg) -> Result<(), Failure> {
     }
 }
 
-async fn insert_run(tx: &Transaction<'_>, begin: &Begin) -> Result<(), Failure> {
+async fn insert_run(tx: &Transaction<'_>, begin: &Begin, owner: &str) -> Result<(), Failure> {
     let request = &begin.request;
     tx.execute(
         "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
@@ -463,7 +477,7 @@ async fn insert_run(tx: &Transaction<'_>, begin: &Begin) -> Result<(), Failure> 
             &request.options.to_string(),
             &begin.follow_up_of,
             &begin.resynthesis_of,
-            &crate::store::owner::this_process(),
+            &owner,
         ],
     )
     .await?;
