@@ -2,7 +2,8 @@
 //! answers, with the strategy decisions made by WebAssembly plugins.
 //!
 //! Dependencies point one way:
-//! `cli`/`mcp` -> `app` -> {`pipeline`, `store`}; `store` watches `pipeline`'s events;
+//! `cli`/`mcp` -> `app` -> {`pipeline`, `store`, `metrics`}; `store` and `metrics`
+//! watch `pipeline`'s events;
 //! `pipeline` -> {`plugins`, `llm`} -> `config`; everything may use `record`,
 //! the leaf that describes a run, and `text`, the leaf that cuts strings.
 
@@ -12,6 +13,7 @@ pub mod config;
 pub mod eval;
 pub mod llm;
 pub mod mcp;
+pub mod metrics;
 pub mod pipeline;
 pub mod plugins;
 pub mod record;

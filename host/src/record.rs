@@ -307,6 +307,27 @@ pub struct StoredRun {
     pub calls: Vec<StoredCall>,
 }
 
+impl StoredRun {
+    /// The record its run returned, rebuilt from what the store kept;
+    /// `None` for a run that ended without one (failed, or still running).
+    pub fn into_record(self) -> Option<RunRecord> {
+        Some(RunRecord {
+            run_id: self.run_id,
+            pipeline: self.pipeline,
+            kind: self.kind?,
+            summary: self.summary?,
+            answer: self.answer.unwrap_or_default(),
+            notes: self.notes,
+            calls: self.calls.into_iter().map(|c| c.call).collect(),
+            usage: self.usage,
+            elapsed_ms: self.elapsed_ms.unwrap_or_default(),
+            details: self.details,
+            follow_up_of: self.follow_up_of,
+            resynthesis_of: self.resynthesis_of,
+        })
+    }
+}
+
 /// A call as kept: its record (status `running` while it is in flight, or
 /// `unfinished` when its run ended first), its answer, and, when asked for,
 /// the request as sent.

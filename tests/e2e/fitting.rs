@@ -2,7 +2,8 @@
 //! every answer; a window that would leave stubs is skipped for a bigger
 //! one, and when none fits the answers come back side by side — never a
 //! "synthesis" of stubs; five 3 MB answers reach council, judge and vote
-//! without losing one, and are kept whole in the record.
+//! without losing one, and are kept whole in the record; and a run of 8 MB
+//! answers reads as resources that each fit one MCP message.
 
 use crate::support::*;
 
@@ -116,19 +117,112 @@ fn big(model: &str, fill: &str) -> String {
     format!("{model} {}", fill.repeat(BIG / fill.len() + 1))
 }
 
-/// The record of the run keeps call `n`'s answer whole.
+/// Call `n`'s answer, as the run store keeps it (whole: under one part).
 async fn recorded_call(server: &Server, run_id: &str, n: u32) -> String {
+    let (text, meta) = read_text(server, &format!("chorus://runs/{run_id}/calls/{n}/reply")).await;
+    assert!(meta.is_none(), "one part");
+    text
+}
+
+/// A resource's text and its `_meta`; the text fits one message.
+async fn read_text(server: &Server, uri: &str) -> (String, Option<serde_json::Value>) {
     let read = server
         .client
-        .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
-            "chorus://runs/{run_id}/calls/{n}"
-        )))
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri.to_owned()))
         .await
-        .unwrap();
-    let rmcp::model::ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+        .unwrap_or_else(|e| panic!("{uri}: {e}"));
+    let rmcp::model::ResourceContents::TextResourceContents { text, meta, .. } = &read.contents[0]
+    else {
         panic!("a text resource")
     };
-    text.clone()
+    assert!(text.len() <= 4 << 20, "{uri} is {} bytes", text.len());
+    let meta = meta
+        .as_ref()
+        .map(|m| serde_json::Value::Object(m.0.clone()));
+    (text.clone(), meta)
+}
+
+/// A long text read part by part, each part's closing line taken off.
+async fn read_parts(server: &Server, uri: &str) -> (String, u64) {
+    let (mut whole, mut next, mut parts) = (String::new(), Some(uri.to_owned()), 0);
+    while let Some(uri) = next.take() {
+        let (text, meta) = read_text(server, &uri).await;
+        let meta = meta.expect("a text in parts says so in _meta");
+        parts = meta["chorus/parts"].as_u64().unwrap();
+        next = meta["chorus/next"].as_str().map(str::to_owned);
+        let footer = text.rfind("\n\n[part ").expect("a closing line");
+        whole.push_str(&text[..footer]);
+    }
+    (whole, parts)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_of_five_8mb_answers_reads_as_resources_that_each_fit_one_message() {
+    const EIGHT: usize = 8_000_000;
+    let mock = Mock::start().await;
+    let answer = |model: &str| format!("{model} {}", "é".repeat(EIGHT / 2 - 10));
+    for model in PANEL {
+        mock.script(model, [Step::answer(&answer(model))]);
+    }
+    let merged = format!("merged {}", "m".repeat(6_000_000));
+    mock.script(SYNTH, [Step::answer(&merged)]);
+    let server = Server::start(&config(&mock, "")).await;
+    let result = server.ask("ask", "q").await;
+    let run_id = structured(&result)["run_id"].as_str().unwrap().to_owned();
+    let run_uri = format!("chorus://runs/{run_id}");
+
+    // The record: every long text cut, each cut naming where it is whole.
+    let (text, _) = read_text(&server, &run_uri).await;
+    let record: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(record["answer_cut"]["bytes"], merged.len());
+    assert_eq!(
+        record["answer_cut"]["whole_at"],
+        format!("{run_uri}/answer")
+    );
+    let calls = record["calls"].as_array().unwrap();
+    let answered: Vec<u64> = calls
+        .iter()
+        .filter(|c| c["stage"] == "fan-out" && c["status"] == "ok")
+        .map(|c| c["id"].as_u64().unwrap())
+        .collect();
+    assert!(!answered.is_empty(), "{:#}", record["calls"]);
+    for call in calls
+        .iter()
+        .filter(|c| answered.contains(&c["id"].as_u64().unwrap()))
+    {
+        let id = call["id"].as_u64().unwrap();
+        assert_eq!(
+            call["reply_cut"]["whole_at"],
+            format!("{run_uri}/calls/{id}/reply")
+        );
+    }
+
+    // The answer and a model's reply, whole, part by part.
+    let (whole, parts) = read_parts(&server, &format!("{run_uri}/answer")).await;
+    assert_eq!((whole.len(), parts), (merged.len(), 2));
+    assert!(whole == merged, "the parts make the answer");
+    let n = answered[0];
+    let (call, _) = read_text(&server, &format!("{run_uri}/calls/{n}")).await;
+    let call: serde_json::Value = serde_json::from_str(&call).unwrap();
+    let model = call["model"].as_str().unwrap().to_owned();
+    assert_eq!(call["reply_cut"]["bytes"], answer(&model).len());
+    let (reply, parts) = read_parts(&server, &format!("{run_uri}/calls/{n}/reply")).await;
+    assert_eq!(parts, 2);
+    assert!(reply == answer(&model), "the parts make {model}'s answer");
+
+    // Past the last part: what there is.
+    let missing = server
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
+            "{run_uri}/answer?part=3"
+        )))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        missing.contains("has 2 part(s); there is no part 3"),
+        "{missing}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -21,6 +21,7 @@ mod history;
 mod http;
 mod live_swap;
 mod load;
+mod metrics;
 mod money;
 mod no_config;
 mod polyglot;

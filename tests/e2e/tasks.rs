@@ -1,7 +1,7 @@
 //! Task mode (`io.modelcontextprotocol/tasks`, MCP 2026-07-28): a client that
 //! declares the extension gets a task at once, polls it with a readable
-//! status, gets the result when done, can cancel it, and tasks do not
-//! outlive their TTL. Requests here use 2026-07-28's framing: no
+//! status, gets the result when done (read back from the run store), can
+//! cancel it, and tasks do not outlive their TTL. Requests here use 2026-07-28's framing: no
 //! `initialize`, the version and capabilities in each request's `_meta`.
 
 use std::time::Duration;
@@ -183,6 +183,60 @@ async fn cancelling_a_task_stops_its_run_and_upstream_calls() {
     })
     .await;
     assert_eq!(state["status"], "cancelled", "{state}");
+}
+
+/// Starts a task and polls it to its end.
+async fn finished_task(raw: &mut Raw, id: i64) -> (String, Value) {
+    raw.send(call(id)).await;
+    let (created, _) = raw.response(&json!(id)).await;
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let done = poll_until(raw, &task, Duration::from_secs(20), |t| {
+        t["status"] != "working"
+    })
+    .await;
+    (task, done)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finished_task_gives_its_result_from_the_run_store_not_from_memory() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer("ok")]);
+    }
+    let answers = ["the first answer", "the second answer"];
+    mock.script(SYNTH, answers.map(Step::answer));
+    // Runs kept in memory, one at a time: the second run pushes out the first.
+    let config = config(&mock, "\n[store]\nenabled = false\n").replace(
+        "run_timeout = \"20s\"",
+        "run_timeout = \"20s\"\nmax_runs_kept = 1",
+    );
+    let mut raw = Raw::start(&config).await;
+    let (first, done) = finished_task(&mut raw, 1).await;
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert_eq!(done["result"]["structuredContent"]["answer"], answers[0]);
+    assert_eq!(done["result"]["content"][0]["text"], answers[0]);
+
+    let (_, done) = finished_task(&mut raw, 2).await;
+    assert_eq!(done["result"]["structuredContent"]["answer"], answers[1]);
+    // The first run is gone from the store, and the task held no copy.
+    let again = get(&mut raw, 3, &first).await;
+    assert_eq!(again["status"], "completed");
+    let result = &again["result"]["structuredContent"];
+    let answer = result["answer"].as_str().unwrap();
+    assert!(
+        answer.starts_with("[This task no longer holds the answer (16 bytes)"),
+        "{answer}"
+    );
+    assert!(
+        result["notes"]
+            .to_string()
+            .contains("is no longer in this process's memory"),
+        "{result:#}"
+    );
+    assert_eq!(
+        result["summary"], "Synthesis of 5 of 5 answers.",
+        "the rest stays"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

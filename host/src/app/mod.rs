@@ -20,16 +20,19 @@ use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use crate::config::{ConfigError, Loaded};
+use crate::metrics::{Flight, Metrics};
 use crate::pipeline::follow_up::{MAX_TURNS, NOT_KEPT, TOO_LONG};
 use crate::pipeline::{Conversation, Merger, Progress, RunError, Runner, Turn, events, options};
 use crate::record::{AnswerKind, RunRecord, RunStatus, StoredRun};
-use crate::store::{Exchange, Links, Lookup, Page, Query, Recorder, Store, StoreError};
+use crate::store::{CallLookup, Exchange, Links, Lookup, Page, Query, Recorder, Store, StoreError};
 
 pub struct Chorus {
     /// The runner new runs use; replaced whole by a reload, announced to
     /// every subscriber.
     current: watch::Sender<Arc<Runner>>,
     pub store: Store,
+    /// What runs and calls did, for `/metrics`.
+    pub metrics: Arc<Metrics>,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
 }
@@ -43,6 +46,7 @@ impl Chorus {
         Ok(Self {
             current: watch::Sender::new(Arc::new(runner)),
             store,
+            metrics: Metrics::new(),
             reloading: tokio::sync::Mutex::new(()),
         })
     }
@@ -83,12 +87,13 @@ impl Chorus {
             resynthesis_of: None,
         };
         let runner = self.runner();
+        let flight = self.metrics.run(pipeline);
         let mut recorder = self.store.recorder(links, runner.time_limit(pipeline));
-        let progress = events::fan(vec![recorder.watcher(), progress]);
+        let progress = self.watched(&recorder, progress);
         let outcome = runner
             .run_continuing(pipeline, prompt, options, conversation, progress)
             .await;
-        self.keep(&mut recorder, outcome).await
+        self.keep(&mut recorder, flight, outcome).await
     }
 
     /// Asks `model` alone (see `Runner::ask_model`) and keeps the run's
@@ -101,12 +106,13 @@ impl Chorus {
     ) -> Result<Arc<RunRecord>, RunError> {
         let runner = self.runner();
         let name = crate::pipeline::single_run_name(model);
+        let flight = self.metrics.run(&name);
         let mut recorder = self
             .store
             .recorder(Links::default(), runner.time_limit(&name));
-        let progress = events::fan(vec![recorder.watcher(), progress]);
+        let progress = self.watched(&recorder, progress);
         let outcome = runner.ask_model(model, prompt, progress).await;
-        self.keep(&mut recorder, outcome).await
+        self.keep(&mut recorder, flight, outcome).await
     }
 
     /// Merges the answers of run `run_id` (an id, a unique prefix, or
@@ -139,8 +145,9 @@ impl Chorus {
             resynthesis_of: Some(source.run_id.clone()),
         };
         let runner = self.runner();
+        let flight = self.metrics.run(limit_of);
         let mut recorder = self.store.recorder(links, runner.time_limit(limit_of));
-        let progress = events::fan(vec![recorder.watcher(), progress]);
+        let progress = self.watched(&recorder, progress);
         let outcome = runner
             .resynthesize(&source, &merger, conversation, progress)
             .await
@@ -152,7 +159,7 @@ impl Chorus {
                 }
                 record
             });
-        self.keep(&mut recorder, outcome).await
+        self.keep(&mut recorder, flight, outcome).await
     }
 
     /// The run with this id, a unique prefix of one, or `last`.
@@ -167,6 +174,19 @@ impl Chorus {
             .map_err(|e| StoreError::Unavailable(e.to_string()))?
     }
 
+    /// Call `call_id` of the run `run_id` (in full), read on its own.
+    pub async fn find_call(
+        &self,
+        run_id: &str,
+        call_id: u32,
+        with_request: bool,
+    ) -> Result<CallLookup, StoreError> {
+        let (store, run_id) = (self.store.clone(), run_id.to_owned());
+        tokio::task::spawn_blocking(move || store.call(&run_id, call_id, with_request))
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?
+    }
+
     /// A page of kept runs, newest first.
     pub async fn list_runs(&self, query: Query) -> Result<Page, StoreError> {
         let store = self.store.clone();
@@ -175,13 +195,21 @@ impl Chorus {
             .map_err(|e| StoreError::Unavailable(e.to_string()))?
     }
 
-    /// Records the run's end; a run the store could not keep says so.
+    /// `progress`, and the store and the metrics watching the run too.
+    fn watched(&self, recorder: &Recorder, progress: Progress) -> Progress {
+        events::fan(vec![recorder.watcher(), self.metrics.watcher(), progress])
+    }
+
+    /// Records the run's end (in the store and the metrics); a run the
+    /// store could not keep says so.
     async fn keep(
         &self,
         recorder: &mut Recorder,
+        flight: Flight,
         outcome: Result<RunRecord, RunError>,
     ) -> Result<Arc<RunRecord>, RunError> {
         let outcome = outcome.map(Arc::new);
+        flight.end(&outcome);
         let written = recorder
             .finish(outcome.as_ref().map_err(ToString::to_string))
             .await;

@@ -33,6 +33,11 @@ pub struct Args {
     /// refused and reported on stderr while the old one keeps serving.
     #[arg(long)]
     no_watch: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics without a token, for
+    /// a scraper on a private network: `HOST:PORT` or a port (loopback).
+    /// With --http they are also at /metrics there, behind the token.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
     #[command(flatten)]
     panel: super::Panel,
     /// The pipeline whose panel --models changes, and the default one.
@@ -57,8 +62,9 @@ impl Args {
 pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
     let watch = !args.no_watch;
     let overrides = args.panel.overrides(args.pipeline.as_deref());
+    let metrics = args.metrics.as_deref();
     let Some(listen) = args.http else {
-        return stdio(config, watch, &overrides).await;
+        return stdio(config, watch, &overrides, metrics).await;
     };
     let token = std::env::var("CHORUS_TOKEN").ok();
     let options = match mcp::http::Options::new(
@@ -73,7 +79,7 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let chorus = match load(config, watch, &overrides) {
+    let chorus = match load(config, watch, &overrides, metrics).await {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
@@ -87,8 +93,13 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
     }
 }
 
-async fn stdio(config: Option<&Path>, watch: bool, overrides: &Overrides) -> ExitCode {
-    let chorus = match load(config, watch, overrides) {
+async fn stdio(
+    config: Option<&Path>,
+    watch: bool,
+    overrides: &Overrides,
+    metrics: Option<&str>,
+) -> ExitCode {
+    let chorus = match load(config, watch, overrides, metrics).await {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
@@ -105,13 +116,20 @@ async fn stdio(config: Option<&Path>, watch: bool, overrides: &Overrides) -> Exi
 /// Loads chorus, warning about missing API keys: the server starts anyway,
 /// so an MCP client shows each call's readable failure instead of "server
 /// disconnected". Then reloads it on SIGHUP and, with `watch`, whenever its
-/// files change.
-fn load(
+/// files change; and serves its metrics on `metrics`, when given.
+async fn load(
     config: Option<&Path>,
     watch: bool,
     overrides: &Overrides,
+    metrics: Option<&str>,
 ) -> Result<std::sync::Arc<crate::app::Chorus>, ExitCode> {
     let chorus = super::load(config, overrides)?;
+    if let Some(addr) = metrics
+        && let Err(e) = crate::metrics::serve(addr, chorus.metrics.clone()).await
+    {
+        eprintln!("chorus: {e}");
+        return Err(ExitCode::from(2));
+    }
     for problem in chorus.runner().llm.key_problems() {
         tracing::warn!("{problem}; its calls will fail");
     }

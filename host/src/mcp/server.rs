@@ -31,6 +31,11 @@ pub struct Server {
 }
 
 impl Server {
+    /// The chorus this server serves.
+    pub fn chorus(&self) -> &Arc<Chorus> {
+        &self.chorus
+    }
+
     pub fn new(chorus: Arc<Chorus>, session: Session) -> Self {
         let tasks = Tasks::new(chorus.runner().loaded.config.limits.task_ttl);
         Self {
@@ -226,7 +231,10 @@ impl ServerHandler for Server {
         request: GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        self.tasks.get(&request.task_id).map(GetTaskResult::new)
+        self.tasks
+            .get(&self.chorus, &request.task_id)
+            .await
+            .map(GetTaskResult::new)
     }
 
     async fn cancel_task(

@@ -253,7 +253,7 @@ pub fn success(result: &RunRecord) -> CallToolResult {
 /// text and in `structuredContent`), and rmcp's clients drop any message
 /// over 16 MiB — the call would never end for them. The record keeps the
 /// whole answer.
-const MAX_RESULT_ANSWER_BYTES: usize = 4 << 20;
+const MAX_RESULT_ANSWER_BYTES: usize = super::resources::MAX_TEXT_BYTES;
 
 /// The answer cut to `max` bytes, with a note saying where it is whole;
 /// `None` when it fits.
@@ -271,8 +271,9 @@ fn shown_answer(result: &RunRecord, max: usize) -> Option<(String, String)> {
     );
     let note = format!(
         "The answer is {} bytes, more than one MCP message carries; the first {end} are shown. \
-         It is kept whole: `chorus runs answer {run}` prints it, and each model's own answer is \
-         the resource {RUN_URI_PREFIX}{run}/calls/N.",
+         It is kept whole: the resource {RUN_URI_PREFIX}{run}/answer gives it in parts, \
+         `chorus runs answer {run}` prints it, and each model's own answer is the resource \
+         {RUN_URI_PREFIX}{run}/calls/N/reply.",
         answer.len()
     );
     Some((text, note))
@@ -414,7 +415,7 @@ mod tests {
         let (text, note) = shown_answer(&record("éééé".into()), 5).unwrap();
         assert!(text.starts_with("éé\n\n[… cut to 4 of 8 bytes"), "{text}");
         assert!(note.contains("`chorus runs answer r`"), "{note}");
-        assert!(note.contains("chorus://runs/r/calls/N"), "{note}");
+        assert!(note.contains("chorus://runs/r/calls/N/reply"), "{note}");
 
         let big = record("x".repeat(MAX_RESULT_ANSWER_BYTES + 1));
         let result = success(&big);

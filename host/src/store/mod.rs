@@ -36,7 +36,7 @@ pub use retention::{Pruned, Retention};
 pub use sqlite::location::path as path_for;
 
 use crate::config::{Limits, Loaded};
-use crate::record::{RunSummary, StoredRun};
+use crate::record::{RunSummary, StoredCall, StoredRun};
 use memory::Memory;
 use postgres::Postgres;
 pub use postgres::Target;
@@ -88,6 +88,17 @@ pub enum Lookup<T> {
     Unknown,
     /// Several runs start with the prefix given; a few of them.
     Ambiguous(Vec<String>),
+}
+
+/// One call of a run, looked up by the run's full id and the call's number.
+#[derive(Debug, Clone)]
+pub enum CallLookup {
+    Found(StoredCall),
+    /// The run is kept but has no call with this number; it has `calls`.
+    NoSuchCall {
+        calls: u32,
+    },
+    UnknownRun,
 }
 
 /// Where a listing continues: runs older than the last one shown.
@@ -330,6 +341,29 @@ impl Store {
             }),
             Backend::Sqlite(sqlite) => sqlite.find(id, with_requests),
             Backend::Postgres(pg) => pg.find(id, with_requests),
+        }
+    }
+
+    /// Call `call_id` of the run `run_id` (in full), its request too if
+    /// asked, without reading the run's other calls. Blocking.
+    pub fn call(
+        &self,
+        run_id: &str,
+        call_id: u32,
+        with_request: bool,
+    ) -> Result<CallLookup, StoreError> {
+        match &self.backend {
+            Backend::Memory(memory, _) => Ok(match memory.get(run_id) {
+                None => CallLookup::UnknownRun,
+                Some(run) => run.calls.iter().find(|c| c.call.id == call_id).map_or(
+                    CallLookup::NoSuchCall {
+                        calls: u32::try_from(run.calls.len()).unwrap_or(u32::MAX),
+                    },
+                    |call| CallLookup::Found(call.clone()),
+                ),
+            }),
+            Backend::Sqlite(sqlite) => sqlite.call(run_id, call_id, with_request),
+            Backend::Postgres(pg) => pg.call(run_id, call_id, with_request),
         }
     }
 

@@ -291,6 +291,26 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
         "answer 2 to Why is the sky blue?"
     );
     assert!(shown["started_at"].as_str().unwrap().ends_with('Z'));
+
+    // One call alone, by the run's id and its number.
+    match store.call(run.id(), 1, true).unwrap() {
+        CallLookup::Found(call) => {
+            assert_eq!(
+                call.call.reply.as_deref().map(String::as_str),
+                Some("answer 1 to Why is the sky blue?")
+            );
+            assert_eq!(call.request.unwrap()["model"], "m1");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        store.call(run.id(), 9, false).unwrap(),
+        CallLookup::NoSuchCall { calls: 3 }
+    ));
+    assert!(matches!(
+        store.call("no-such-run", 0, false).unwrap(),
+        CallLookup::UnknownRun
+    ));
 }
 
 async fn runs_that_never_end_are_interrupted_and_dropped_ones_cancelled(place: Place) {

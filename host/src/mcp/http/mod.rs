@@ -85,6 +85,7 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options) -> anyhow::Result<()> 
 }
 
 fn router(server: Server, options: &Options, max_body: usize) -> Router {
+    let metrics = server.chorus().metrics.clone();
     // rmcp gets no shutdown token of its own: ending the session stops
     // every call, whose response then ends its stream the ordinary way.
     let config = StreamableHttpServerConfig::default()
@@ -101,6 +102,19 @@ fn router(server: Server, options: &Options, max_body: usize) -> Router {
     let in_flight = Arc::new(cancel::InFlight::new(max_body));
     let access = options.access();
     let protected = Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+                        metrics.render(),
+                    )
+                        .into_response()
+                }
+            }),
+        )
         .route_service(PATH, mcp)
         .layer(axum::middleware::from_fn_with_state(
             in_flight,

@@ -24,7 +24,7 @@ use tokio_postgres::NoTls;
 use super::event::{Msg, now_ms};
 use super::memory::Memory;
 use super::retention::{Pruned, Retention};
-use super::{Exchange, Lookup, Page, Query, StoreError};
+use super::{CallLookup, Exchange, Lookup, Page, Query, StoreError};
 use crate::record::StoredRun;
 pub use target::Target;
 use writer::{Health, Writer};
@@ -337,6 +337,29 @@ impl Postgres {
                 Lookup::Ambiguous(ids) => Lookup::Ambiguous(ids),
             })
         })
+    }
+
+    /// Call `call_id` of run `run_id`; while the database is down, of a
+    /// run that ended meanwhile, from memory.
+    pub fn call(
+        &self,
+        run_id: &str,
+        call_id: u32,
+        with_request: bool,
+    ) -> Result<CallLookup, StoreError> {
+        let id = run_id.to_owned();
+        let found = self.read(move |client| async move {
+            read::call(&**client, &id, call_id, with_request, now_ms()).await
+        });
+        match (&found, self.unwritten.get(run_id)) {
+            (Err(_), Some(run)) => Ok(run.calls.iter().find(|c| c.call.id == call_id).map_or(
+                CallLookup::NoSuchCall {
+                    calls: u32::try_from(run.calls.len()).unwrap_or(u32::MAX),
+                },
+                |call| CallLookup::Found(call.clone()),
+            )),
+            _ => found,
+        }
     }
 
     pub fn exchanges(&self, id: &str, most: usize) -> Result<Vec<Exchange>, StoreError> {

@@ -14,7 +14,7 @@ use crate::record::{
     Totals, first_line,
 };
 use crate::store::row::{PROMPT_LINE, escape_like, json};
-use crate::store::{Cursor, Exchange, Lookup, Page, Query};
+use crate::store::{CallLookup, Cursor, Exchange, Lookup, Page, Query};
 
 /// The chain of runs that `id` starts, following `follow_up_of`.
 pub async fn exchanges(
@@ -90,22 +90,8 @@ pub async fn run(
     };
     let seq: i64 = row.get(0);
     let mut run = run_row(&row, now);
-    let request_column = if with_requests {
-        "request"
-    } else {
-        "NULL::text"
-    };
     let rows = client
-        .query(
-            &format!(
-                "SELECT id, stage, label, model, status, latency_ms, attempts, prompt_tokens,
-                        completion_tokens, cost_usd, error_kind, error_status, error_message, reply,
-                        reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
-                        cost_estimated, format_sent, fallback_from
-                 FROM calls WHERE run_seq = $1 ORDER BY id"
-            ),
-            &[&seq],
-        )
+        .query(&call_select(with_requests, "ORDER BY id"), &[&seq])
         .await?;
     let ended = run.status != RunStatus::Running;
     run.calls = rows.iter().map(|row| call_row(row, ended)).collect();
@@ -114,6 +100,60 @@ pub async fn run(
         run.usage = Totals::of(&calls);
     }
     Ok(Some(run))
+}
+
+/// Call `call_id` of run `run_id` (exact), with its request if asked:
+/// one row read, however many calls the run has.
+pub async fn call(
+    client: &impl GenericClient,
+    run_id: &str,
+    call_id: u32,
+    with_request: bool,
+    now: i64,
+) -> Result<CallLookup, Failure> {
+    let Some(row) = client
+        .query_opt(
+            &format!(
+                "SELECT seq, status, deadline_at, owner, {},
+                        (SELECT count(*) FROM calls WHERE run_seq = runs.seq)
+                 FROM runs WHERE id = $1",
+                lost()
+            ),
+            &[&run_id],
+        )
+        .await?
+    else {
+        return Ok(CallLookup::UnknownRun);
+    };
+    let (seq, status): (i64, RunStatus) = (row.get(0), status_of(&row, 1, 2, 3, 4, now));
+    let calls = small(Some(row.get(5))).unwrap_or(u32::MAX);
+    let ended = status != RunStatus::Running;
+    let call = client
+        .query_opt(
+            &call_select(with_request, "AND id = $2"),
+            &[&seq, &i64::from(call_id)],
+        )
+        .await?;
+    Ok(call.map_or(CallLookup::NoSuchCall { calls }, |row| {
+        CallLookup::Found(call_row(&row, ended))
+    }))
+}
+
+/// The query for a run's calls (`$1` its `seq`), `more` narrowing or
+/// ordering them.
+fn call_select(with_requests: bool, more: &str) -> String {
+    let request_column = if with_requests {
+        "request"
+    } else {
+        "NULL::text"
+    };
+    format!(
+        "SELECT id, stage, label, model, status, latency_ms, attempts, prompt_tokens,
+                completion_tokens, cost_usd, error_kind, error_status, error_message, reply,
+                reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
+                cost_estimated, format_sent, fallback_from
+         FROM calls WHERE run_seq = $1 {more}"
+    )
 }
 
 fn count(value: Option<i64>) -> u64 {

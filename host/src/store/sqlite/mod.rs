@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::event::{Msg, now_ms};
 use super::retention::{Pruned, Retention};
-use super::{Exchange, Lookup, Page, Query, StoreError};
+use super::{CallLookup, Exchange, Lookup, Page, Query, StoreError};
 use crate::record::StoredRun;
 
 /// Most read connections open at once; a read past them waits for one.
@@ -95,6 +95,15 @@ impl Sqlite {
                 Lookup::Ambiguous(ids) => Lookup::Ambiguous(ids),
             })
         })
+    }
+
+    pub fn call(
+        &self,
+        run_id: &str,
+        call_id: u32,
+        with_request: bool,
+    ) -> Result<CallLookup, StoreError> {
+        self.read(|conn| read::call(conn, run_id, call_id, with_request, now_ms()))
     }
 
     pub fn exchanges(&self, id: &str, most: usize) -> Result<Vec<Exchange>, StoreError> {

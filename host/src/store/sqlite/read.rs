@@ -12,7 +12,7 @@ use crate::record::{
     Totals, first_line,
 };
 use crate::store::row::{PROMPT_LINE, escape_like, json, status};
-use crate::store::{Cursor, Exchange, Lookup, Page, Query};
+use crate::store::{CallLookup, Cursor, Exchange, Lookup, Page, Query};
 
 /// The chain of runs that `id` starts, following `follow_up_of`: each
 /// run's prompt and answer only, at most `most`, stopping at a run not kept.
@@ -58,21 +58,9 @@ pub fn run(
     let Some((seq, mut run)) = found else {
         return Ok(None);
     };
-    let request_column = if with_requests {
-        texts::select("request")
-    } else {
-        "NULL".to_owned()
-    };
-    let reply_column = texts::select("reply");
-    let mut statement = conn.prepare_cached(&format!(
-        "SELECT id, stage, label, model, status, latency_ms, attempts, prompt_tokens,
-                completion_tokens, cost_usd, error_kind, error_status, error_message, {reply_column},
-                reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
-                cost_estimated, format_sent, fallback_from
-         FROM calls WHERE run_seq = ?1 ORDER BY id"
-    ))?;
     let ended = run.status != RunStatus::Running;
-    run.calls = statement
+    run.calls = conn
+        .prepare_cached(&call_select(with_requests, "ORDER BY id"))?
         .query_map([seq], |row| call_row(row, ended))?
         .collect::<Result<_, _>>()?;
     if run.kind.is_none() {
@@ -81,6 +69,60 @@ pub fn run(
         run.usage = Totals::of(&calls);
     }
     Ok(Some(run))
+}
+
+/// Call `call_id` of run `run_id` (exact), with its request if asked:
+/// one row read, however many calls the run has.
+pub fn call(
+    conn: &Connection,
+    run_id: &str,
+    call_id: u32,
+    with_request: bool,
+    now: i64,
+) -> rusqlite::Result<CallLookup> {
+    let found = conn
+        .prepare_cached(
+            "SELECT seq, status, deadline_at, owner,
+                    (SELECT count(*) FROM calls WHERE run_seq = runs.seq)
+             FROM runs WHERE id = ?1",
+        )?
+        .query_row([run_id], |row| {
+            let status = status(
+                &row.get::<_, String>(1)?,
+                row.get(2)?,
+                row.get::<_, Option<String>>(3)?.as_deref(),
+                now,
+            );
+            Ok((row.get::<_, i64>(0)?, status, row.get::<_, u32>(4)?))
+        })
+        .optional()?;
+    let Some((seq, status, calls)) = found else {
+        return Ok(CallLookup::UnknownRun);
+    };
+    let ended = status != RunStatus::Running;
+    let call = conn
+        .prepare_cached(&call_select(with_request, "AND id = ?2"))?
+        .query_row(rusqlite::params![seq, call_id], |row| call_row(row, ended))
+        .optional()?;
+    Ok(call.map_or(CallLookup::NoSuchCall { calls }, CallLookup::Found))
+}
+
+/// The query for a run's calls (`?1` its `seq`), `more` narrowing or
+/// ordering them.
+fn call_select(with_requests: bool, more: &str) -> String {
+    let request_column = if with_requests {
+        texts::select("request")
+    } else {
+        "NULL".to_owned()
+    };
+    let reply_column = texts::select("reply");
+    format!(
+        "SELECT id, stage, label, model, status, latency_ms, attempts, prompt_tokens,
+                completion_tokens, cost_usd, error_kind, error_status, error_message, {reply_column},
+                reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
+                cost_estimated, format_sent, fallback_from
+         FROM calls WHERE run_seq = ?1 {more}"
+    )
 }
 
 fn run_row(row: &Row<'_>, now: i64) -> rusqlite::Result<StoredRun> {

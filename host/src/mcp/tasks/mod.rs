@@ -9,7 +9,14 @@
 //!   x-ai/grok-4 for 41 s") while the run works, and its summary after;
 //! - `tasks/cancel` stops the run, dropping its upstream requests;
 //! - a `notifications/tasks` goes out when a stage begins, a model answers
-//!   or fails, and when the task reaches its end.
+//!   or fails, and when the task reaches its end;
+//! - a task expires on a timer at its TTL (the manager only checks when
+//!   called), so an abandoned task's run and upstream requests stop then,
+//!   and a finished one is forgotten a TTL later;
+//! - a finished task's result is read back from the run store
+//!   ([`results`]), not held in memory.
+
+mod results;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -23,6 +30,8 @@ use rmcp::model::{
 };
 use rmcp::service::Peer;
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
+
+use results::Results;
 
 use super::progress::Live;
 use super::tools::{self, Call};
@@ -38,6 +47,7 @@ pub struct Tasks {
     manager: TaskManager,
     /// The state of each task still running, for its status message.
     live: Registry,
+    results: Arc<Results>,
     ttl: Duration,
 }
 
@@ -46,6 +56,7 @@ impl Tasks {
         Self {
             manager: TaskManager::new(),
             live: Registry::default(),
+            results: Arc::default(),
             ttl,
         }
     }
@@ -64,29 +75,44 @@ impl Tasks {
             .with_poll_interval_ms(POLL_INTERVAL_MS)
             .with_status_message("starting");
         let (manager, registry) = (self.manager.clone(), self.live.clone());
-        self.manager.spawn(options, move |context| {
+        let (results, ttl) = (self.results.clone(), self.ttl);
+        let task = self.manager.spawn(options, move |context| {
             let live = Live::new();
             let id = context.task_id().to_owned();
             registry
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(id.clone(), live.clone());
+            let notifier_manager = manager.clone();
             let notifier = Notifier {
                 id: id.clone(),
                 manager,
                 registry: registry.clone(),
                 peer,
+                chorus: chorus.clone(),
+                results: results.clone(),
             };
             Box::pin(async move {
-                let _forget = Forget { id, registry };
-                run(context, chorus, call, live, session, notifier).await
+                let _forget = Forget {
+                    id: id.clone(),
+                    registry,
+                };
+                let ended = run(context, chorus, call, live, session, notifier, &results).await;
+                // Forgotten (and its result freed) a TTL after it ends.
+                expire_after(notifier_manager, ttl, move || results.forget(&id));
+                ended
             })
-        })
+        });
+        expire_after(self.manager.clone(), self.ttl, || ());
+        task
     }
 
-    /// `tasks/get`, with the live status message of a running task.
-    pub fn get(&self, id: &str) -> Result<DetailedTask, McpError> {
-        with_live_status(&self.manager, &self.live, id)
+    /// `tasks/get`, with the live status message of a running task, and
+    /// a finished one's result read back from the store.
+    pub async fn get(&self, chorus: &Chorus, id: &str) -> Result<DetailedTask, McpError> {
+        let mut task = with_live_status(&self.manager, &self.live, id)?;
+        self.results.fill(chorus, &mut task).await;
+        Ok(task)
     }
 
     /// `tasks/cancel`: the run stops; the task ends `cancelled`.
@@ -98,6 +124,17 @@ impl Tasks {
     pub fn shutdown(&self) {
         self.manager.shutdown();
     }
+}
+
+/// Sweeps `manager` once `ttl` has passed (just after), which is when a
+/// task started now expires, or one ending now is forgotten: rmcp's
+/// manager looks only when it is called, and an abandoned task is not.
+fn expire_after(manager: TaskManager, ttl: Duration, then: impl FnOnce() + Send + 'static) {
+    tokio::spawn(async move {
+        tokio::time::sleep(ttl + Duration::from_millis(20)).await;
+        manager.running_task_count();
+        then();
+    });
 }
 
 fn with_live_status(
@@ -126,6 +163,7 @@ async fn run(
     live: Arc<Live>,
     session: Session,
     notifier: Notifier,
+    results: &Results,
 ) -> Result<CallToolResult, TaskExit> {
     let started = Instant::now();
     let tool = call.tool.clone();
@@ -147,7 +185,7 @@ async fn run(
     let result = match outcome {
         Ok(record) => {
             context.set_status_message(record.summary.clone());
-            tools::success(&record)
+            results.hold(&chorus, context.task_id(), &record).await
         }
         Err(error) => {
             context.set_status_message(format!("failed: {error}"));
@@ -164,6 +202,9 @@ struct Notifier {
     manager: TaskManager,
     registry: Registry,
     peer: Peer<RoleServer>,
+    /// To put the whole result in the last notification.
+    chorus: Arc<Chorus>,
+    results: Arc<Results>,
 }
 
 impl Notifier {
@@ -182,10 +223,14 @@ impl Notifier {
     /// ended (just after the run's future returns).
     fn when_settled(&self) {
         let (id, manager, peer) = (self.id.clone(), self.manager.clone(), self.peer.clone());
+        let (chorus, results) = (self.chorus.clone(), self.results.clone());
         tokio::spawn(async move {
             for _ in 0..200 {
                 match manager.get_task(&id) {
-                    Ok(task) if task.status().is_terminal() => return send(&peer, task).await,
+                    Ok(mut task) if task.status().is_terminal() => {
+                        results.fill(&chorus, &mut task).await;
+                        return send(&peer, task).await;
+                    }
                     Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
                     Err(_) => return,
                 }
@@ -216,5 +261,47 @@ impl Drop for Forget {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::task_manager::TaskOptions;
+    use tokio::sync::oneshot;
+
+    /// Tells when the future holding it is dropped.
+    struct Dropped(Option<oneshot::Sender<()>>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            if let Some(tx) = self.0.take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_task_stops_at_its_ttl_with_nobody_asking() {
+        let manager = TaskManager::new();
+        let (tx, stopped) = oneshot::channel();
+        let guard = Dropped(Some(tx));
+        let task = manager.spawn(TaskOptions::new().with_ttl_ms(50), move |_| {
+            Box::pin(async move {
+                let _guard = guard;
+                std::future::pending().await
+            })
+        });
+        expire_after(manager.clone(), Duration::from_millis(50), || ());
+        tokio::time::timeout(Duration::from_secs(5), stopped)
+            .await
+            .expect("the run stops at its TTL without a tasks/get")
+            .unwrap();
+        let expired = manager.get_task(&task.task_id).unwrap();
+        assert!(
+            expired.task.status.is_terminal(),
+            "{:?}",
+            expired.task.status
+        );
     }
 }

@@ -1,0 +1,287 @@
+//! What the server is doing, as Prometheus metrics: runs by pipeline and
+//! how they ended, model calls by model and outcome, run and call latency,
+//! tokens and USD by model, runs in flight, and the build. Fed by the same
+//! run events the store and MCP progress see ([`Metrics::watcher`]) and by
+//! each run's end ([`Flight`]); rendered in the OpenMetrics text format
+//! Prometheus scrapes ([`Metrics::render`]), served by `mcp::http` at
+//! `/metrics` (behind the token) and by [`serve`] on `--metrics ADDR`.
+//!
+//! Labels stay bounded: pipeline names and model ids come from the
+//! configuration and the provider's catalog, outcomes from a fixed set —
+//! never a run id, a prompt or an error message.
+
+mod serve;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::pipeline::{Event, Progress, RunError};
+use crate::record::{CallRecord, RunRecord};
+
+pub use serve::serve;
+
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RunLabels {
+    pipeline: String,
+    /// The answer's kind (`synthesis`, `single`, `vote`, `pick`,
+    /// `unmerged`, `none`), or how the run failed (`timeout`, `refused`,
+    /// `plugin`, `busy`, `cancelled`).
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PipelineLabel {
+    pipeline: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    model: String,
+    /// `ok`, `cut`, `skipped`, or the failure's kind (`timeout`,
+    /// `rate-limited`, `http-status`, …).
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelLabel {
+    model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenLabels {
+    model: String,
+    /// `prompt` or `completion`.
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+}
+
+type Seconds = Family<PipelineLabel, Histogram, fn() -> Histogram>;
+type CallSeconds = Family<ModelLabel, Histogram, fn() -> Histogram>;
+
+pub struct Metrics {
+    registry: Registry,
+    runs: Family<RunLabels, Counter>,
+    run_seconds: Seconds,
+    in_flight: Gauge,
+    calls: Family<CallLabels, Counter>,
+    call_seconds: CallSeconds,
+    tokens: Family<TokenLabels, Counter>,
+    usd: Family<ModelLabel, Counter<f64, AtomicU64>>,
+}
+
+/// Latency buckets from 50 ms to about 14 minutes.
+fn seconds() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.05, 2.0, 15,
+    ))
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::with_prefix("chorus");
+        let runs = Family::<RunLabels, Counter>::default();
+        registry.register(
+            "runs",
+            "Runs ended, by pipeline and outcome (the answer's kind, or how the run failed)",
+            runs.clone(),
+        );
+        let run_seconds = Seconds::new_with_constructor(seconds);
+        registry.register(
+            "run_duration_seconds",
+            "How long runs took, by pipeline",
+            run_seconds.clone(),
+        );
+        let in_flight = Gauge::default();
+        registry.register("runs_in_flight", "Runs going on now", in_flight.clone());
+        let calls = Family::<CallLabels, Counter>::default();
+        registry.register(
+            "model_calls",
+            "Model calls ended, by model and outcome (ok, cut, skipped, or the failure's kind)",
+            calls.clone(),
+        );
+        let call_seconds = CallSeconds::new_with_constructor(seconds);
+        registry.register(
+            "model_call_duration_seconds",
+            "How long model calls took, retries included, by model",
+            call_seconds.clone(),
+        );
+        let tokens = Family::<TokenLabels, Counter>::default();
+        registry.register(
+            "tokens",
+            "Tokens sent (prompt) and received (completion), by model",
+            tokens.clone(),
+        );
+        let usd = Family::<ModelLabel, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "cost_usd",
+            "What model calls cost, in USD (the provider's figure, or chorus's estimate)",
+            usd.clone(),
+        );
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register("build_info", "The chorus version serving", build);
+        Arc::new(Self {
+            registry,
+            runs,
+            run_seconds,
+            in_flight,
+            calls,
+            call_seconds,
+            tokens,
+            usd,
+        })
+    }
+
+    /// A `Progress` that counts a run's model calls as they end.
+    pub fn watcher(self: &Arc<Self>) -> Progress {
+        let metrics = self.clone();
+        Arc::new(move |event| {
+            if let Event::CallFinished(call) = event {
+                metrics.call_ended(&call);
+            }
+        })
+    }
+
+    fn call_ended(&self, call: &CallRecord) {
+        // A call taken from an earlier run was not made by this one.
+        if call.reused_from.is_some() {
+            return;
+        }
+        let outcome = match (&call.error, call.status.as_str()) {
+            (Some(error), "failed") => error.kind.clone(),
+            (_, status) => status.to_owned(),
+        };
+        let model = ModelLabel {
+            model: call.model.clone(),
+        };
+        self.calls
+            .get_or_create(&CallLabels {
+                model: call.model.clone(),
+                outcome,
+            })
+            .inc();
+        if call.status != "skipped" {
+            self.call_seconds
+                .get_or_create(&model)
+                .observe(f64::from(call.latency_ms) / 1000.0);
+        }
+        for (kind, tokens) in [
+            ("prompt", call.prompt_tokens),
+            ("completion", call.completion_tokens),
+        ] {
+            if let Some(tokens) = tokens {
+                self.tokens
+                    .get_or_create(&TokenLabels {
+                        model: call.model.clone(),
+                        kind,
+                    })
+                    .inc_by(u64::from(tokens));
+            }
+        }
+        if let Some(usd) = call.cost_usd.filter(|usd| *usd > 0.0) {
+            self.usd.get_or_create(&model).inc_by(usd);
+        }
+    }
+
+    /// A run of `pipeline` begins; it counts as in flight until the
+    /// returned `Flight` ends or is dropped (then it was cancelled).
+    pub fn run(self: &Arc<Self>, pipeline: &str) -> Flight {
+        self.in_flight.inc();
+        Flight {
+            metrics: self.clone(),
+            pipeline: pipeline.to_owned(),
+            started: Instant::now(),
+            ended: false,
+        }
+    }
+
+    fn run_ended(&self, pipeline: &str, outcome: String, took: Duration) {
+        self.in_flight.dec();
+        self.runs
+            .get_or_create(&RunLabels {
+                pipeline: pipeline.to_owned(),
+                outcome,
+            })
+            .inc();
+        self.run_seconds
+            .get_or_create(&PipelineLabel {
+                pipeline: pipeline.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Every metric, in the OpenMetrics text format.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            tracing::warn!("cannot render the metrics: {e}");
+        }
+        text
+    }
+}
+
+/// A run in flight, for the metrics.
+pub struct Flight {
+    metrics: Arc<Metrics>,
+    pipeline: String,
+    started: Instant,
+    ended: bool,
+}
+
+impl Flight {
+    /// The run ended with `outcome`.
+    pub fn end(mut self, outcome: &Result<std::sync::Arc<RunRecord>, RunError>) {
+        self.ended = true;
+        if let Err(RunError::UnknownPipeline { .. }) = outcome {
+            // Named by the caller: not a label (it could be anything).
+            "(unknown)".clone_into(&mut self.pipeline);
+        }
+        let outcome = match outcome {
+            Ok(record) => record.kind.as_str().to_owned(),
+            Err(error) => failure(error).to_owned(),
+        };
+        self.metrics
+            .run_ended(&self.pipeline, outcome, self.started.elapsed());
+    }
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.metrics
+                .run_ended(&self.pipeline, "cancelled".into(), self.started.elapsed());
+        }
+    }
+}
+
+/// How a run that gave no record ended, in a word.
+fn failure(error: &RunError) -> &'static str {
+    match error {
+        RunError::Timeout(_) => "timeout",
+        RunError::Plugin(_) => "plugin",
+        RunError::Busy { .. } => "busy",
+        _ => "refused",
+    }
+}
+
+#[cfg(test)]
+mod tests;
