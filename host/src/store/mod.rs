@@ -92,6 +92,7 @@ pub enum Lookup<T> {
 
 /// One call of a run, looked up by the run's full id and the call's number.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // one per read, returned and dropped
 pub enum CallLookup {
     Found(StoredCall),
     /// The run is kept but has no call with this number; it has `calls`.
@@ -177,7 +178,7 @@ enum Backend {
 /// Where `[store]` says runs are kept.
 pub enum Location {
     File(PathBuf),
-    Database(Target),
+    Database(Box<Target>),
 }
 
 impl Location {
@@ -186,10 +187,10 @@ impl Location {
     pub fn of(loaded: &Loaded) -> Result<Self, StoreError> {
         let config = &loaded.config.store;
         match &config.url {
-            Some(url) => Ok(Self::Database(Target::new(
+            Some(url) => Ok(Self::Database(Box::new(Target::new(
                 url,
                 config.password_env.as_deref(),
-            )?)),
+            )?))),
             None => Ok(Self::File(sqlite::location::path(loaded)?)),
         }
     }
@@ -203,7 +204,7 @@ pub fn probe(loaded: &Loaded) -> String {
     }
     match Location::of(loaded) {
         Ok(Location::File(path)) => path.display().to_string(),
-        Ok(Location::Database(target)) => postgres::probe(target),
+        Ok(Location::Database(target)) => postgres::probe(*target),
         Err(e) => e.to_string(),
     }
 }
@@ -222,7 +223,7 @@ impl Store {
         let retention = Retention::of(config);
         match Location::of(loaded)? {
             Location::File(path) => Self::open_at(&path, retention),
-            Location::Database(target) => Self::open_database(target, retention),
+            Location::Database(target) => Self::open_database(*target, retention),
         }
     }
 
@@ -246,7 +247,7 @@ impl Store {
         let backend = match Location::of(loaded)? {
             Location::File(path) => Backend::Sqlite(Arc::new(Sqlite::open_reading(path)?)),
             Location::Database(target) => {
-                Backend::Postgres(Arc::new(Postgres::open_reading(target)?))
+                Backend::Postgres(Arc::new(Postgres::open_reading(*target)?))
             }
         };
         Ok(Self { backend })

@@ -30,8 +30,8 @@ pub use target::Target;
 use writer::{Health, Writer};
 
 /// Advisory lock keys: migrations, and retention (one instance at a time).
-const LOCK_MIGRATE: i64 = 0x63686f_7275_0001;
-const LOCK_RETENTION: i64 = 0x63686f_7275_0002;
+const LOCK_MIGRATE: i64 = 0x0063_686f_7275_0001;
+const LOCK_RETENTION: i64 = 0x0063_686f_7275_0002;
 /// The database's clock, in unix ms: leases are compared on one clock.
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::BIGINT";
 /// How often an instance renews its lease, and how long a lease lasts: a
