@@ -7,6 +7,8 @@
 //! response read). For each C, over a window of `WINDOW` after a ramp-up:
 //! - runs/s completed, and each call's latency (p50, p99) against the
 //!   provider's own 1.2 s;
+//! - how long after the level's clients start the first run completes
+//!   (under a low `max_concurrency`: whether runs finish or all wait);
 //! - chorus's CPU time per run (utime + stime from /proc);
 //! - its resident memory during the window (mean of samples every 100 ms)
 //!   over the idle resident size measured before, divided by C: the memory
@@ -16,7 +18,8 @@
 //! `CHORUS_BENCH_LEVELS=1,16,64` picks the concurrency levels;
 //! `CHORUS_BENCH_WINDOW_SECS` the window; `CHORUS_BENCH_MAX_CONCURRENCY`
 //! the provider's `max_concurrency` (default 1024, its maximum, so that
-//! chorus itself is measured; the shipped default is 8).
+//! chorus itself is measured; the shipped default is 8);
+//! `CHORUS_BENCH_WARMUP` the warm-up runs (default 128).
 
 #[path = "../../tests/support/mock.rs"]
 #[allow(dead_code)]
@@ -24,7 +27,7 @@ mod mock;
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mock::{Mock, Step};
@@ -189,7 +192,11 @@ async fn run() {
     // Warm up past `max_runs_kept` (100): the finished runs chorus keeps in
     // memory are then part of the idle size, as in a server that has been
     // up a while.
-    let warm: Vec<_> = (0..128)
+    let warmup: u64 = std::env::var("CHORUS_BENCH_WARMUP")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(128);
+    let warm: Vec<_> = (0..warmup)
         .map(|i| {
             let (client, url) = (client.clone(), url.clone());
             tokio::spawn(async move { ask(&client, &url, i).await })
@@ -201,13 +208,14 @@ async fn run() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (idle, _) = memory(pid);
     println!(
-        "chorus serve --http: idle after 128 warm-up runs {:.1} MB resident; each run: 3 panel models answering after {PANEL_MS} ms, a synthesizer after {SYNTH_MS} ms; provider max_concurrency {max_concurrency}; window {} s per level",
+        "chorus serve --http: idle after {warmup} warm-up runs {:.1} MB resident; each run: 3 panel models answering after {PANEL_MS} ms, a synthesizer after {SYNTH_MS} ms; provider max_concurrency {max_concurrency}; window {} s per level",
         idle as f64 / 1024.0,
         window.as_secs()
     );
     println!(
-        "{:>7} {:>8} {:>9} {:>9} {:>12} {:>12} {:>14} {:>9}",
+        "{:>7} {:>8} {:>8} {:>9} {:>9} {:>12} {:>12} {:>14} {:>9}",
         "clients",
+        "first s",
         "runs/s",
         "p50 s",
         "p99 s",
@@ -220,16 +228,21 @@ async fn run() {
     for clients in levels {
         let stop = Arc::new(AtomicBool::new(false));
         let measuring = Arc::new(AtomicBool::new(false));
+        let level_start = Instant::now();
+        // Milliseconds from the level's start to its first completed run.
+        let first = Arc::new(AtomicU64::new(u64::MAX));
         let workers: Vec<_> = (0..clients)
             .map(|worker| {
                 let (client, url) = (client.clone(), url.clone());
-                let (stop, measuring) = (stop.clone(), measuring.clone());
+                let (stop, measuring, first) = (stop.clone(), measuring.clone(), first.clone());
                 tokio::spawn(async move {
                     let mut latencies = Vec::new();
                     let mut id = (worker as u64) << 32;
                     while !stop.load(Ordering::Relaxed) {
                         id += 1;
                         let latency = ask(&client, &url, id).await;
+                        let at = level_start.elapsed().as_millis() as u64;
+                        first.fetch_min(at, Ordering::Relaxed);
                         // The calls that end inside the window.
                         if measuring.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
                             latencies.push(latency);
@@ -267,7 +280,11 @@ async fn run() {
         };
         let mean = samples.iter().sum::<u64>() as f64 / samples.len().max(1) as f64;
         println!(
-            "{clients:>7} {:>8.1} {:>9.2} {:>9.2} {:>12.2} {:>12.1} {:>14.0} {:>9.1}",
+            "{clients:>7} {:>8} {:>8.1} {:>9.2} {:>9.2} {:>12.2} {:>12.1} {:>14.0} {:>9.1}",
+            match first.load(Ordering::Relaxed) {
+                u64::MAX => "none".to_owned(),
+                ms => format!("{:.2}", ms as f64 / 1000.0),
+            },
             runs as f64 / elapsed.as_secs_f64(),
             quantile(0.5),
             quantile(0.99),

@@ -108,6 +108,8 @@ fn run(i: usize) -> Run {
                 prompt_tokens: Some(120),
                 completion_tokens: Some(450),
                 reasoning_tokens: None,
+                cached_tokens: None,
+                cache_write_tokens: None,
                 cost_usd: Some(0.004),
                 cost_estimated: false,
                 error: None,

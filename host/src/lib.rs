@@ -2,8 +2,8 @@
 //! answers, with the strategy decisions made by WebAssembly plugins.
 //!
 //! Dependencies point one way:
-//! `cli`/`mcp` -> `app` -> {`pipeline`, `store`, `metrics`}; `store` and `metrics`
-//! watch `pipeline`'s events;
+//! `cli`/`mcp`/`web` -> `app` -> {`pipeline`, `store`, `metrics`}; `store` and
+//! `metrics` watch `pipeline`'s events;
 //! `pipeline` -> {`plugins`, `llm`} -> `config`; everything may use `record`,
 //! the leaf that describes a run, and `text`, the leaf that cuts strings.
 
@@ -19,3 +19,4 @@ pub mod plugins;
 pub mod record;
 pub mod store;
 pub mod text;
+pub mod web;

@@ -100,6 +100,14 @@ pub struct CallRecord {
     /// Of the completion tokens, those spent reasoning, when reported.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u32>,
+    /// Of the prompt tokens, those read from the provider's prompt cache
+    /// (billed at its cache-read price), when reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u32>,
+    /// Of the prompt tokens, those written to the prompt cache, when
+    /// reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u32>,
     /// USD: the provider's figure, or an estimate (`cost_estimated`).
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "usd_option")]
     pub cost_usd: Option<f64>,
@@ -449,6 +457,8 @@ mod tests {
             prompt_tokens: None,
             completion_tokens: None,
             reasoning_tokens: None,
+            cached_tokens: None,
+            cache_write_tokens: None,
             cost_usd: None,
             cost_estimated: false,
             error: None,

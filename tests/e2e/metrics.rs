@@ -1,7 +1,8 @@
 //! `/metrics`: on the HTTP listener behind the token, and on `--metrics
 //! ADDR` without one, in the format a real Prometheus (Debian's
 //! `prometheus`) scrapes — runs by pipeline and outcome, model calls by
-//! outcome, latency histograms. Without the prometheus binary the scrape
+//! outcome, latency histograms. And the audit log a server writes: a line
+//! per run and per refused request, as JSON with `--log-format json`. Without the prometheus binary the scrape
 //! test says so and returns, unless `CHORUS_REQUIRE_PROMETHEUS=1` (set by
 //! .ci/run, which installs it).
 
@@ -85,6 +86,37 @@ async fn metrics_count_runs_and_calls_behind_the_token_or_on_their_own_listener(
         }
         assert!(text.ends_with("# EOF\n"));
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_logs_each_run_and_each_refusal_as_json_lines_without_the_token() {
+    let mock = Mock::start().await;
+    answering(&mock);
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &["--log-format", "json"]).await;
+    ask(&server, 1).await;
+    let refused = server
+        .post(Some("not-the-token"), &tool_call(2, "ask", "q"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    server
+        .wait_for_stderr("refused a request with a wrong bearer token", 1)
+        .await;
+    let ended = server.wait_for_stderr("run ended", 1).await.remove(0);
+    let line: Value = serde_json::from_str(&ended).unwrap_or_else(|e| panic!("{e}: {ended}"));
+    assert_eq!(line["level"], "INFO");
+    assert_eq!(line["target"], "chorus::audit");
+    let fields = &line["fields"];
+    assert_eq!(fields["pipeline"], "ask", "{line}");
+    assert_eq!(fields["kind"], "synthesis");
+    assert_eq!(fields["calls"], 6);
+    assert!(fields["run"].as_str().is_some_and(|r| r.len() > 8));
+    assert!(fields["duration_ms"].as_u64().is_some());
+    let stderr = server.stderr();
+    assert!(!stderr.contains(TOKEN) && !stderr.contains("not-the-token"));
+    assert!(!stderr.contains("merged"), "no answer in the audit log");
 }
 
 fn free_port() -> u16 {

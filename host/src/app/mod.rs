@@ -26,6 +26,34 @@ use crate::pipeline::{Conversation, Merger, Progress, RunError, Runner, Turn, ev
 use crate::record::{AnswerKind, RunRecord, RunStatus, StoredRun};
 use crate::store::{CallLookup, Exchange, Links, Lookup, Page, Query, Recorder, Store, StoreError};
 
+/// The log target of the audit lines: one per run, one per refused HTTP
+/// request; on by default when serving.
+pub const AUDIT: &str = "chorus::audit";
+
+/// A run's audit line: what ran, how it ended, what it cost. Never the
+/// prompt or the answer.
+fn audit(run_id: Option<&str>, outcome: &Result<Arc<RunRecord>, RunError>) {
+    match outcome {
+        Ok(record) => tracing::info!(
+            target: AUDIT,
+            run = %record.run_id,
+            pipeline = %record.pipeline,
+            kind = %record.kind.as_str(),
+            cost_usd = record.usage.cost_usd,
+            cost_estimated = record.usage.cost_estimated,
+            duration_ms = record.elapsed_ms,
+            calls = record.calls.len(),
+            "run ended"
+        ),
+        Err(error) => tracing::info!(
+            target: AUDIT,
+            run = run_id.unwrap_or("-"),
+            error = %error,
+            "run failed"
+        ),
+    }
+}
+
 pub struct Chorus {
     /// The runner new runs use; replaced whole by a reload, announced to
     /// every subscriber.
@@ -35,6 +63,9 @@ pub struct Chorus {
     pub metrics: Arc<Metrics>,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
+    /// Moves on each event of each run this process makes (but streamed
+    /// tokens): the run viewer reads a run in flight again when it does.
+    moved: watch::Sender<u64>,
 }
 
 impl Chorus {
@@ -48,6 +79,7 @@ impl Chorus {
             store,
             metrics: Metrics::new(),
             reloading: tokio::sync::Mutex::new(()),
+            moved: watch::Sender::new(0),
         })
     }
 
@@ -60,6 +92,22 @@ impl Chorus {
     /// changed tool list from it).
     pub fn changes(&self) -> watch::Receiver<Arc<Runner>> {
         self.current.subscribe()
+    }
+
+    /// Sees every run of this process move (see `moved`).
+    pub fn moves(&self) -> watch::Receiver<u64> {
+        self.moved.subscribe()
+    }
+
+    /// The watcher that moves `moved`; after the recorder, so what it
+    /// announces has been sent to the store.
+    fn mover(&self) -> Progress {
+        let moved = self.moved.clone();
+        Arc::new(move |event| {
+            if !matches!(event, events::Event::CallTokens { .. }) {
+                moved.send_modify(|n| *n = n.wrapping_add(1));
+            }
+        })
     }
 
     /// Finds the configuration the way every command does, and loads it.
@@ -195,9 +243,15 @@ impl Chorus {
             .map_err(|e| StoreError::Unavailable(e.to_string()))?
     }
 
-    /// `progress`, and the store and the metrics watching the run too.
+    /// `progress`, and the store, the metrics and the viewer's live pages
+    /// watching the run too.
     fn watched(&self, recorder: &Recorder, progress: Progress) -> Progress {
-        events::fan(vec![recorder.watcher(), self.metrics.watcher(), progress])
+        events::fan(vec![
+            recorder.watcher(),
+            self.metrics.watcher(),
+            self.mover(),
+            progress,
+        ])
     }
 
     /// Records the run's end (in the store and the metrics); a run the
@@ -210,6 +264,7 @@ impl Chorus {
     ) -> Result<Arc<RunRecord>, RunError> {
         let outcome = outcome.map(Arc::new);
         flight.end(&outcome);
+        audit(recorder.run_id(), &outcome);
         let written = recorder
             .finish(outcome.as_ref().map_err(ToString::to_string))
             .await;

@@ -258,7 +258,7 @@ impl Renderer {
                 finished(&mut state, &call)
             }
             Event::Note { plugin, message } => format!("  · {plugin}: {message}"),
-            Event::Started(_) | Event::Planned(_) => return,
+            Event::Started(_) | Event::Planned(_) | Event::CallQueued { .. } => return,
         };
         if state.status_line {
             eprint!("\r\x1b[K");

@@ -10,6 +10,7 @@ mod models;
 mod plugin;
 mod runs;
 mod serve;
+mod ui;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,8 +36,25 @@ struct Cli {
     /// overrides: a level (`debug`), or a filter (`chorus=debug,rmcp=debug`).
     #[arg(long, short, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// The log's format on stderr: `text`, or `json` (one object a line,
+    /// for a log collector). $CHORUS_LOG_FORMAT
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t,
+        env = "CHORUS_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+#[derive(Clone, Copy, Default, clap::ValueEnum)]
+enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -53,6 +71,8 @@ enum Command {
     Models(models::Args),
     /// The run history: list, show, export, prune, re-synthesize.
     Runs(runs::Args),
+    /// The run viewer in a browser: serves it on 127.0.0.1 and prints a sign-in link.
+    Ui(ui::Args),
     /// Score pipelines and models on a dataset of questions with expected answers.
     Eval(eval::Args),
     /// Write strategy plugins: `chorus plugin new NAME --kind KIND --lang LANG`.
@@ -62,7 +82,10 @@ enum Command {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose);
+    // A server's audit lines (a run ended, a request refused) are on by
+    // default; a terminal command's stderr is for its progress.
+    let serving = matches!(cli.command, None | Some(Command::Serve(_)));
+    init_logging(cli.verbose, cli.log_format, serving);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -102,6 +125,10 @@ pub fn main() -> ExitCode {
                 Err(code) => code,
             },
             Command::Runs(args) => runs::run(config, args).await,
+            Command::Ui(args) => match load(config, &Overrides::default()) {
+                Ok(chorus) => ui::run(chorus, args).await,
+                Err(code) => code,
+            },
             Command::Eval(args) => match load(config, &Overrides::default()) {
                 Ok(chorus) => eval::run(chorus, args).await,
                 Err(code) => code,
@@ -258,14 +285,19 @@ pub async fn unlisted_models(chorus: &Chorus, overrides: &Overrides) -> Option<S
 /// debug output would drown chorus's. `CHORUS_LOG` overrides: a bare level
 /// (`debug`) applies to chorus; a full filter (`chorus=debug,rmcp=trace`)
 /// is used as written.
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, format: LogFormat, audit: bool) {
     let level = match verbose {
         0 => "warn",
         1 => "info",
         2 => "debug",
         _ => "trace",
     };
-    let ours = |level: &str| format!("{OTHER_CRATES},chorus={level}");
+    let audit = if audit && verbose == 0 {
+        format!(",{}=info", crate::app::AUDIT)
+    } else {
+        String::new()
+    };
+    let ours = |level: &str| format!("{OTHER_CRATES},chorus={level}{audit}");
     let filter = match std::env::var("CHORUS_LOG") {
         Ok(spec) if is_level(&spec) => EnvFilter::new(ours(spec.trim())),
         Ok(spec) => EnvFilter::try_new(&spec).unwrap_or_else(|e| {
@@ -274,12 +306,14 @@ fn init_logging(verbose: u8) {
         }),
         Err(_) => EnvFilter::new(ours(level)),
     };
-    let _ = tracing_subscriber::fmt()
+    let log = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_target(false)
-        .try_init();
+        .with_ansi(false);
+    let _ = match format {
+        LogFormat::Text => log.with_target(false).try_init(),
+        LogFormat::Json => log.json().with_current_span(false).try_init(),
+    };
 }
 
 /// The level for every crate but chorus.

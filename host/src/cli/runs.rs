@@ -374,7 +374,9 @@ fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()> {
                     .map(|t| format!("{t} tokens"))
                     .unwrap_or_default();
                 let cost = call.cost_usd.map(dollars).unwrap_or_default();
-                format!("{tokens}  {cost}").trim().to_owned()
+                format!("{tokens}  {cost}{}", prompt_cache(call))
+                    .trim()
+                    .to_owned()
             }
         };
         let reused = call
@@ -512,9 +514,63 @@ async fn resynthesize(loaded: Loaded, args: ResynthesizeArgs) -> ExitCode {
     }
 }
 
+/// What the provider's prompt cache did for a call, when it said:
+/// `  (800 of 1000 prompt tokens cached, 150 written to the cache)`.
+fn prompt_cache(call: &crate::record::CallRecord) -> String {
+    let read = call.cached_tokens.filter(|&n| n > 0);
+    let written = call.cache_write_tokens.filter(|&n| n > 0);
+    let of = call
+        .prompt_tokens
+        .map(|p| format!(" of {p}"))
+        .unwrap_or_default();
+    match (read, written) {
+        (None, None) => String::new(),
+        (Some(r), None) => format!("  ({r}{of} prompt tokens cached)"),
+        (None, Some(w)) => format!("  ({w}{of} prompt tokens written to the cache)"),
+        (Some(r), Some(w)) => {
+            format!("  ({r}{of} prompt tokens cached, {w} written to the cache)")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_line_says_what_the_prompt_cache_did() {
+        let call = |cached, written| crate::record::CallRecord {
+            id: 0,
+            stage: "fan-out".into(),
+            label: "panel".into(),
+            model: "anthropic/claude".into(),
+            status: "ok".into(),
+            latency_ms: 1,
+            attempts: 1,
+            prompt_tokens: Some(1000),
+            completion_tokens: Some(10),
+            reasoning_tokens: None,
+            cached_tokens: cached,
+            cache_write_tokens: written,
+            cost_usd: None,
+            cost_estimated: false,
+            error: None,
+            reply: None,
+            reused_from: None,
+            format_sent: None,
+            fallback_from: Vec::new(),
+        };
+        assert_eq!(
+            prompt_cache(&call(Some(800), None)),
+            "  (800 of 1000 prompt tokens cached)"
+        );
+        assert_eq!(
+            prompt_cache(&call(Some(800), Some(150))),
+            "  (800 of 1000 prompt tokens cached, 150 written to the cache)"
+        );
+        assert_eq!(prompt_cache(&call(Some(0), None)), "");
+        assert_eq!(prompt_cache(&call(None, None)), "");
+    }
 
     #[test]
     fn since_takes_durations_dates_and_times() {

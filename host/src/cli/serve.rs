@@ -12,6 +12,7 @@ use crate::mcp;
 #[derive(clap::Args, Default)]
 pub struct Args {
     /// Serve MCP over Streamable HTTP at http://ADDR/mcp instead of stdio,
+    /// and the run viewer at http://ADDR/,
     /// e.g. `127.0.0.1:8080`, `0.0.0.0:8080` or just a port (loopback).
     /// Clients send `Authorization: Bearer $CHORUS_TOKEN`; without
     /// CHORUS_TOKEN only a loopback address is allowed.
@@ -84,7 +85,14 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
         Err(code) => return code,
     };
     tracing::info!(config = %chorus.runner().loaded.origin, "chorus {} serving MCP over HTTP", env!("CARGO_PKG_VERSION"));
-    match mcp::http::serve(chorus, options).await {
+    let viewer = match crate::web::Viewer::new(chorus.clone(), options.access(), None) {
+        Ok(viewer) => viewer,
+        Err(e) => {
+            eprintln!("chorus: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match mcp::http::serve(chorus, options, crate::web::router(viewer)).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("chorus: {e:#}");

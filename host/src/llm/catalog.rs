@@ -51,6 +51,12 @@ pub struct Listed {
     pub input_price: Option<f64>,
     #[serde(default)]
     pub output_price: Option<f64>,
+    /// Prompt tokens read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_price: Option<f64>,
+    /// Prompt tokens written to the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_price: Option<f64>,
     #[serde(default)]
     pub supported_parameters: Vec<String>,
 }
@@ -384,6 +390,8 @@ struct WireModel<'a> {
 struct WirePricing {
     prompt: Number,
     completion: Number,
+    input_cache_read: Number,
+    input_cache_write: Number,
 }
 
 #[derive(Deserialize, Default)]
@@ -430,6 +438,8 @@ pub fn parse(body: &[u8]) -> Result<Vec<Listed>, String> {
                 max_output_tokens: top.max_completion_tokens.count().filter(|&n| n > 0),
                 input_price: per_million(pricing.prompt),
                 output_price: per_million(pricing.completion),
+                cache_read_price: per_million(pricing.input_cache_read),
+                cache_write_price: per_million(pricing.input_cache_write),
                 supported_parameters: m.supported_parameters.0,
             })
         })

@@ -1,5 +1,6 @@
-//! One provider's client: a cap on requests in flight, one attempt at a
-//! time under its clocks (`timeouts`), streamed or whole responses, and
+//! One provider's client: a cap on requests in flight (a priority queue
+//! that adapts to 429s, `queue`), one attempt at a time under its clocks
+//! (`timeouts`), streamed or whole responses, and
 //! retries with exponential backoff and jitter for 429, 5xx and broken
 //! connections. Everything a provider sends back is scrubbed of the API key
 //! before it leaves an attempt — before a retry notice logs it, before a
@@ -13,10 +14,10 @@ use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, LOCATION, RETRY_AFTER};
 use serde_json::{Map, Value};
-use tokio::sync::Semaphore;
 use url::Url;
 
 use super::http::{self, Auth, KeyProblem};
+use super::queue::{PermitQueue, Priority};
 use super::secret::Scrubber;
 use super::sse::{FeedError, SseParser};
 use super::stream::Assembler;
@@ -47,6 +48,20 @@ const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// all of a call's attempts, as they arrive.
 pub type OnTokens<'a> = &'a (dyn Fn(u32) + Send + Sync);
 
+/// Told when an attempt must wait for one of the provider's permits
+/// (`Some`: how many requests are ahead of it) and when its wait ends
+/// (`None`).
+pub type OnQueued<'a> = &'a (dyn Fn(Option<usize>) + Send + Sync);
+
+/// What one call brings besides its request: its place in the provider's
+/// queue, who hears of its progress, and where its attempts are counted.
+pub struct CallHooks<'a> {
+    pub priority: Priority,
+    pub on_tokens: OnTokens<'a>,
+    pub on_queued: OnQueued<'a>,
+    pub attempts: &'a Attempts,
+}
+
 pub struct ProviderClient {
     pub name: String,
     pub base_url: Url,
@@ -57,7 +72,7 @@ pub struct ProviderClient {
     extra_body: Map<String, Value>,
     auth: Auth,
     scrubber: Scrubber,
-    permits: Semaphore,
+    permits: PermitQueue,
     limits: Limits,
     retry: Retry,
     stream: bool,
@@ -148,7 +163,7 @@ impl ProviderClient {
             extra_body,
             scrubber: auth.scrubber(),
             auth,
-            permits: Semaphore::new(config.max_concurrency),
+            permits: PermitQueue::new(config.max_concurrency),
             limits: Limits::of(name, config),
             retry: config.retry.clone(),
             stream: config.stream,
@@ -169,16 +184,18 @@ impl ProviderClient {
         self.stream
     }
 
-    /// Sends `body`, retrying as configured, counting each attempt in
-    /// `attempts` as it starts (so a caller that gives up early still knows),
-    /// and what each failed attempt had streamed (billed, but in no usage).
+    /// Sends `body`, retrying as configured, each attempt waiting its turn
+    /// for a permit by the call's priority, counting each attempt in
+    /// `hooks.attempts` as it starts (so a caller that gives up early still
+    /// knows), and what each failed attempt had streamed (billed, but in no
+    /// usage).
     pub async fn send(
         &self,
         body: Bytes,
         model: &str,
-        on_tokens: OnTokens<'_>,
-        attempts: &Attempts,
+        hooks: &CallHooks<'_>,
     ) -> Result<Reply, Failure> {
+        let (on_tokens, attempts) = (hooks.on_tokens, hooks.attempts);
         if let Some(problem) = self.auth.problem() {
             return Err(Failure::new(
                 FailureKind::MissingApiKey,
@@ -199,7 +216,7 @@ impl ProviderClient {
                 streamed.store(tokens, Ordering::Relaxed);
                 on_tokens(before.saturating_add(tokens));
             };
-            let outcome = self.attempt(&body, model, &on).await;
+            let outcome = self.attempt(&body, model, &on, hooks).await;
             let streamed = streamed.load(Ordering::Relaxed);
             if outcome.is_err() && streamed > 0 {
                 attempts.lost_tokens.fetch_add(streamed, Ordering::Relaxed);
@@ -223,14 +240,33 @@ impl ProviderClient {
         result.map_err(|e| e.failure)
     }
 
-    /// One attempt, its outcome scrubbed of the key.
+    /// One attempt, once a permit is free, its outcome scrubbed of the key.
+    /// The permit is held for the attempt only, so backoff sleeps do not
+    /// hold a slot; the attempt's clocks start once the request can go.
     async fn attempt(
         &self,
         body: &Bytes,
         model: &str,
         on_tokens: OnTokens<'_>,
+        hooks: &CallHooks<'_>,
     ) -> Result<Reply, AttemptError> {
-        match self.attempt_raw(body, model, on_tokens).await {
+        let permit = match self.permits.acquire(hooks.priority) {
+            Ok(permit) => permit,
+            Err(waiting) => {
+                (hooks.on_queued)(Some(waiting.behind()));
+                let permit = waiting.await;
+                (hooks.on_queued)(None);
+                permit
+            }
+        };
+        let outcome = self.attempt_raw(body, model, on_tokens).await;
+        match &outcome {
+            Ok(_) => permit.succeeded(),
+            Err(e) if e.failure.kind == FailureKind::RateLimited => permit.rate_limited(),
+            Err(_) => {}
+        }
+        drop(permit);
+        match outcome {
             Ok(reply) => Ok(Reply {
                 content: Arc::new(
                     self.scrubber
@@ -254,14 +290,6 @@ impl ProviderClient {
         model: &str,
         on_tokens: OnTokens<'_>,
     ) -> Result<Reply, AttemptError> {
-        // Held for the attempt only, so backoff sleeps do not hold a slot;
-        // the clocks start once the request can actually go.
-        let _permit = self.permits.acquire().await.map_err(|_| {
-            AttemptError::fatal(Failure::new(
-                FailureKind::Cancelled,
-                "the provider is shutting down",
-            ))
-        })?;
         let mut watch = Watch::start(&self.limits);
         let request = self.auth.apply(
             self.http

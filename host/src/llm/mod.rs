@@ -7,6 +7,7 @@
 mod catalog;
 mod client;
 mod http;
+mod queue;
 mod secret;
 mod sse;
 mod stream;
@@ -24,8 +25,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use catalog::{Catalog, Listed, Origin, Unavailable, closest, show_age, show_price};
-pub use client::OnTokens;
+pub use client::{CallHooks, OnQueued, OnTokens};
 pub use http::KeyProblem;
+pub use queue::{Priority, next_run_seq};
 pub use secret::{MIN_RUN, REDACTED, Scrubber, Secret};
 pub use types::*;
 
@@ -44,6 +46,14 @@ pub struct ModelInfo {
     pub input_price: Option<f64>,
     /// USD per million completion tokens.
     pub output_price: Option<f64>,
+    /// USD per million prompt tokens read from the provider's prompt
+    /// cache, from the catalog (`pricing.input_cache_read`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_read_price: Option<f64>,
+    /// USD per million prompt tokens written to the prompt cache, from the
+    /// catalog (`pricing.input_cache_write`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_write_price: Option<f64>,
     pub tags: Vec<String>,
     /// The most tokens one reply may have, when known.
     pub max_output_tokens: Option<u32>,
@@ -90,8 +100,29 @@ impl ModelInfo {
 
     /// USD for these token counts, when both prices are known.
     pub fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> Option<f64> {
+        self.cost_cached(prompt_tokens, 0, 0, completion_tokens)
+    }
+
+    /// USD for these token counts, of whose prompt tokens `cached` were
+    /// read from the provider's prompt cache and `written` written to it:
+    /// those at the cache prices (the input price where there is none),
+    /// when the input and output prices are known.
+    pub fn cost_cached(
+        &self,
+        prompt_tokens: u64,
+        cached: u64,
+        written: u64,
+        completion_tokens: u64,
+    ) -> Option<f64> {
         let (input, output) = (self.input_price?, self.output_price?);
-        Some((prompt_tokens as f64 * input + completion_tokens as f64 * output) / 1_000_000.0)
+        let cached = cached.min(prompt_tokens);
+        let written = written.min(prompt_tokens - cached);
+        let plain = prompt_tokens - cached - written;
+        let usd = plain as f64 * input
+            + cached as f64 * self.cache_read_price.unwrap_or(input)
+            + written as f64 * self.cache_write_price.unwrap_or(input)
+            + completion_tokens as f64 * output;
+        Some(usd / 1_000_000.0)
     }
 }
 
@@ -298,6 +329,14 @@ impl Llm {
                     context_window: m.context_window.or(listed.and_then(|l| l.context_window)),
                     input_price,
                     output_price,
+                    // Catalog prices go with catalog input prices only: a
+                    // configured input price is not discounted by them.
+                    cache_read_price: listed
+                        .filter(|_| m.input_price.is_none())
+                        .and_then(|l| l.cache_read_price),
+                    cache_write_price: listed
+                        .filter(|_| m.input_price.is_none())
+                        .and_then(|l| l.cache_write_price),
                     tags: m.tags.clone(),
                     max_output_tokens: m
                         .max_output_tokens
@@ -315,23 +354,31 @@ impl Llm {
         *self.models.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(merged);
     }
 
-    /// Runs one chat completion. Never fails: a failure is in the outcome.
-    /// Cancel by dropping the future; in-flight connections close with it.
+    /// Runs one chat completion, as a run of its own. Never fails: a
+    /// failure is in the outcome. Cancel by dropping the future; in-flight
+    /// connections close with it.
     pub async fn complete(&self, request: &ChatRequest) -> Completion {
-        self.complete_watched(request, &|_| {}, &Attempts::default())
-            .await
+        let hooks = CallHooks {
+            priority: Priority::new_run(),
+            on_tokens: &|_| {},
+            on_queued: &|_| {},
+            attempts: &Attempts::default(),
+        };
+        self.complete_watched(request, &hooks).await
     }
 
-    /// `complete`, telling `on_tokens` how many answer and reasoning tokens
+    /// `complete`, waiting for the provider's permits by `hooks.priority`,
+    /// telling `hooks.on_tokens` how many answer and reasoning tokens
     /// (estimated) have arrived, as they arrive (streaming providers only),
-    /// and keeping what the attempts did in `attempts` as they go. A reply's
-    /// usage and cost include what failed attempts streamed (estimated).
+    /// `hooks.on_queued` when it waits for a permit, and keeping what the
+    /// attempts did in `hooks.attempts` as they go. A reply's usage and cost
+    /// include what failed attempts streamed (estimated).
     pub async fn complete_watched(
         &self,
         request: &ChatRequest,
-        on_tokens: OnTokens<'_>,
-        attempts: &Attempts,
+        hooks: &CallHooks<'_>,
     ) -> Completion {
+        let attempts = hooks.attempts;
         let started = Instant::now();
         let (outcome, attempts) = match self.model(&request.model) {
             None => (
@@ -356,7 +403,7 @@ impl Llm {
                         provider.streams(),
                         format,
                     );
-                    provider.send(Bytes::from(body), &request.model, on_tokens, attempts)
+                    provider.send(Bytes::from(body), &request.model, hooks)
                 };
                 let outcome = match wire::forced_format(params) {
                     Some(forced) => send(forced).await.map(|r| r.sent(forced)),
@@ -432,8 +479,10 @@ fn with_cost(
         ..Usage::default()
     });
     if usage.cost.is_none()
-        && let Some(cost) = model.cost(
+        && let Some(cost) = model.cost_cached(
             u64::from(usage.prompt_tokens),
+            u64::from(usage.cached_tokens.unwrap_or(0)),
+            u64::from(usage.cache_write_tokens.unwrap_or(0)),
             u64::from(usage.completion_tokens),
         )
     {

@@ -215,6 +215,8 @@ fn merge_usage(old: Option<WireUsage>, new: WireUsage) -> WireUsage {
         completion_tokens: new.completion_tokens.or(old.completion_tokens),
         reasoning_tokens: new.reasoning_tokens.or(old.reasoning_tokens),
         cost: new.cost.or(old.cost),
+        cached_tokens: new.cached_tokens.or(old.cached_tokens),
+        cache_write_tokens: new.cache_write_tokens.or(old.cache_write_tokens),
     }
 }
 

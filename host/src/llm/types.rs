@@ -125,6 +125,12 @@ pub struct Usage {
     pub completion_tokens: u32,
     /// Of the completion tokens, those spent thinking, when reported.
     pub reasoning_tokens: Option<u32>,
+    /// Of the prompt tokens, those read from the provider's prompt cache
+    /// (billed at its cache-read price), when reported.
+    pub cached_tokens: Option<u32>,
+    /// Of the prompt tokens, those written to the prompt cache (billed at
+    /// its cache-write price), when reported.
+    pub cache_write_tokens: Option<u32>,
     /// USD, as reported by the provider or estimated from prices.
     pub cost: Option<f64>,
     /// True when `cost` is chorus's estimate, not the provider's figure.

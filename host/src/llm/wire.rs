@@ -1,4 +1,5 @@
-//! The OpenAI chat-completions wire format: building request bodies, and
+//! The OpenAI chat-completions wire format: building request bodies (with
+//! a prompt-cache mark for the models that cache only when told), and
 //! turning response bodies (whole, or assembled from a stream) into a
 //! `Reply` or a typed `Failure`.
 //!
@@ -25,11 +26,72 @@ use super::types::{
 use crate::text::ellipsized;
 use lenient::{Content, First, Text, WireError, WireUsage};
 
+/// Whether `model` caches a prompt's prefix only where the request marks
+/// it (`cache_control`): Anthropic's and Google's Gemini models, as
+/// OpenRouter names them. Other models cache by themselves, or not at all.
+pub fn caches_when_told(model: &str) -> bool {
+    model.starts_with("anthropic/") || model.starts_with("google/gemini")
+}
+
+/// The message that ends what repeats across a run's calls and follow-ups
+/// (the system prompt, a follow-up's history, earlier turns): the one
+/// before the last, when there is one.
+fn prefix_end(messages: &[Message]) -> Option<usize> {
+    messages.len().checked_sub(2)
+}
+
+/// The messages as sent: the one at `mark` (if any) as a content block
+/// carrying `cache_control: {"type": "ephemeral"}`.
+struct Messages<'a> {
+    messages: &'a [Message],
+    mark: Option<usize>,
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        #[derive(Serialize)]
+        struct Marked<'a> {
+            role: super::types::Role,
+            content: [Block<'a>; 1],
+        }
+        #[derive(Serialize)]
+        struct Block<'a> {
+            r#type: &'static str,
+            text: &'a str,
+            cache_control: CacheControl,
+        }
+        #[derive(Serialize)]
+        struct CacheControl {
+            r#type: &'static str,
+        }
+        let mut seq = serializer.serialize_seq(Some(self.messages.len()))?;
+        for (i, message) in self.messages.iter().enumerate() {
+            if Some(i) == self.mark {
+                seq.serialize_element(&Marked {
+                    role: message.role,
+                    content: [Block {
+                        r#type: "text",
+                        text: &message.content,
+                        cache_control: CacheControl {
+                            r#type: "ephemeral",
+                        },
+                    }],
+                })?;
+            } else {
+                seq.serialize_element(message)?;
+            }
+        }
+        seq.end()
+    }
+}
+
 /// The body of `POST {base_url}/chat/completions`. Later sources win:
 /// the provider's `extra_body`, then the plugin's sampling and response
 /// format (as much of it as `format` says to send), then the model's
 /// `params` (the operator's word on that model). The model, the messages
-/// and `stream` are chorus's and never overridden.
+/// and `stream` are chorus's and never overridden. For a model that
+/// caches only when told, the end of the repeated prefix is marked.
 pub fn request_body(
     request: &ChatRequest,
     extra: &Map<String, Value>,
@@ -42,7 +104,7 @@ pub fn request_body(
         #[serde(flatten)]
         fields: Map<String, Value>,
         model: &'a str,
-        messages: &'a [Message],
+        messages: Messages<'a>,
         stream: bool,
     }
     let mut fields = extra.clone();
@@ -70,7 +132,10 @@ pub fn request_body(
     let body = Body {
         fields,
         model: &request.model,
-        messages: &request.messages,
+        messages: Messages {
+            messages: &request.messages,
+            mark: prefix_end(&request.messages).filter(|_| caches_when_told(&request.model)),
+        },
         stream,
     };
     serde_json::to_vec(&body).expect("a map of JSON values serializes")
@@ -232,6 +297,8 @@ fn usage(wire: WireUsage) -> Option<Usage> {
         prompt_tokens: wire.prompt_tokens.unwrap_or(0),
         completion_tokens: wire.completion_tokens.unwrap_or(0),
         reasoning_tokens: wire.reasoning_tokens,
+        cached_tokens: wire.cached_tokens,
+        cache_write_tokens: wire.cache_write_tokens,
         cost: wire.cost,
         cost_estimated: false,
         tokens_estimated: wire.prompt_tokens.is_none() || wire.completion_tokens.is_none(),

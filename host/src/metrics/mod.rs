@@ -61,7 +61,8 @@ struct ModelLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TokenLabels {
     model: String,
-    /// `prompt` or `completion`.
+    /// `prompt` or `completion`; of the prompt's, those read from the
+    /// provider's prompt cache (`cached`) and written to it (`cache_write`).
     kind: &'static str,
 }
 
@@ -123,7 +124,7 @@ impl Metrics {
         let tokens = Family::<TokenLabels, Counter>::default();
         registry.register(
             "tokens",
-            "Tokens sent (prompt) and received (completion), by model",
+            "Tokens sent (prompt; of those, cached and cache_write) and received (completion), by model",
             tokens.clone(),
         );
         let usd = Family::<ModelLabel, Counter<f64, AtomicU64>>::default();
@@ -187,6 +188,8 @@ impl Metrics {
         for (kind, tokens) in [
             ("prompt", call.prompt_tokens),
             ("completion", call.completion_tokens),
+            ("cached", call.cached_tokens),
+            ("cache_write", call.cache_write_tokens),
         ] {
             if let Some(tokens) = tokens {
                 self.tokens

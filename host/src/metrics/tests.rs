@@ -26,6 +26,8 @@ fn call(model: &str, status: &str, error: Option<&str>) -> CallRecord {
         reused_from: None,
         format_sent: None,
         fallback_from: Vec::new(),
+        cached_tokens: Some(5),
+        cache_write_tokens: None,
     }
 }
 
@@ -72,6 +74,7 @@ fn runs_calls_tokens_and_cost_are_counted_with_bounded_labels() {
         r#"chorus_model_calls_total{model="m1",outcome="ok"} 1"#,
         r#"chorus_model_calls_total{model="m2",outcome="rate-limited"} 1"#,
         r#"chorus_tokens_total{model="m1",kind="completion"} 20"#,
+        r#"chorus_tokens_total{model="m1",kind="cached"} 5"#,
         r#"chorus_cost_usd_total{model="m2"} 0.25"#,
         r#"chorus_model_call_duration_seconds_bucket{le="1.6",model="m1"} 1"#,
         "chorus_runs_in_flight 0",

@@ -20,8 +20,8 @@ use super::follow_up;
 use super::stragglers::{self, Ended, Policy};
 use crate::config::{FanOut, show_duration};
 use crate::llm::{
-    Attempts, ChatRequest, Completion, Failure, FailureKind, FormatSent, Llm, Message, ModelInfo,
-    OnTokens, Reply, estimate_prompt_tokens,
+    Attempts, CallHooks, ChatRequest, Completion, Failure, FailureKind, FormatSent, Llm, Message,
+    ModelInfo, Priority, Reply, estimate_prompt_tokens, next_run_seq,
 };
 use crate::plugins::{self, HostServices};
 use crate::record::{CallError, CallRecord};
@@ -65,6 +65,12 @@ pub struct RunContext {
     notes: Mutex<Vec<String>>,
     /// A follow-up's earlier conversation, sent ahead of every request.
     history: Vec<Message>,
+    /// When the run started, among all runs: older runs' calls get the
+    /// providers' permits first (see `llm::Priority`).
+    run_seq: u64,
+    /// The stage rank of the run's next batch of calls: one more per batch,
+    /// so a run further along gets the providers' permits first.
+    next_rank: AtomicU32,
 }
 
 /// A call's live state, readable after it is cut.
@@ -75,6 +81,10 @@ struct Live {
     last_event_ms: AtomicU64,
     /// What the attempts did so far (retries included).
     attempts: Attempts,
+    /// Its place among the requests waiting for the provider's permits.
+    priority: Priority,
+    /// While it waits for one: 1 + the requests ahead of it; 0 otherwise.
+    queued: AtomicU32,
     /// Set once a fallback is asked: the request in flight and what was
     /// tried before it, for the record if the call is cut.
     serving: Mutex<Option<(Arc<ChatRequest>, Vec<String>)>>,
@@ -95,6 +105,8 @@ impl RunContext {
             notes: Mutex::new(Vec::new()),
             limits,
             history: Vec::new(),
+            run_seq: next_run_seq(),
+            next_rank: AtomicU32::new(0),
         }
     }
 
@@ -107,8 +119,12 @@ impl RunContext {
 
     /// Starts the record with calls made by an earlier run (a
     /// re-synthesis); they keep their ids, and new calls number after them.
-    /// They were not made by this run, so they take nothing from its budget.
+    /// They were not made by this run, so they take nothing from its budget;
+    /// they are its first stage, so its own calls queue as a later one.
     pub fn with_reused(self, calls: Vec<CallRecord>) -> Self {
+        if !calls.is_empty() {
+            self.next_rank.store(1, Ordering::Relaxed);
+        }
         let next = calls.iter().map(|c| c.id + 1).max().unwrap_or(0);
         self.next_id.store(next, Ordering::Relaxed);
         self.records
@@ -162,6 +178,10 @@ impl RunContext {
     pub async fn fan_out(&self, stage: &str, requests: Vec<ChatRequest>) -> Vec<Completion> {
         let stage: Arc<str> = Arc::from(stage);
         let policy = self.policy();
+        let priority = Priority {
+            stage_rank: self.next_rank.fetch_add(1, Ordering::Relaxed),
+            run_seq: self.run_seq,
+        };
         // Ids and budgets are settled before anything is sent, in request
         // order, so ids follow the order plugins see.
         enum Admission {
@@ -189,7 +209,9 @@ impl RunContext {
                 started: Instant::now(),
                 tokens: AtomicU32::new(0),
                 last_event_ms: AtomicU64::new(u64::MAX),
+                queued: AtomicU32::new(0),
                 attempts: Attempts::default(),
+                priority,
                 serving: Mutex::new(None),
             })
             .collect();
@@ -279,8 +301,24 @@ impl RunContext {
         if self.limits.dry_run {
             return self.pretend(id, stage, request, reservation);
         }
+        let on_queued = |behind: Option<usize>| {
+            let ahead = behind.map_or(0, |n| {
+                u32::try_from(n).unwrap_or(u32::MAX).saturating_add(1)
+            });
+            live.queued.store(ahead, Ordering::Relaxed);
+            self.emit(Event::CallQueued {
+                id,
+                behind: behind.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+            });
+        };
+        let hooks = CallHooks {
+            priority: live.priority,
+            on_tokens: &on_tokens,
+            on_queued: &on_queued,
+            attempts: &live.attempts,
+        };
         let (mut completion, request, reservation, tried) = self
-            .send_with_fallbacks(id, request.clone(), reservation, live, &on_tokens)
+            .send_with_fallbacks(id, request.clone(), reservation, live, &hooks)
             .await;
         completion.id = Some(id);
         let spent = match &completion.outcome {
@@ -298,27 +336,19 @@ impl RunContext {
     }
 
     /// Sends `request` once (its retries included), within the run's
-    /// deadline.
-    async fn send(
-        &self,
-        request: &ChatRequest,
-        on_tokens: OnTokens<'_>,
-        live: &Live,
-    ) -> Completion {
-        match tokio::time::timeout_at(
-            self.deadline,
-            self.llm
-                .complete_watched(request, on_tokens, &live.attempts),
-        )
-        .await
+    /// deadline — which counts the wait for the provider's permits.
+    async fn send(&self, request: &ChatRequest, hooks: &CallHooks<'_>, live: &Live) -> Completion {
+        match tokio::time::timeout_at(self.deadline, self.llm.complete_watched(request, hooks))
+            .await
         {
             Ok(completion) => completion,
             Err(_) => {
                 let failure = Failure::new(
                     FailureKind::Timeout,
                     format!(
-                        "the run's deadline ({}) passed before this call finished",
-                        show_duration(self.limits.run_timeout)
+                        "the run's deadline ({}) passed before this call finished{}",
+                        show_duration(self.limits.run_timeout),
+                        self.still_queued(request, live)
                     ),
                 );
                 let mut completion = self.failed(request, failure, live.started.elapsed());
@@ -383,7 +413,10 @@ impl RunContext {
         };
         let cost = self.streamed_cost(request, live);
         self.budget.settle(reservation, cost.or(Some(0.0)));
-        let failure = Failure::new(FailureKind::Cut, why);
+        let failure = Failure::new(
+            FailureKind::Cut,
+            format!("{why}{}", self.still_queued(request, live)),
+        );
         let mut completion = self.failed(request, failure, live.started.elapsed());
         completion.id = Some(id);
         completion.attempts = live.attempts.started();
@@ -451,6 +484,23 @@ impl RunContext {
         );
         self.refused.fetch_add(1, Ordering::Relaxed);
         self.failed(request, failure, Duration::ZERO)
+    }
+
+    /// What a call ended early was still doing, if it had not been sent
+    /// yet: waiting for one of its provider's permits.
+    fn still_queued(&self, request: &ChatRequest, live: &Live) -> String {
+        let provider = self
+            .llm
+            .model(&request.model)
+            .map_or_else(|| "NAME".to_owned(), |m| m.provider);
+        match live.queued.load(Ordering::Relaxed) {
+            0 => String::new(),
+            n => format!(
+                " (it was still waiting for one of the provider's permits, queued behind {}: \
+                 providers.{provider}.max_concurrency)",
+                plural((n - 1) as usize, "request", "requests")
+            ),
+        }
     }
 
     /// How many calls the budget refused.
@@ -545,6 +595,8 @@ pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord 
         prompt_tokens: usage.map(|u| u.prompt_tokens),
         completion_tokens: usage.map(|u| u.completion_tokens),
         reasoning_tokens: usage.and_then(|u| u.reasoning_tokens),
+        cached_tokens: usage.and_then(|u| u.cached_tokens),
+        cache_write_tokens: usage.and_then(|u| u.cache_write_tokens),
         cost_usd: usage.and_then(|u| u.cost),
         cost_estimated: usage.is_some_and(|u| u.cost_estimated),
         error,

@@ -35,6 +35,10 @@ pub enum Event {
     /// providers): `tokens` deltas so far. At most one event per call every
     /// `TOKENS_EVERY`; a call that is not streamed has none.
     CallTokens { id: u32, tokens: u32 },
+    /// A call (or its retry) waits for one of its provider's permits
+    /// (`providers.NAME.max_concurrency`) behind `Some(n)` requests — in
+    /// flight or ahead in the queue; `None` once it may go.
+    CallQueued { id: u32, behind: Option<u32> },
     /// A chat completion finished, well or not — or was cut, or skipped
     /// (a call skipped for its cost was never sent: it has no
     /// `CallStarted`).

@@ -246,6 +246,8 @@ fn reuse(source: &StoredRun) -> (Vec<CallRecord>, Vec<Completion>) {
                 prompt_tokens: None,
                 completion_tokens: None,
                 reasoning_tokens: None,
+                cached_tokens: None,
+                cache_write_tokens: None,
                 cost_usd: None,
                 cost_estimated: false,
                 error: outcome.as_ref().err().map(|f| crate::record::CallError {
@@ -338,6 +340,8 @@ mod tests {
                 prompt_tokens: Some(5),
                 completion_tokens: Some(5),
                 reasoning_tokens: None,
+                cached_tokens: None,
+                cache_write_tokens: None,
                 cost_usd: Some(0.1),
                 cost_estimated: false,
                 error: error.map(|kind| CallError {

@@ -37,6 +37,8 @@ struct Call {
     since: Instant,
     /// Tokens streamed so far (answer and reasoning), while awaited.
     tokens: u32,
+    /// Requests ahead of it while it waits for a provider permit.
+    queued_behind: Option<u32>,
     outcome: Option<bool>,
 }
 
@@ -93,6 +95,7 @@ impl Watch {
                         band: self.stage.unwrap_or(Stage::Select),
                         since: Instant::now(),
                         tokens: 0,
+                        queued_behind: None,
                         outcome: None,
                     },
                 );
@@ -104,10 +107,24 @@ impl Watch {
                 }
                 None
             }
+            Event::CallQueued { id, behind } => {
+                // Said once when the run's calls start to queue; the status
+                // line says it while they wait.
+                let already = self.calls.values().any(|c| c.queued_behind.is_some());
+                let call = self.calls.get_mut(id)?;
+                call.queued_behind = *behind;
+                let behind = behind.filter(|_| !already)?;
+                Some(format!(
+                    "{} queued behind {} for the provider (max_concurrency)",
+                    who(&call.model, &call.stage),
+                    requests(behind)
+                ))
+            }
             Event::CallFinished(record) => {
                 let ok = record.error.is_none();
                 if let Some(call) = self.calls.get_mut(&record.id) {
                     call.outcome = Some(ok);
+                    call.queued_behind = None;
                 }
                 let who = who(&record.model, &record.stage);
                 let secs = f64::from(record.latency_ms) / 1000.0;
@@ -195,7 +212,9 @@ impl Watch {
             .filter(|c| c.outcome.is_none())
             .map(|c| {
                 let mut who = who(&c.model, &c.stage);
-                if c.tokens > 0 {
+                if let Some(behind) = c.queued_behind {
+                    who.push_str(&format!(" [queued behind {}]", requests(behind)));
+                } else if c.tokens > 0 {
                     who.push_str(&format!(" [{} tokens so far]", c.tokens));
                 }
                 (who, now.saturating_duration_since(c.since))
@@ -247,6 +266,14 @@ fn band(stage: Stage) -> (f64, f64) {
     let low = BANDS[at].1;
     let high = BANDS.get(at + 1).map_or(UNFINISHED_CEILING, |(_, l)| *l);
     (low, high)
+}
+
+fn requests(n: u32) -> String {
+    if n == 1 {
+        "1 request".to_owned()
+    } else {
+        format!("{n} requests")
+    }
 }
 
 fn who(model: &str, stage: &str) -> String {
@@ -318,6 +345,8 @@ mod tests {
             prompt_tokens: None,
             completion_tokens: None,
             reasoning_tokens: None,
+            cached_tokens: None,
+            cache_write_tokens: None,
             cost_usd: None,
             cost_estimated: false,
             error: (!ok).then(|| CallError {
@@ -402,6 +431,34 @@ mod tests {
             ),
             "{}",
             watch.status(now)
+        );
+    }
+
+    #[test]
+    fn a_call_waiting_for_a_provider_permit_says_how_many_requests_are_ahead() {
+        let mut watch = Watch::new();
+        let events = run();
+        for event in &events[..9] {
+            watch.observe(event);
+        }
+        let queued = |id, behind| Event::CallQueued { id, behind };
+        assert_eq!(
+            watch.observe(&queued(0, Some(12))).unwrap(),
+            "m0 queued behind 12 requests for the provider (max_concurrency)"
+        );
+        // One line when the run starts to queue, not one per call.
+        assert_eq!(watch.observe(&queued(1, Some(13))), None);
+        let now = Instant::now() + Duration::from_secs(41);
+        assert_eq!(
+            watch.status(now),
+            "0/5 answered; waiting on m0 [queued behind 12 requests], \
+             m1 [queued behind 13 requests], m2 and 2 more for 41 s"
+        );
+        watch.observe(&queued(0, None));
+        watch.observe(&queued(1, None));
+        assert_eq!(
+            watch.status(now),
+            "0/5 answered; waiting on m0, m1, m2 and 2 more for 41 s"
         );
     }
 

@@ -394,6 +394,16 @@ impl Store {
         }
     }
 
+    /// When each call of run `id` (in full) was sent, unix ms, by call id;
+    /// empty for runs kept in memory, which do not keep it. Blocking.
+    pub fn call_starts(&self, id: &str) -> Result<Vec<(u32, i64)>, StoreError> {
+        match &self.backend {
+            Backend::Memory(..) => Ok(Vec::new()),
+            Backend::Sqlite(sqlite) => sqlite.call_starts(id),
+            Backend::Postgres(pg) => pg.call_starts(id),
+        }
+    }
+
     /// A page of runs, newest first. Blocking.
     pub fn list(&self, query: &Query) -> Result<Page, StoreError> {
         match &self.backend {

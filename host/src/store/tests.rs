@@ -143,6 +143,8 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 prompt_tokens: Some(10),
                 completion_tokens: Some(20),
                 reasoning_tokens: Some(5),
+                cached_tokens: (i == 1).then_some(8),
+                cache_write_tokens: (i == 1).then_some(2),
                 cost_usd: Some(0.001),
                 cost_estimated: false,
                 error: None,
@@ -264,6 +266,12 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
         ["m0: HTTP 402: out of credit"]
     );
     assert!(partial.calls[0].call.fallback_from.is_empty());
+    let cache = |i: usize| {
+        let call = &partial.calls[i].call;
+        (call.cached_tokens, call.cache_write_tokens)
+    };
+    assert_eq!(cache(1), (Some(8), Some(2)), "the prompt cache's tokens");
+    assert_eq!(cache(0), (None, None));
     assert!((partial.usage.cost_usd - 0.002).abs() < 1e-12, "so far");
 
     recorder.finish(Ok(&run.record)).await.unwrap();

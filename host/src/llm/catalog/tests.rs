@@ -17,10 +17,21 @@ fn openrouter_shaped_lists_parse_with_prices_per_million() {
     assert_eq!(models[0].output_price, Some(10.0));
     assert_eq!(models[0].max_output_tokens, Some(128000));
     assert_eq!(models[0].supported_parameters, ["reasoning", "max_tokens"]);
+    assert_eq!(models[0].cache_read_price, None);
     assert_eq!(models[1].input_price, None, "variable pricing is unknown");
     assert_eq!(models[2].context_window, Some(8192));
     assert!(parse(b"<html>").is_err());
     assert_eq!(parse(br#"[{"id": "a"}]"#).unwrap()[0].id, "a");
+}
+
+#[test]
+fn prompt_cache_prices_are_read_from_the_pricing() {
+    let body = br#"{"data": [{"id": "anthropic/claude-sonnet-4.5", "pricing": {
+        "prompt": "0.000003", "completion": "0.000015",
+        "input_cache_read": "0.0000003", "input_cache_write": "0.00000375"}}]}"#;
+    let models = parse(body).unwrap();
+    assert_eq!(models[0].cache_read_price, Some(0.3));
+    assert_eq!(models[0].cache_write_price, Some(3.75));
 }
 
 #[test]

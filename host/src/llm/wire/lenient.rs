@@ -246,6 +246,10 @@ pub struct WireUsage {
     pub completion_tokens: Option<u32>,
     pub reasoning_tokens: Option<u32>,
     pub cost: Option<f64>,
+    /// Of the prompt tokens, those read from the provider's prompt cache.
+    pub cached_tokens: Option<u32>,
+    /// Of the prompt tokens, those written to it.
+    pub cache_write_tokens: Option<u32>,
 }
 
 impl<'de> Deserialize<'de> for WireUsage {
@@ -268,7 +272,20 @@ impl<'de> Deserialize<'de> for WireUsage {
                         }
                         "cost" => usage.cost = map.next_value::<Number>()?.0,
                         "completion_tokens_details" | "output_tokens_details" => {
-                            usage.reasoning_tokens = map.next_value::<Details>()?.0;
+                            usage.reasoning_tokens = map.next_value::<Details>()?.reasoning;
+                        }
+                        "prompt_tokens_details" | "input_tokens_details" => {
+                            let details = map.next_value::<Details>()?;
+                            usage.cached_tokens = usage.cached_tokens.or(details.cached);
+                            usage.cache_write_tokens =
+                                usage.cache_write_tokens.or(details.cache_write);
+                        }
+                        // Anthropic's own names, which some proxies pass on.
+                        "cache_read_input_tokens" => {
+                            usage.cached_tokens = map.next_value::<Number>()?.count();
+                        }
+                        "cache_creation_input_tokens" => {
+                            usage.cache_write_tokens = map.next_value::<Number>()?.count();
                         }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
@@ -283,8 +300,14 @@ impl<'de> Deserialize<'de> for WireUsage {
     }
 }
 
-/// `completion_tokens_details.reasoning_tokens`.
-struct Details(Option<u32>);
+/// `completion_tokens_details.reasoning_tokens`, and
+/// `prompt_tokens_details.cached_tokens` and `.cache_write_tokens`.
+#[derive(Default)]
+struct Details {
+    reasoning: Option<u32>,
+    cached: Option<u32>,
+    cache_write: Option<u32>,
+}
 
 impl<'de> Deserialize<'de> for Details {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -295,17 +318,26 @@ impl<'de> Deserialize<'de> for Details {
                 f.write_str("token details")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Details, A::Error> {
-                let mut reasoning = None;
+                let mut details = Details::default();
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    if key == "reasoning_tokens" {
-                        reasoning = map.next_value::<Number>()?.count();
-                    } else {
-                        map.next_value::<IgnoredAny>()?;
+                    match &*key {
+                        "reasoning_tokens" => {
+                            details.reasoning = map.next_value::<Number>()?.count();
+                        }
+                        "cached_tokens" | "cache_read_tokens" => {
+                            details.cached = map.next_value::<Number>()?.count();
+                        }
+                        "cache_write_tokens" | "cache_creation_tokens" => {
+                            details.cache_write = map.next_value::<Number>()?.count();
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
                     }
                 }
-                Ok(Details(reasoning))
+                Ok(details)
             }
-            otherwise!('de, Details(None); seq, str, u64, i64, f64, bool, unit);
+            otherwise!('de, Details::default(); seq, str, u64, i64, f64, bool, unit);
         }
         deserializer.deserialize_any(V)
     }

@@ -340,6 +340,8 @@ fn what_a_model_takes_follows_its_supported_parameters() {
         provider: "p".into(),
         context_window: None,
         input_price: None,
+        cache_read_price: None,
+        cache_write_price: None,
         output_price: None,
         tags: vec![],
         max_output_tokens: None,
@@ -496,4 +498,136 @@ fn a_key_echo_across_any_cut_is_scrubbed_before_the_cut() {
             "{cut}: the text around the echo stays: {message}"
         );
     }
+}
+
+#[test]
+fn cached_and_written_prompt_tokens_are_read_under_either_name() {
+    let usage = |usage: serde_json::Value| {
+        parse(json!({
+            "choices": [{"message": {"content": "x"}}],
+            "usage": usage
+        }))
+        .unwrap()
+        .usage
+        .unwrap()
+    };
+    let openrouter = usage(json!({"prompt_tokens": 1000, "completion_tokens": 10,
+        "prompt_tokens_details": {"cached_tokens": 800, "cache_write_tokens": "150", "audio_tokens": 0}}));
+    assert_eq!(
+        (openrouter.cached_tokens, openrouter.cache_write_tokens),
+        (Some(800), Some(150))
+    );
+    let anthropic = usage(json!({"prompt_tokens": 1000, "completion_tokens": 10,
+        "cache_read_input_tokens": 700, "cache_creation_input_tokens": 0}));
+    assert_eq!(
+        (anthropic.cached_tokens, anthropic.cache_write_tokens),
+        (Some(700), Some(0))
+    );
+    let none = usage(json!({"prompt_tokens": 5, "completion_tokens": 1,
+        "prompt_tokens_details": null}));
+    assert_eq!((none.cached_tokens, none.cache_write_tokens), (None, None));
+}
+
+fn conversation(model: &str, messages: &[(Role, &str)]) -> serde_json::Value {
+    let request = ChatRequest {
+        label: "panel".into(),
+        model: model.into(),
+        messages: messages
+            .iter()
+            .map(|(role, content)| Message {
+                role: *role,
+                content: (*content).into(),
+            })
+            .collect(),
+        sampling: Sampling::default(),
+        response_format: None,
+    };
+    body_of(&request, json!({}), FormatSent::None)
+}
+
+#[test]
+fn models_that_cache_only_when_told_get_the_end_of_the_repeated_prefix_marked() {
+    let messages = [
+        (Role::System, "Be terse."),
+        (Role::User, "earlier question"),
+        (Role::Assistant, "earlier answer"),
+        (Role::User, "now"),
+    ];
+    for model in ["anthropic/claude-sonnet-4.5", "google/gemini-2.5-pro"] {
+        let body = conversation(model, &messages);
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role": "system", "content": "Be terse."},
+                {"role": "user", "content": "earlier question"},
+                {"role": "assistant", "content": [{"type": "text", "text": "earlier answer",
+                    "cache_control": {"type": "ephemeral"}}]},
+                {"role": "user", "content": "now"},
+            ]),
+            "{model}"
+        );
+    }
+    let body = conversation("anthropic/claude-sonnet-4.5", &messages[..1]);
+    assert_eq!(
+        body["messages"],
+        json!([{"role": "system", "content": "Be terse."}]),
+        "nothing repeats ahead of a lone message"
+    );
+    for model in [
+        "openai/gpt-5",
+        "google/gemma-3-27b-it",
+        "deepseek/deepseek-chat",
+    ] {
+        let body = conversation(model, &messages);
+        assert!(
+            body["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|m| m["content"].is_string()),
+            "{model} caches by itself or not at all: {body}"
+        );
+    }
+}
+
+#[test]
+fn cached_and_written_tokens_are_priced_at_the_cache_prices() {
+    let model = ModelInfo {
+        id: "anthropic/claude".into(),
+        provider: "p".into(),
+        context_window: None,
+        input_price: Some(3.0),
+        output_price: Some(15.0),
+        cache_read_price: Some(0.3),
+        cache_write_price: Some(3.75),
+        tags: vec![],
+        max_output_tokens: None,
+        supported_parameters: None,
+        prices_source: None,
+        listed: None,
+    };
+    let usd = |prompt, cached, written, completion| {
+        (model
+            .cost_cached(prompt, cached, written, completion)
+            .unwrap()
+            * 1e9)
+            .round()
+            / 1e9
+    };
+    // 200 plain at 3, 800 cached at 0.3, 10 completion at 15 (per million).
+    assert_eq!(usd(1000, 800, 0, 10), 0.00099);
+    // 1000 written at 3.75.
+    assert_eq!(usd(1000, 0, 1000, 0), 0.00375);
+    // Counts that do not add up are clamped to the prompt.
+    assert_eq!(usd(100, 800, 800, 0), 0.00003);
+    let unpriced = ModelInfo {
+        cache_read_price: None,
+        cache_write_price: None,
+        ..model.clone()
+    };
+    assert_eq!(
+        unpriced.cost_cached(1000, 800, 0, 0),
+        unpriced.cost(1000, 0),
+        "no cache prices: cached tokens cost what any prompt token does"
+    );
 }

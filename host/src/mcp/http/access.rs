@@ -26,6 +26,8 @@ use axum::response::Response;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::app::AUDIT;
+
 /// The server's bearer token. Only its digest is kept, so the secret is in
 /// no struct, log or error; comparing digests also hides its length.
 pub struct Token {
@@ -216,7 +218,7 @@ impl Access {
         match host {
             Some(host) if self.hosts.allows(&host) => {}
             Some(host) => {
-                tracing::info!(%host, "refused a request for a host name not allowed");
+                tracing::info!(target: AUDIT, %host, "refused a request for a host name not allowed");
                 let bare = parse_host(&host).map_or(host.clone(), |(name, _)| name);
                 return Some(refuse(
                     headers,
@@ -239,7 +241,7 @@ impl Access {
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = String::from_utf8_lossy(origin.as_bytes());
             if !self.origins.allows(&origin) {
-                tracing::info!(%origin, "refused a browser request from an origin not allowed");
+                tracing::info!(target: AUDIT, %origin, "refused a browser request from an origin not allowed");
                 return Some(refuse(
                     headers,
                     StatusCode::FORBIDDEN,
@@ -263,18 +265,21 @@ impl Access {
         match given {
             Some(given) if token.matches(given) => None,
             Some(_) => {
-                tracing::info!("refused a request with a wrong bearer token");
+                tracing::info!(target: AUDIT, "refused a request with a wrong bearer token");
                 Some(unauthorized(
                     headers,
                     "Bearer realm=\"chorus\", error=\"invalid_token\"",
                     "chorus: the bearer token is wrong: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
                 ))
             }
-            None => Some(unauthorized(
-                headers,
-                "Bearer realm=\"chorus\"",
-                "chorus: this server needs a bearer token: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
-            )),
+            None => Some({
+                tracing::info!(target: AUDIT, "refused a request without a bearer token");
+                unauthorized(
+                    headers,
+                    "Bearer realm=\"chorus\"",
+                    "chorus: this server needs a bearer token: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
+                )
+            }),
         }
     }
 }

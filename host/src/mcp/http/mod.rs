@@ -34,7 +34,7 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use super::Server;
 use super::transport::Session;
 use crate::app::Chorus;
-pub use access::Token;
+pub use access::{Access, Hosts, Origins, Token};
 pub use setup::{Options, SetupError};
 
 /// The path MCP is served at.
@@ -46,9 +46,10 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// raises it (a prompt grows when escaped as JSON).
 const MIN_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
-/// Serves until SIGINT or SIGTERM. The address is printed on stderr once
-/// the listener is bound (port 0 picks a free port).
-pub async fn serve(chorus: Arc<Chorus>, options: Options) -> anyhow::Result<()> {
+/// Serves until SIGINT or SIGTERM, `pages` (the run viewer) beside MCP.
+/// The address is printed on stderr once the listener is bound (port 0
+/// picks a free port).
+pub async fn serve(chorus: Arc<Chorus>, options: Options, pages: Router) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .with_context(|| format!("cannot listen on {}", options.addr))?;
@@ -58,8 +59,9 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options) -> anyhow::Result<()> 
     let session = Session::new();
     let server = Server::new(chorus.clone(), session.clone());
     let stop = CancellationToken::new();
-    let app = router(server.clone(), &options, max_body);
+    let app = router(server.clone(), &options, max_body, pages);
     eprintln!("chorus: serving MCP at http://{local}{PATH}");
+    eprintln!("chorus: the run viewer is at http://{local}/");
     eprintln!("chorus: {}", options.describe());
     tokio::spawn(on_signal(stop.clone()));
 
@@ -84,7 +86,19 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn router(server: Server, options: &Options, max_body: usize) -> Router {
+/// Serves `app` (the run viewer of `chorus ui`) on `listener` with the
+/// same connection bounds as `serve --http`, until SIGINT or SIGTERM.
+pub async fn serve_pages(listener: tokio::net::TcpListener, app: Router, chorus: &Chorus) {
+    let stop = CancellationToken::new();
+    tokio::spawn(on_signal(stop.clone()));
+    let bounds = listen::Bounds::new(
+        &chorus.runner().loaded.config.http,
+        listen::descriptor_limit(),
+    );
+    listen::serve(listener, app, bounds, stop).await;
+}
+
+fn router(server: Server, options: &Options, max_body: usize, pages: Router) -> Router {
     let metrics = server.chorus().metrics.clone();
     // rmcp gets no shutdown token of its own: ending the session stops
     // every call, whose response then ends its stream the ordinary way.
@@ -124,6 +138,7 @@ fn router(server: Server, options: &Options, max_body: usize) -> Router {
     let app = Router::new()
         .route("/health", get(health))
         .merge(protected)
+        .merge(pages)
         .fallback(not_found);
     match cors(options) {
         Some(cors) => app.layer(cors),
@@ -147,7 +162,7 @@ async fn health() -> Response {
 async fn not_found() -> Response {
     access::plain(
         StatusCode::NOT_FOUND,
-        format!("chorus: nothing here; MCP is served at {PATH}.\n"),
+        format!("chorus: nothing here; MCP is served at {PATH}, the run viewer at /.\n"),
     )
 }
 

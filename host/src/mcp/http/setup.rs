@@ -74,7 +74,8 @@ impl Options {
         })
     }
 
-    pub(super) fn access(&self) -> Arc<Access> {
+    /// Who may use the server: the MCP routes and the run viewer alike.
+    pub fn access(&self) -> Arc<Access> {
         self.access.clone()
     }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::{Live, RunContext};
-use crate::llm::{ChatRequest, Completion, Failure, FailureKind, OnTokens};
+use crate::llm::{CallHooks, ChatRequest, Completion, Failure, FailureKind};
 use crate::pipeline::budget::Reservation;
 use crate::pipeline::events::Event;
 
@@ -42,7 +42,7 @@ impl RunContext {
         mut request: Arc<ChatRequest>,
         mut reservation: Reservation,
         live: &Live,
-        on_tokens: OnTokens<'_>,
+        hooks: &CallHooks<'_>,
     ) -> (Completion, Arc<ChatRequest>, Reservation, Vec<String>) {
         let chain = self
             .limits
@@ -51,7 +51,7 @@ impl RunContext {
             .cloned()
             .unwrap_or_default();
         let first = request.model.clone();
-        let mut completion = self.send(&request, on_tokens, live).await;
+        let mut completion = self.send(&request, hooks, live).await;
         let mut tried = Vec::new();
         for next in chain {
             let Err(failure) = &completion.outcome else {
@@ -99,7 +99,7 @@ impl RunContext {
             live.attempts.lost_attempts.store(0, Ordering::Relaxed);
             *live.serving.lock().unwrap_or_else(|e| e.into_inner()) =
                 Some((request.clone(), tried.clone()));
-            completion = self.send(&request, on_tokens, live).await;
+            completion = self.send(&request, hooks, live).await;
         }
         completion.attempts = live.attempts.started();
         if !tried.is_empty() {

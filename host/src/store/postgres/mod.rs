@@ -362,6 +362,12 @@ impl Postgres {
         }
     }
 
+    /// When each call of run `id` was sent, unix ms, by call id.
+    pub fn call_starts(&self, id: &str) -> Result<Vec<(u32, i64)>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |client| async move { read::call_starts(&**client, &id).await })
+    }
+
     pub fn exchanges(&self, id: &str, most: usize) -> Result<Vec<Exchange>, StoreError> {
         let id = id.to_owned();
         self.read(move |client| async move { read::exchanges(&**client, &id, most).await })

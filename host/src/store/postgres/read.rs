@@ -151,7 +151,7 @@ fn call_select(with_requests: bool, more: &str) -> String {
         "SELECT id, stage, label, model, status, latency_ms, attempts, prompt_tokens,
                 completion_tokens, cost_usd, error_kind, error_status, error_message, reply,
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
-                cost_estimated, format_sent, fallback_from
+                cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens
          FROM calls WHERE run_seq = $1 {more}"
     )
 }
@@ -231,6 +231,8 @@ fn call_row(row: &Row, run_ended: bool) -> StoredCall {
             reply: row.get::<_, Option<String>>(13).map(Arc::new),
             reused_from,
             format_sent: row.get(19),
+            cached_tokens: small(row.get(21)),
+            cache_write_tokens: small(row.get(22)),
             fallback_from: row
                 .get::<_, Option<String>>(20)
                 .and_then(|text| serde_json::from_str(&text).ok())
@@ -238,6 +240,23 @@ fn call_row(row: &Row, run_ended: bool) -> StoredCall {
         },
         request: json(row.get(16)),
     }
+}
+
+/// When each call of run `id` was sent (unix ms), by call id.
+pub async fn call_starts(
+    client: &impl GenericClient,
+    id: &str,
+) -> Result<Vec<(u32, i64)>, Failure> {
+    Ok(client
+        .query(
+            "SELECT calls.id, calls.started_at FROM calls JOIN runs ON runs.seq = calls.run_seq
+             WHERE runs.id = $1 AND calls.started_at IS NOT NULL ORDER BY calls.id",
+            &[&id],
+        )
+        .await?
+        .iter()
+        .filter_map(|row| Some((small(Some(row.get(0)))?, row.get(1))))
+        .collect())
 }
 
 /// Resolves a full id, a unique prefix of one, or `last`.

@@ -69,6 +69,8 @@ CREATE TABLE calls (
     reused_from_call  BIGINT,
     format_sent       TEXT,
     fallback_from     TEXT,
+    cached_tokens     BIGINT,                 -- prompt tokens the provider served from its cache
+    cache_write_tokens BIGINT,                -- prompt tokens written to its cache
     PRIMARY KEY (run_seq, id)
 );
 "#;

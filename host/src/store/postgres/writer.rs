@@ -504,9 +504,9 @@ async fn upsert_call(
             "INSERT INTO calls (run_seq, id, stage, label, model, status, latency_ms,
                  attempts, prompt_tokens, completion_tokens, cost_usd, error_kind, error_status,
                  error_message, reply, reused_from_run, reused_from_call, reasoning_tokens,
-                 cost_estimated, format_sent, fallback_from)
+                 cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens)
              SELECT seq, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                    $18, $19, $20, $21
+                    $18, $19, $20, $21, $22, $23
              FROM runs WHERE id = $1
              ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status,
                  model = excluded.model, latency_ms = excluded.latency_ms,
@@ -516,7 +516,9 @@ async fn upsert_call(
                  error_message = excluded.error_message, reply = excluded.reply,
                  reasoning_tokens = excluded.reasoning_tokens,
                  cost_estimated = excluded.cost_estimated, format_sent = excluded.format_sent,
-                 fallback_from = excluded.fallback_from
+                 fallback_from = excluded.fallback_from,
+                 cached_tokens = excluded.cached_tokens,
+                 cache_write_tokens = excluded.cache_write_tokens
              {condition}"
         ),
         &[
@@ -542,6 +544,8 @@ async fn upsert_call(
             &call.format_sent,
             &(!call.fallback_from.is_empty())
                 .then(|| serde_json::to_string(&call.fallback_from).unwrap_or_default()),
+            &call.cached_tokens.map(i64::from),
+            &call.cache_write_tokens.map(i64::from),
         ],
     )
     .await?;

@@ -106,6 +106,10 @@ impl Sqlite {
         self.read(|conn| read::call(conn, run_id, call_id, with_request, now_ms()))
     }
 
+    pub fn call_starts(&self, id: &str) -> Result<Vec<(u32, i64)>, StoreError> {
+        self.read(|conn| read::call_starts(conn, id))
+    }
+
     pub fn exchanges(&self, id: &str, most: usize) -> Result<Vec<Exchange>, StoreError> {
         self.read(|conn| read::exchanges(conn, id, most))
     }

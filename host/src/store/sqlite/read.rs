@@ -120,7 +120,7 @@ fn call_select(with_requests: bool, more: &str) -> String {
         "SELECT id, stage, label, model, status, latency_ms, attempts, prompt_tokens,
                 completion_tokens, cost_usd, error_kind, error_status, error_message, {reply_column},
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
-                cost_estimated, format_sent, fallback_from
+                cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens
          FROM calls WHERE run_seq = ?1 {more}"
     )
 }
@@ -204,6 +204,8 @@ fn call_row(row: &Row<'_>, run_ended: bool) -> rusqlite::Result<StoredCall> {
             prompt_tokens: row.get(7)?,
             completion_tokens: row.get(8)?,
             reasoning_tokens: row.get(17)?,
+            cached_tokens: row.get(21)?,
+            cache_write_tokens: row.get(22)?,
             cost_usd: row.get(9)?,
             cost_estimated: row.get::<_, Option<bool>>(18)?.unwrap_or(false),
             error,
@@ -217,6 +219,17 @@ fn call_row(row: &Row<'_>, run_ended: bool) -> rusqlite::Result<StoredCall> {
         },
         request: json(texts::read(row, 16)?),
     })
+}
+
+/// When each call of run `id` (exact) was sent, unix ms, by call id: what
+/// the run viewer's timeline places calls by. Calls never sent are absent.
+pub fn call_starts(conn: &Connection, id: &str) -> rusqlite::Result<Vec<(u32, i64)>> {
+    conn.prepare_cached(
+        "SELECT calls.id, calls.started_at FROM calls JOIN runs ON runs.seq = calls.run_seq
+         WHERE runs.id = ?1 AND calls.started_at IS NOT NULL ORDER BY calls.id",
+    )?
+    .query_map([id], |row| Ok((row.get(0)?, row.get(1)?)))?
+    .collect()
 }
 
 /// Resolves a full id, a unique prefix of one, or `last`.

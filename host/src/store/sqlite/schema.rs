@@ -14,7 +14,7 @@ use crate::store::StoreError;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4];
+const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5];
 
 /// Version 1: runs, and the calls of each run.
 pub(in crate::store) const V1: &str = r#"
@@ -84,6 +84,13 @@ ALTER TABLE calls ADD COLUMN format_sent TEXT;  -- json-schema, json-object; NUL
 /// its seat (fallback models).
 const V4: &str = r#"
 ALTER TABLE calls ADD COLUMN fallback_from TEXT;  -- JSON array of "model: failure"; NULL: none
+"#;
+
+/// Version 5: of each call's prompt tokens, those read from and written to
+/// the provider's prompt cache.
+const V5: &str = r#"
+ALTER TABLE calls ADD COLUMN cached_tokens INTEGER;
+ALTER TABLE calls ADD COLUMN cache_write_tokens INTEGER;
 "#;
 
 /// The schema version this chorus writes.

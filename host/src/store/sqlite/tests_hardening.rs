@@ -179,6 +179,8 @@ fn the_end_of_a_run_does_not_write_a_long_reply_again() {
         prompt_tokens: None,
         completion_tokens: None,
         reasoning_tokens: None,
+        cached_tokens: None,
+        cache_write_tokens: None,
         cost_usd: None,
         cost_estimated: false,
         error: None,

@@ -1,0 +1,377 @@
+//! Who may see the run viewer, decided before a page is made:
+//!
+//! 1. the Host and Origin rules of HTTP mode (`mcp::http::Access`): the
+//!    `Host` header names this server; a browser's `Origin`, when sent, is
+//!    this server itself or an allowed origin (a form posted from another
+//!    site is refused);
+//! 2. `Authorization: Bearer <token>` (scripts, tests), or a session cookie
+//!    got by signing in once with the token — or, from `chorus ui`, with
+//!    the one-time token in the URL it prints. A server without any token
+//!    (loopback, no CHORUS_TOKEN) gives every visitor a session;
+//! 3. a POST made with the cookie carries the session's CSRF token
+//!    ([`Guard::check_csrf`], called by the handler that reads the form).
+//!
+//! Tokens and session ids are compared as SHA-256 digests in constant
+//! time; only digests are kept.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::mcp::http::{Access, Token};
+use crate::text::hex;
+
+/// The session cookie's name.
+pub const COOKIE: &str = "chorus_session";
+/// Sessions kept; signing in past this forgets the oldest.
+const MAX_SESSIONS: usize = 256;
+/// Paths anyone who passes the Host/Origin rules may fetch.
+const OPEN_PATHS: [&str; 2] = ["/sign-in", "/assets/"];
+
+/// Who made a request, once it is let in.
+#[derive(Debug, Clone)]
+pub enum Who {
+    /// `Authorization: Bearer` with the server's token: no cookie, so no
+    /// CSRF token is needed (another site cannot make a browser send it).
+    Bearer,
+    /// A browser session, by its id (hex).
+    Session(String),
+    /// A page anyone may fetch (sign-in, assets).
+    Anyone,
+}
+
+pub struct Guard {
+    access: Arc<Access>,
+    /// `chorus ui`'s sign-in token, forgotten once used.
+    one_time: Mutex<Option<Token>>,
+    /// Whether a visitor must sign in; else each gets a session unasked.
+    sign_in: bool,
+    /// Digests of the session ids handed out, oldest first.
+    sessions: Mutex<VecDeque<[u8; 32]>>,
+    /// Keys the CSRF tokens: sha256(key ‖ session id).
+    csrf_key: [u8; 32],
+}
+
+/// A random 32 bytes from the system.
+pub fn random() -> Result<[u8; 32], String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| format!("the system gave no random bytes: {e}"))?;
+    Ok(bytes)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn digest(text: &str) -> [u8; 32] {
+    Sha256::digest(text.as_bytes()).into()
+}
+
+impl Guard {
+    /// `one_time`: the token `chorus ui` prints in its URL.
+    pub fn new(access: Arc<Access>, one_time: Option<&str>) -> Result<Self, String> {
+        let one_time = one_time.map(Token::new).transpose()?;
+        Ok(Self {
+            sign_in: access.token.is_some() || one_time.is_some(),
+            access,
+            one_time: Mutex::new(one_time),
+            sessions: Mutex::new(VecDeque::new()),
+            csrf_key: random()?,
+        })
+    }
+
+    /// Whether `given` signs a browser in: the server's token, or the
+    /// one-time token (which it uses up).
+    pub fn signs_in(&self, given: &str) -> bool {
+        if self.access.token.as_ref().is_some_and(|t| t.matches(given)) {
+            return true;
+        }
+        let mut one_time = lock(&self.one_time);
+        if one_time.as_ref().is_some_and(|t| t.matches(given)) {
+            *one_time = None;
+            return true;
+        }
+        false
+    }
+
+    /// A new session; its id goes in the cookie.
+    pub fn new_session(&self) -> Result<String, String> {
+        let id = hex(&random()?);
+        let mut sessions = lock(&self.sessions);
+        if sessions.len() == MAX_SESSIONS {
+            sessions.pop_front();
+        }
+        sessions.push_back(digest(&id));
+        Ok(id)
+    }
+
+    fn has_session(&self, id: &str) -> bool {
+        let given = digest(id);
+        // Every entry is compared, so the time says nothing of which matched.
+        lock(&self.sessions)
+            .iter()
+            .fold(subtle::Choice::from(0), |found, known| {
+                found | known.ct_eq(&given)
+            })
+            .into()
+    }
+
+    /// The CSRF token a page's forms carry for `who`; empty for a bearer.
+    pub fn csrf(&self, who: &Who) -> String {
+        match who {
+            Who::Session(id) => {
+                let mut hasher = Sha256::new();
+                hasher.update(self.csrf_key);
+                hasher.update(id.as_bytes());
+                hex(&hasher.finalize())
+            }
+            Who::Bearer | Who::Anyone => String::new(),
+        }
+    }
+
+    /// Whether a POST by `who` may go ahead with the form's `given` token.
+    pub fn check_csrf(&self, who: &Who, given: &str) -> bool {
+        match who {
+            Who::Bearer => true,
+            Who::Session(_) => {
+                let expected = self.csrf(who);
+                expected.len() == given.len()
+                    && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
+            }
+            Who::Anyone => false,
+        }
+    }
+
+    /// The `Set-Cookie` value for session `id`.
+    pub fn cookie(id: &str, secure: bool) -> HeaderValue {
+        let secure = if secure { "; Secure" } else { "" };
+        HeaderValue::from_str(&format!(
+            "{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict{secure}"
+        ))
+        .unwrap_or_else(|_| HeaderValue::from_static(""))
+    }
+}
+
+/// Whether the browser reached us over TLS (directly, or through a proxy
+/// that says so): the cookie is then marked `Secure`.
+pub fn behind_tls(headers: &HeaderMap) -> bool {
+    let forwarded = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"));
+    let origin = headers
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("https://"));
+    forwarded || origin
+}
+
+fn cookie_session(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.trim().to_owned())
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, credentials) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| credentials.trim())
+}
+
+fn refused(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        message,
+    )
+        .into_response()
+}
+
+/// The middleware: refuses what the rules above do not allow; passes the
+/// rest on with a [`Who`] in its extensions.
+pub async fn check(State(guard): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
+    let decision = guard.decide(&request);
+    match decision {
+        Err(refusal) => *refusal,
+        Ok((who, new_cookie)) => {
+            request.extensions_mut().insert(who);
+            let mut response = next.run(request).await;
+            if let Some(cookie) = new_cookie {
+                response.headers_mut().append(header::SET_COOKIE, cookie);
+            }
+            response
+        }
+    }
+}
+
+impl Guard {
+    fn decide(&self, request: &Request) -> Result<(Who, Option<HeaderValue>), Box<Response>> {
+        let headers = request.headers();
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default();
+        if !self.access.hosts.allows(host) {
+            tracing::info!(%host, "the run viewer refused a request for a host name not allowed");
+            return Err(Box::new(refused(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "chorus: Host `{host}` is not one of this server's names ({}); this guards against DNS rebinding. \
+                     If you reach chorus by this name, start it with `--allow-host NAME`.\n",
+                    self.access.hosts.describe()
+                ),
+            )));
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = String::from_utf8_lossy(origin.as_bytes());
+            let own = same_origin(&origin, host);
+            if !own && !self.access.origins.allows(&origin) {
+                tracing::info!(%origin, "the run viewer refused a request from another web origin");
+                return Err(Box::new(refused(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "chorus: requests from the web origin `{origin}` are not allowed; open the viewer at this server's own address.\n"
+                    ),
+                )));
+            }
+        }
+        let path = request.uri().path();
+        if OPEN_PATHS
+            .iter()
+            .any(|open| path == *open || (open.ends_with('/') && path.starts_with(open)))
+        {
+            return Ok((Who::Anyone, None));
+        }
+        if let Some(given) = bearer(headers) {
+            return match &self.access.token {
+                Some(token) if token.matches(given) => Ok((Who::Bearer, None)),
+                _ => {
+                    tracing::info!("the run viewer refused a wrong bearer token");
+                    let mut response = refused(
+                        StatusCode::UNAUTHORIZED,
+                        "chorus: the bearer token is wrong: send `Authorization: Bearer <token>` with the server's CHORUS_TOKEN.\n".into(),
+                    );
+                    response.headers_mut().insert(
+                        header::WWW_AUTHENTICATE,
+                        HeaderValue::from_static(
+                            "Bearer realm=\"chorus\", error=\"invalid_token\"",
+                        ),
+                    );
+                    Err(Box::new(response))
+                }
+            };
+        }
+        if let Some(id) = cookie_session(headers).filter(|id| self.has_session(id)) {
+            return Ok((Who::Session(id), None));
+        }
+        if !self.sign_in {
+            let id = self.new_session().map_err(|e| {
+                Box::new(refused(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("chorus: {e}\n"),
+                ))
+            })?;
+            let cookie = Self::cookie(&id, behind_tls(headers));
+            return Ok((Who::Session(id), Some(cookie)));
+        }
+        if request.method() == Method::GET {
+            return Err(Box::new(Redirect::to("/sign-in").into_response()));
+        }
+        Err(Box::new(refused(
+            StatusCode::UNAUTHORIZED,
+            "chorus: sign in first (open /sign-in), or send `Authorization: Bearer <token>`.\n"
+                .into(),
+        )))
+    }
+}
+
+/// Whether `origin` is this server as the browser reached it (`host`).
+fn same_origin(origin: &str, host: &str) -> bool {
+    let Ok(url) = url::Url::parse(origin) else {
+        return false;
+    };
+    let Some(name) = url.host_str() else {
+        return false;
+    };
+    let authority = match url.port() {
+        Some(port) => format!("{name}:{port}"),
+        None => name.to_owned(),
+    };
+    matches!(url.scheme(), "http" | "https") && authority.eq_ignore_ascii_case(host)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::http::{Hosts, Origins};
+
+    fn guard(token: Option<&str>, one_time: Option<&str>) -> Guard {
+        let access = Access {
+            token: token.map(|t| Token::new(t).unwrap()),
+            hosts: Hosts::new(["127.0.0.1"]).unwrap(),
+            origins: Origins::default(),
+        };
+        Guard::new(Arc::new(access), one_time).unwrap()
+    }
+
+    #[test]
+    fn the_one_time_token_signs_in_once_and_the_server_token_always() {
+        let guard = guard(Some("server-token"), Some("once"));
+        assert!(!guard.signs_in("wrong"));
+        assert!(guard.signs_in("once"));
+        assert!(!guard.signs_in("once"), "used up");
+        assert!(guard.signs_in("server-token"));
+        assert!(guard.signs_in("server-token"));
+    }
+
+    #[test]
+    fn csrf_tokens_belong_to_their_session() {
+        let guard = guard(None, Some("once"));
+        let a = Who::Session(guard.new_session().unwrap());
+        let b = Who::Session(guard.new_session().unwrap());
+        let token = guard.csrf(&a);
+        assert!(guard.check_csrf(&a, &token));
+        assert!(!guard.check_csrf(&b, &token));
+        assert!(!guard.check_csrf(&a, ""));
+        assert!(!guard.check_csrf(&Who::Anyone, &token));
+        assert!(guard.check_csrf(&Who::Bearer, ""));
+    }
+
+    #[test]
+    fn only_this_server_is_its_own_origin() {
+        assert!(same_origin("http://127.0.0.1:8080", "127.0.0.1:8080"));
+        assert!(!same_origin("http://127.0.0.1:8081", "127.0.0.1:8080"));
+        assert!(!same_origin("https://evil.example", "127.0.0.1:8080"));
+        assert!(!same_origin("null", "127.0.0.1:8080"));
+    }
+
+    #[test]
+    fn the_session_cookie_is_http_only_and_strict() {
+        let cookie = Guard::cookie("abc", true);
+        let text = cookie.to_str().unwrap();
+        assert!(
+            text.contains("HttpOnly")
+                && text.contains("SameSite=Strict")
+                && text.contains("Secure")
+        );
+        assert!(
+            !Guard::cookie("abc", false)
+                .to_str()
+                .unwrap()
+                .contains("Secure")
+        );
+    }
+}

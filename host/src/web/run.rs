@@ -1,0 +1,329 @@
+//! One run: the question, the final answer, each panel member's answer
+//! side by side (tabs on a narrow screen, with script), the strategy's
+//! analysis, every call on a timeline and in a table, the notes, the runs
+//! it builds on or that build on it, and what can be done with it (copy,
+//! export as JSON, re-synthesize). And the export itself.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, PreEscaped, html};
+use serde_json::Value;
+
+use super::Viewer;
+use super::auth::Who;
+use super::layout::{dollars, duration, page as frame, problem, time};
+use super::{markdown, timeline};
+use crate::plugins::Kind;
+use crate::record::{RunStatus, RunSummary, StoredCall, StoredRun};
+use crate::store::{Lookup, Query};
+
+/// Recent runs searched for those that follow up or re-synthesize this one.
+const RELATED_WITHIN: usize = 200;
+/// How deep and how wide the analysis is shown.
+const ANALYSIS_DEPTH: usize = 4;
+const ANALYSIS_ITEMS: usize = 50;
+
+/// The run `id` (in full, a unique prefix, or `last`), or a page saying why not.
+pub async fn find(viewer: &Viewer, id: &str, with_requests: bool) -> Result<StoredRun, Response> {
+    match viewer.chorus.find_run(id, with_requests).await {
+        Ok(Lookup::Found(run)) => Ok(run),
+        Ok(Lookup::Unknown) => Err(problem(
+            StatusCode::NOT_FOUND,
+            "No such run",
+            &format!(
+                "No run `{id}` is kept in {}.",
+                viewer.chorus.store.describe()
+            ),
+        )),
+        Ok(Lookup::Ambiguous(ids)) => Err(problem(
+            StatusCode::NOT_FOUND,
+            "Which run?",
+            &format!(
+                "`{id}` starts several runs' ids ({}, …): give more of it.",
+                ids.join(", ")
+            ),
+        )),
+        Err(e) => Err(problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "The run cannot be read",
+            &e.to_string(),
+        )),
+    }
+}
+
+pub async fn page(
+    State(viewer): State<Arc<Viewer>>,
+    Extension(who): Extension<Who>,
+    Path(id): Path<String>,
+) -> Response {
+    let run = match find(&viewer, &id, false).await {
+        Ok(run) => run,
+        Err(response) => return response,
+    };
+    let starts = {
+        let (store, id) = (viewer.chorus.store.clone(), run.run_id.clone());
+        tokio::task::spawn_blocking(move || store.call_starts(&id))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default()
+    };
+    let related = related(&viewer, &run.run_id).await;
+    let csrf = viewer.guard.csrf(&who);
+    let mergers = mergers(&viewer);
+    let title = crate::text::ellipsized(run.prompt.lines().next().unwrap_or("A run"), 60);
+    frame(&title, body(&run, &starts, &related, &csrf, &mergers))
+}
+
+/// What the re-synthesize form offers: synthesizer plugins, then pipelines.
+fn mergers(viewer: &Viewer) -> Vec<(String, String)> {
+    let runner = viewer.chorus.runner();
+    let synthesizers = runner
+        .registry
+        .iter()
+        .filter(|p| p.kind == Kind::Synthesizer)
+        .map(|p| {
+            (
+                format!("synthesizer:{}", p.name),
+                format!("synthesizer {}", p.name),
+            )
+        });
+    let pipelines = runner
+        .loaded
+        .config
+        .pipelines
+        .keys()
+        .map(|name| (format!("pipeline:{name}"), format!("pipeline {name}")));
+    synthesizers.chain(pipelines).collect()
+}
+
+/// Recent runs that follow up or re-synthesize run `id`.
+async fn related(viewer: &Viewer, id: &str) -> Vec<RunSummary> {
+    let query = Query {
+        limit: RELATED_WITHIN,
+        ..Query::default()
+    };
+    let Ok(page) = viewer.chorus.list_runs(query).await else {
+        return Vec::new();
+    };
+    page.runs
+        .into_iter()
+        .filter(|r| {
+            r.follow_up_of.as_deref() == Some(id) || r.resynthesis_of.as_deref() == Some(id)
+        })
+        .collect()
+}
+
+fn body(
+    run: &StoredRun,
+    starts: &[(u32, i64)],
+    related: &[RunSummary],
+    csrf: &str,
+    mergers: &[(String, String)],
+) -> Markup {
+    let running = run.status == RunStatus::Running;
+    let members: Vec<&StoredCall> = run
+        .calls
+        .iter()
+        .filter(|c| c.call.stage == "fan-out")
+        .collect();
+    let live = running.then(|| format!("/runs/{}/events", run.run_id));
+    html! {
+        div id="run" data-live=[live] {
+            h1 { "Run " code { (run.run_id) } }
+            ul class="facts" {
+                li { "pipeline " strong { (run.pipeline) } }
+                li { span class=(format!("badge {}", run.status.as_str())) { (run.status.as_str()) } }
+                @if let Some(kind) = run.kind { li { "answer: " strong { (kind.as_str()) } } }
+                li { "started " (time(run.started_at)) }
+                @if let Some(ms) = run.elapsed_ms { li { "took " (duration(ms)) } }
+                li { "cost " (dollars(run.usage.cost_usd)) @if run.usage.cost_estimated { " (estimated)" } }
+                li { (run.usage.prompt_tokens) " prompt + " (run.usage.completion_tokens) " completion tokens" }
+            }
+            @if let Some(of) = &run.follow_up_of {
+                p { "Follows up " a href=(format!("/runs/{of}")) { code { (of) } } }
+            }
+            @if let Some(of) = &run.resynthesis_of {
+                p { "Merges again the answers of " a href=(format!("/runs/{of}")) { code { (of) } } }
+            }
+            h2 { "Question" }
+            div class="prompt" { (run.prompt) }
+            h2 { "Answer" }
+            @if let Some(summary) = &run.summary { p class="muted" { (summary) } }
+            @match &run.answer {
+                Some(answer) => {
+                    div class="answer" id="final-answer" data-text=(answer) { (PreEscaped(markdown::render(answer))) }
+                }
+                None if running => { p { "Not yet: the run is still working." } }
+                None => { p role="alert" { "No answer: " (run.error.as_deref().unwrap_or(run.status.as_str())) } }
+            }
+            div class="actions" {
+                @if run.answer.is_some() {
+                    button type="button" data-copy="final-answer" hidden { "Copy answer" }
+                }
+                a class="button" href=(format!("/runs/{}/export.json", run.run_id)) download { "Export JSON" }
+                @if !running && !members.is_empty() {
+                    form class="inline" method="post" action=(format!("/runs/{}/resynthesize", run.run_id)) {
+                        input type="hidden" name="csrf" value=(csrf);
+                        label for="merger" { "Re-synthesize with" }
+                        select id="merger" name="merger" {
+                            option value="as-before" { "the same synthesizer" }
+                            @for (value, label) in mergers { option value=(value) { (label) } }
+                        }
+                        button type="submit" { "Re-synthesize" }
+                    }
+                }
+            }
+            @if !related.is_empty() {
+                h2 { "Built on this run" }
+                ul {
+                    @for other in related {
+                        li {
+                            @if other.resynthesis_of.as_deref() == Some(run.run_id.as_str()) { "Re-synthesis " } @else { "Follow-up " }
+                            a href=(format!("/runs/{}", other.run_id)) { code { (other.run_id) } }
+                            " · " (time(other.started_at)) " · " (other.status.as_str())
+                        }
+                    }
+                }
+            }
+            @if !run.notes.is_empty() || run.error.is_some() {
+                h2 { "Notes" }
+                ul {
+                    @for note in &run.notes { li { (note) } }
+                    @if let Some(error) = &run.error { li role="alert" { "Error: " (error) } }
+                }
+            }
+            h2 { "The panel" }
+            @if members.is_empty() {
+                p class="muted" { "No panel member was asked." }
+            } @else {
+                nav class="member-tabs" aria-label="Panel members" {
+                    @for (i, member) in members.iter().enumerate() {
+                        a href=(format!("#member-{i}")) { (member.call.model) }
+                    }
+                }
+                div class="members" {
+                    @for (i, member) in members.iter().enumerate() { (member_card(i, member)) }
+                }
+            }
+            @if let Some(details) = run.details.as_ref().filter(|d| !d.is_null()) {
+                h2 { "Analysis" }
+                (analysis(details, 0))
+            }
+            h2 { "Timeline" }
+            @if run.calls.is_empty() { p class="muted" { "No calls were made." } }
+            @else { div class="scroll" { (timeline::svg(run, starts)) } }
+            h2 { "Calls" }
+            (calls_table(run))
+        }
+    }
+}
+
+fn member_card(i: usize, member: &StoredCall) -> Markup {
+    let call = &member.call;
+    html! {
+        section class="member" id=(format!("member-{i}")) aria-label=(call.model) data-model=(call.model) {
+            h3 { (call.model) @if call.label != call.model { " " span class="muted" { "(" (call.label) ")" } } }
+            ul class="facts" {
+                li { span class=(format!("badge {}", call.status)) { (call.status) } }
+                li { (duration(u64::from(call.latency_ms))) }
+                @if let Some(tokens) = call.completion_tokens { li { (tokens) " tokens" } }
+                @if let Some(cost) = call.cost_usd { li { (dollars(cost)) } }
+                @if call.attempts > 1 { li { (call.attempts) " attempts" } }
+                @if let Some(from) = &call.reused_from {
+                    li { "reused from " a href=(format!("/runs/{}", from.run_id)) { "its run" } }
+                }
+            }
+            @if let Some(error) = &call.error {
+                p class="reason" { "Failed: " (error.to_string()) }
+            }
+            @if let Some(reply) = &call.reply {
+                div class="answer" { (PreEscaped(markdown::render(reply))) }
+            }
+        }
+    }
+}
+
+fn calls_table(run: &StoredRun) -> Markup {
+    html! {
+        div class="scroll" {
+            table class="calls" {
+                thead { tr {
+                    th scope="col" { "#" } th scope="col" { "Stage" } th scope="col" { "Model" }
+                    th scope="col" { "Status" } th scope="col" { "Latency" } th scope="col" { "Attempts" }
+                    th scope="col" { "Tokens in/out" } th scope="col" { "Cost" } th scope="col" { "Failure" }
+                } }
+                tbody {
+                    @for stored in &run.calls {
+                        @let call = &stored.call;
+                        tr {
+                            td { (call.id) } td { (call.stage) } td { (call.model) }
+                            td class=(call.status) { (call.status) }
+                            td { (duration(u64::from(call.latency_ms))) }
+                            td { (call.attempts) }
+                            td { (call.prompt_tokens.map_or("-".into(), |t| t.to_string())) " / "
+                                 (call.completion_tokens.map_or("-".into(), |t| t.to_string())) }
+                            td { (call.cost_usd.map_or("-".to_owned(), dollars)) }
+                            td { @if let Some(error) = &call.error { (error.to_string()) } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A strategy's structured analysis (any JSON), as nested lists.
+fn analysis(value: &Value, depth: usize) -> Markup {
+    if depth >= ANALYSIS_DEPTH {
+        return html! { code { (crate::text::ellipsized(&value.to_string(), 200)) } };
+    }
+    match value {
+        Value::Object(map) => html! {
+            dl class="analysis" {
+                @for (key, value) in map.iter().take(ANALYSIS_ITEMS) {
+                    dt { (key.replace('_', " ")) }
+                    dd { (analysis(value, depth + 1)) }
+                }
+            }
+        },
+        Value::Array(items) if items.iter().all(|v| !v.is_object() && !v.is_array()) => html! {
+            (items.iter().take(ANALYSIS_ITEMS).map(scalar).collect::<Vec<_>>().join(", "))
+        },
+        Value::Array(items) => html! {
+            ol { @for item in items.iter().take(ANALYSIS_ITEMS) { li { (analysis(item, depth + 1)) } } }
+        },
+        other => html! { (scalar(other)) },
+    }
+}
+
+fn scalar(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => "—".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// Everything kept about the run, every request sent included: what
+/// `chorus runs export` prints.
+pub async fn export(State(viewer): State<Arc<Viewer>>, Path(id): Path<String>) -> Response {
+    let run = match find(&viewer, &id, true).await {
+        Ok(run) => run,
+        Err(response) => return response,
+    };
+    let json = serde_json::to_string_pretty(&run).unwrap_or_default();
+    let disposition = format!("attachment; filename=\"chorus-run-{}.json\"", run.run_id);
+    (
+        [
+            (header::CONTENT_TYPE, "application/json".to_owned()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        json,
+    )
+        .into_response()
+}

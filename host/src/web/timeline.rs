@@ -1,0 +1,150 @@
+//! A run's calls on a time axis, as an SVG drawn here: one row per call
+//! from when it was sent to when it ended, coloured by how it ended, with
+//! retries and cut stragglers named. No script, no external library.
+
+use std::collections::HashMap;
+
+use maud::{Markup, html};
+
+use crate::record::StoredRun;
+
+const WIDTH: f64 = 960.0;
+const LABEL: f64 = 300.0;
+const ROW: f64 = 26.0;
+const TOP: f64 = 24.0;
+
+/// One call's bar: offsets from the run's start, in ms.
+struct Bar {
+    label: String,
+    status: String,
+    start: f64,
+    end: f64,
+    note: String,
+}
+
+/// The timeline of `run`; `starts` maps call ids to when each was sent
+/// (unix ms). A call with no start (runs kept in memory) is placed at the
+/// run's start if it is the panel's, else after the panel's last answer.
+pub fn svg(run: &StoredRun, starts: &[(u32, i64)]) -> Markup {
+    let starts: HashMap<u32, i64> = starts.iter().copied().collect();
+    let panel_end = run
+        .calls
+        .iter()
+        .filter(|c| c.call.stage == "fan-out")
+        .map(|c| {
+            let start = starts.get(&c.call.id).map_or(0, |s| s - run.started_at);
+            start as f64 + f64::from(c.call.latency_ms)
+        })
+        .fold(0.0, f64::max);
+    let bars: Vec<Bar> = run
+        .calls
+        .iter()
+        .map(|stored| {
+            let call = &stored.call;
+            let start = match starts.get(&call.id) {
+                Some(at) => (at - run.started_at).max(0) as f64,
+                None if call.stage == "fan-out" => 0.0,
+                None => panel_end,
+            };
+            let mut note = Vec::new();
+            if call.attempts > 1 {
+                note.push(format!("{} attempts", call.attempts));
+            }
+            if call.reused_from.is_some() {
+                note.push("reused".to_owned());
+            }
+            if let Some(error) = &call.error {
+                note.push(error.kind.clone());
+            }
+            Bar {
+                label: format!("{} · {}", call.stage, call.model),
+                status: class_of(&call.status),
+                start,
+                end: start + f64::from(call.latency_ms),
+                note: note.join(", "),
+            }
+        })
+        .collect();
+    let total = run
+        .elapsed_ms
+        .map(|ms| ms as f64)
+        .unwrap_or(0.0)
+        .max(bars.iter().map(|b| b.end).fold(1.0, f64::max));
+    let scale = (WIDTH - LABEL - 20.0) / total;
+    let height = TOP + ROW * bars.len() as f64 + 8.0;
+    let ticks = ticks(total);
+    html! {
+        svg class="timeline" viewBox=(format!("0 0 {WIDTH} {height}")) role="img"
+            aria-label=(format!("Timeline of {} calls over {}", bars.len(), seconds(total))) {
+            @for tick in &ticks {
+                @let x = LABEL + tick * scale;
+                line class="tick" x1=(x) x2=(x) y1=(TOP - 6.0) y2=(height) {}
+                text class="tick-label" x=(x) y=(TOP - 10.0) text-anchor="middle" { (seconds(*tick)) }
+            }
+            @for (row, bar) in bars.iter().enumerate() {
+                @let y = TOP + ROW * row as f64;
+                text class="call-label" x=(LABEL - 8.0) y=(y + 17.0) text-anchor="end" {
+                    (crate::text::ellipsized(&bar.label, 40))
+                }
+                rect class=(format!("bar {}", bar.status)) x=(LABEL + bar.start * scale) y=(y + 5.0)
+                    width=(((bar.end - bar.start) * scale).max(2.0)) height=(ROW - 10.0) rx="3" {
+                    title { (bar.label) " — " (bar.status) " after " (seconds(bar.end - bar.start))
+                        @if !bar.note.is_empty() { " (" (bar.note) ")" } }
+                }
+                @if !bar.note.is_empty() {
+                    text class="bar-note" x=(LABEL + bar.end * scale + 4.0) y=(y + 17.0) { (bar.note) }
+                }
+            }
+        }
+    }
+}
+
+/// A CSS class for a call's status: ours are plain words; anything else
+/// is `other`.
+fn class_of(status: &str) -> String {
+    match status {
+        "ok" | "failed" | "cut" | "skipped" | "running" | "unfinished" => status.to_owned(),
+        _ => "other".to_owned(),
+    }
+}
+
+fn seconds(ms: f64) -> String {
+    if ms < 1000.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{:.1} s", ms / 1000.0)
+    }
+}
+
+/// About five round ticks from 0 to `total` ms.
+fn ticks(total: f64) -> Vec<f64> {
+    let raw = total / 5.0;
+    let magnitude = 10f64.powf(raw.max(1.0).log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * magnitude)
+        .find(|s| *s >= raw)
+        .unwrap_or(magnitude * 10.0);
+    (0..=5)
+        .map(|i| f64::from(i) * step)
+        .take_while(|t| *t <= total)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round_and_within_the_run() {
+        assert_eq!(ticks(1000.0), vec![0.0, 200.0, 400.0, 600.0, 800.0, 1000.0]);
+        assert_eq!(ticks(4500.0), vec![0.0, 1000.0, 2000.0, 3000.0, 4000.0]);
+        assert_eq!(ticks(1.0), vec![0.0, 1.0]);
+    }
+
+    #[test]
+    fn unknown_statuses_get_a_plain_class() {
+        assert_eq!(class_of("cut"), "cut");
+        assert_eq!(class_of("x\" onload=\"y"), "other");
+    }
+}
