@@ -172,7 +172,18 @@ async fn runs_written_through_one_chorus_are_read_through_another_and_by_chorus_
     )
     .await;
     assert!(stderr.contains("cannot be reached"), "{stdout}{stderr}");
+    let unreachable = write_config(&in_database(&mock, &dead));
+    let (_, stdout, stderr) = chorus(
+        &["check", "--config", unreachable.path.to_str().unwrap()],
+        &env,
+    )
+    .await;
+    assert!(
+        stdout.contains("UNREACHABLE") && stdout.contains("kept in memory"),
+        "{stdout}{stderr}"
+    );
     for output in [&stdout, &stderr, &a.stderr(), &b.stderr()] {
+        // (stdout and stderr: of `chorus check` on the dead database.)
         assert!(!output.contains(PASSWORD), "the password leaked: {output}");
     }
 }
