@@ -7,6 +7,7 @@
 //! connection pool (`deadpool-postgres`); plain TCP or a Unix socket, no
 //! TLS (see docs/scaling.md).
 
+mod apply;
 mod read;
 mod retention;
 mod schema;
