@@ -26,6 +26,7 @@ mod metrics;
 mod money;
 mod no_config;
 mod polyglot;
+mod postgres;
 mod prompt_cache;
 mod protocol;
 mod providers;

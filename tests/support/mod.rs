@@ -7,6 +7,7 @@
 
 pub mod http;
 pub mod mock;
+pub mod postgres;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -177,6 +178,8 @@ pub fn command(args: &[&str]) -> tokio::process::Command {
         .env_remove("CHORUS_SYNTHESIZER")
         .env_remove("CHORUS_PIPELINE")
         .env_remove("CHORUS_BASE_URL")
+        .env_remove("CHORUS_STORE_URL")
+        .env_remove("PGPASSWORD")
         .env_remove("RUST_LOG")
         .kill_on_drop(true);
     command

@@ -164,14 +164,7 @@ fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<bool> {
     writeln!(out, "config: {} (ok)", chorus.loaded.origin)?;
     writeln!(out, "  read because: {}", chorus.loaded.source)?;
     super::describe_overrides(&chorus.loaded.overrides, out)?;
-    match crate::store::path_for(&chorus.loaded) {
-        _ if !config.store.enabled => writeln!(
-            out,
-            "store: off ([store] enabled = false): runs are kept in memory only"
-        )?,
-        Ok(path) => writeln!(out, "store: {}", path.display())?,
-        Err(e) => writeln!(out, "store: {e}")?,
-    }
+    writeln!(out, "store: {}", crate::store::probe(&chorus.loaded))?;
     writeln!(
         out,
         "contract: chorus:strategy@{}",

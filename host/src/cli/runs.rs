@@ -23,6 +23,11 @@ pub struct Args {
     command: Option<Command>,
     #[command(flatten)]
     list: ListArgs,
+    /// The runs of this PostgreSQL store (postgres://user@host:5432/db)
+    /// instead of the configured one; its password from $PGPASSWORD or
+    /// [store] password_env.
+    #[arg(long, global = true, env = crate::config::STORE_URL_ENV, value_name = "URL")]
+    store_url: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -110,13 +115,18 @@ struct ResynthesizeArgs {
 
 pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
     let command = args.command.unwrap_or(Command::List(args.list));
-    if let Command::Resynthesize(args) = command {
-        return resynthesize(config, args).await;
-    }
     let loaded = match Loaded::discover(config) {
-        Ok(loaded) => loaded,
+        Ok(mut loaded) => {
+            if let Some(url) = args.store_url.filter(|u| !u.trim().is_empty()) {
+                loaded.config.store.url = Some(url.trim().to_owned());
+            }
+            loaded
+        }
         Err(e) => return fail(2, &e),
     };
+    if let Command::Resynthesize(args) = command {
+        return resynthesize(loaded, args).await;
+    }
     let store = match Store::open_for_reading(&loaded) {
         Ok(store) => store,
         Err(StoreError::NotFound(path)) if matches!(command, Command::List(_)) => {
@@ -472,10 +482,10 @@ fn parse_since(text: &str) -> Result<i64, String> {
     ))
 }
 
-async fn resynthesize(config: Option<&Path>, args: ResynthesizeArgs) -> ExitCode {
-    let chorus = match super::load(config, &crate::config::Overrides::default()) {
+async fn resynthesize(loaded: Loaded, args: ResynthesizeArgs) -> ExitCode {
+    let chorus = match crate::app::Chorus::load(loaded) {
         Ok(chorus) => chorus,
-        Err(code) => return code,
+        Err(e) => return fail(2, &e),
     };
     let merger = match (args.synthesizer, args.pipeline) {
         (Some(name), _) => Merger::Synthesizer(name),

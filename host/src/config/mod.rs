@@ -32,6 +32,8 @@ pub const BUILTIN_TOML: &str = include_str!("../../../plugins.toml");
 
 /// Environment variable naming the config file when `--config` is not given.
 pub const CONFIG_ENV: &str = "CHORUS_CONFIG";
+/// A PostgreSQL run store's URL, over `[store] url`.
+pub const STORE_URL_ENV: &str = "CHORUS_STORE_URL";
 
 /// A checked configuration and where it came from.
 #[derive(Debug, Clone)]
@@ -179,6 +181,13 @@ impl Loaded {
             let position = locate::position(text, &key);
             error(key, position, message)
         })?;
+        let mut config = config;
+        if let Some(url) = std::env::var(STORE_URL_ENV)
+            .ok()
+            .filter(|u| !u.trim().is_empty())
+        {
+            config.store.url = Some(url.trim().to_owned());
+        }
         Ok(Self {
             config,
             origin: origin.to_owned(),

@@ -132,7 +132,8 @@ impl Default for Http {
 }
 
 /// The run store: every run's history in one SQLite file, shared by every
-/// chorus process that names it.
+/// chorus process that names it — or, with `url`, in a PostgreSQL database
+/// that instances on several machines share.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Store {
@@ -142,6 +143,13 @@ pub struct Store {
     /// The SQLite file, relative to this file. Defaults to
     /// `$XDG_DATA_HOME/chorus/runs.sqlite3` (or `~/.local/share/chorus/…`).
     pub path: Option<PathBuf>,
+    /// A PostgreSQL database instead of the file: `postgres://user@host:5432/db`
+    /// (`$CHORUS_STORE_URL` overrides it). No password here: it is read from
+    /// `$PGPASSWORD`, or the variable `password_env` names.
+    pub url: Option<String>,
+    /// The environment variable holding the database password (default:
+    /// `PGPASSWORD`).
+    pub password_env: Option<String>,
     /// Runs kept; the oldest are removed first.
     pub max_runs: u64,
     /// Runs older than this are removed. Default: no age limit.
@@ -157,6 +165,8 @@ impl Default for Store {
         Self {
             enabled: true,
             path: None,
+            url: None,
+            password_env: None,
             max_runs: 10_000,
             max_age: None,
             max_bytes: 1024 * 1024 * 1024,

@@ -429,6 +429,15 @@ fn the_store_section_has_defaults_and_checked_bounds() {
     );
     let store = parse(&text).unwrap().config.store;
     assert_eq!(store.path.as_deref(), Some(std::path::Path::new("runs.db")));
+    let text = format!(
+        "{MINIMAL}\n[store]\nurl = \"postgres://chorus@db:5432/runs\"\npassword_env = \"DB_PASSWORD\"\n"
+    );
+    let database = parse(&text).unwrap().config.store;
+    assert_eq!(
+        database.url.as_deref(),
+        Some("postgres://chorus@db:5432/runs")
+    );
+    assert_eq!(database.password_env.as_deref(), Some("DB_PASSWORD"));
     assert_eq!(
         store.max_age,
         Some(std::time::Duration::from_secs(30 * 86400))
@@ -447,6 +456,22 @@ fn the_store_section_has_defaults_and_checked_bounds() {
         ),
         ("[store]\npath = \"\"", "store.path", "must name a file"),
         ("[store]\nkeep = 3", "store.keep", "unknown field"),
+        (
+            "[store]\nurl = \"postgres://chorus:s3cret@db/runs\"",
+            "store.url",
+            "holds a password: keep it out of the config file",
+        ),
+        (
+            "[store]\nurl = \"mysql://chorus@db/runs\"",
+            "store.url",
+            "must start with postgres://",
+        ),
+        ("[store]\nurl = \"db:5432\"", "store.url", "postgres://"),
+        (
+            "[store]\npassword_env = \"\"",
+            "store.password_env",
+            "must name an environment variable",
+        ),
         (
             "[pipelines.resynthesize]\ndescription = \"d\"\nselector = \"s\"\nprompter = \"r\"\nsynthesizer = \"y\"",
             "pipelines.resynthesize",

@@ -188,6 +188,17 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
             ));
         }
     }
+    if let Some(url) = &store.url {
+        store_url(url).map_err(|message| ("store.url".to_owned(), message))?;
+    }
+    if let Some(name) = &store.password_env
+        && (name.is_empty() || name.contains('='))
+    {
+        return Err((
+            "store.password_env".into(),
+            "must name an environment variable (PGPASSWORD, say)".into(),
+        ));
+    }
     // Each run reserves a slot of the plugins' instance pool.
     count(
         "limits.max_concurrent_runs",
@@ -547,4 +558,26 @@ fn stream_hint(field: &str, provider: &str) -> String {
     } else {
         String::new()
     }
+}
+
+/// A `[store] url` as the file may give it: a PostgreSQL URL, without a
+/// password (that stays in the environment).
+fn store_url(text: &str) -> Result<(), String> {
+    let url = url::Url::parse(text)
+        .map_err(|e| format!("is not a URL ({e}): write postgres://user@host:5432/database"))?;
+    if !matches!(url.scheme(), "postgres" | "postgresql") {
+        return Err(format!(
+            "the run store's URL must start with postgres:// (it starts with {}://); \
+             for a SQLite file use [store] path",
+            url.scheme()
+        ));
+    }
+    if url.password().is_some() {
+        return Err(
+            "holds a password: keep it out of the config file, in $PGPASSWORD or the \
+             variable [store] password_env names"
+                .into(),
+        );
+    }
+    Ok(())
 }

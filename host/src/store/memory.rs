@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::read::PROMPT_LINE;
+use super::row::PROMPT_LINE;
 use super::{Cursor, Lookup, Page, Query};
 use crate::record::{RunSummary, StoredRun, first_line};
 

@@ -1,57 +1,65 @@
 //! The run store: every run's history — prompt, options, plan, each request
 //! sent, each answer or failure with its timing, tokens and cost, the final
-//! record — in one SQLite file that every chorus process naming it shares
-//! (WAL, busy timeouts). A run is written as it goes, so a crash loses at
-//! most the calls in flight. With `[store] enabled = false`, or when the
-//! file cannot be opened, the runs of this process are kept in memory only.
+//! record. Two backends behind one `Store`: a SQLite file that every chorus
+//! process naming it shares (`sqlite/`, the default), or a PostgreSQL
+//! database that instances on several machines share (`postgres/`, with
+//! `[store] url`). A run is written as it goes, so a crash loses at most
+//! the calls in flight. With `[store] enabled = false`, or when the store
+//! cannot be opened, the runs of this process are kept in memory only.
 //!
-//! Runs write through a `Recorder` (one per run, a watcher of its events);
-//! everything else reads: a run by id or unique prefix, a page of runs
-//! newest first, retention.
+//! Runs write through a `Recorder` (one per run, a watcher of its events)
+//! into the backend's batched writer; everything else reads: a run by id
+//! or unique prefix, a page of runs newest first, retention. `Store` is an
+//! enum over the backends, not a trait object: its reads are blocking and
+//! its flush async for both, and a match keeps each call plain.
 
-mod location;
+mod event;
 mod memory;
 mod owner;
-mod read;
+mod postgres;
 mod recorder;
 mod retention;
-mod schema;
-mod texts;
-mod writer;
+mod row;
+mod sqlite;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::Connection;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-pub use location::path as path_for;
+pub use event::now_ms;
 pub use recorder::{Links, Recorder};
 pub use retention::{Pruned, Retention};
-pub use writer::now_ms;
+pub use sqlite::location::path as path_for;
 
 use crate::config::{Limits, Loaded};
 use crate::record::{RunSummary, StoredCall, StoredRun};
 use memory::Memory;
+use postgres::Postgres;
+pub use postgres::Target;
 use recorder::Sink;
+use sqlite::Sqlite;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("cannot open the run store at {}: {message}", path.display())]
     Open { path: PathBuf, message: String },
     #[error(
-        "the run store at {} has schema version {found}, newer than this chorus knows ({known}): \
-         upgrade chorus, or point [store] path at another file",
-        path.display()
+        "the run store at {at} has schema version {found}, newer than this chorus knows ({known}): \
+         upgrade chorus, or {elsewhere}"
     )]
     NewerSchema {
-        path: PathBuf,
+        at: String,
         found: i64,
         known: i64,
+        elsewhere: &'static str,
     },
+    /// A PostgreSQL store (its URL shown without a password).
+    #[error("the run store at {at}: {message}")]
+    Database { at: String, message: String },
     #[error("the run store at {}: {source}", path.display())]
     Sqlite {
         path: PathBuf,
@@ -161,34 +169,49 @@ pub struct Store {
 
 #[derive(Clone)]
 enum Backend {
-    Disk(Arc<Disk>),
+    Sqlite(Arc<Sqlite>),
+    Postgres(Arc<Postgres>),
     /// Why runs are in memory only.
     Memory(Arc<Memory>, &'static str),
 }
 
-struct Disk {
-    path: PathBuf,
-    sender: Option<mpsc::Sender<writer::Msg>>,
-    reader: Mutex<Connection>,
-    done: Mutex<std::sync::mpsc::Receiver<()>>,
+/// Where `[store]` says runs are kept.
+pub enum Location {
+    File(PathBuf),
+    Database(Box<Target>),
 }
 
-/// Dropping the last handle lets the writer finish what it was sent; the
-/// process waits for it a bounded time so the last runs reach the disk.
-impl Drop for Disk {
-    fn drop(&mut self) {
-        if let Some(sender) = self.sender.take() {
-            let _ = sender.try_send(writer::Msg::Shutdown);
-        }
-        let done = self.done.lock().unwrap_or_else(|e| e.into_inner());
-        if done.recv_timeout(Duration::from_secs(5)).is_err() {
-            tracing::warn!(store = %self.path.display(), "the run store's writer did not finish in 5 s; the last events may be lost");
+impl Location {
+    /// `[store] url` (or `$CHORUS_STORE_URL`, applied when the config is
+    /// read) when set, else the SQLite file.
+    pub fn of(loaded: &Loaded) -> Result<Self, StoreError> {
+        let config = &loaded.config.store;
+        match &config.url {
+            Some(url) => Ok(Self::Database(Box::new(Target::new(
+                url,
+                config.password_env.as_deref(),
+            )?))),
+            None => Ok(Self::File(sqlite::location::path(loaded)?)),
         }
     }
 }
 
+/// What `chorus check` says of the configured store: the file, or the
+/// database and whether it can be reached now. Never a password.
+pub fn probe(loaded: &Loaded) -> String {
+    if !loaded.config.store.enabled {
+        return "off ([store] enabled = false): runs are kept in memory only".into();
+    }
+    match Location::of(loaded) {
+        Ok(Location::File(path)) => path.display().to_string(),
+        Ok(Location::Database(target)) => postgres::probe(*target),
+        Err(e) => e.to_string(),
+    }
+}
+
 impl Store {
-    /// The store `loaded` describes: its file, or memory when disabled.
+    /// The store `loaded` describes: its file or database, or memory when
+    /// disabled.
     pub fn open(loaded: &Loaded) -> Result<Self, StoreError> {
         let config = &loaded.config.store;
         if !config.enabled {
@@ -197,7 +220,11 @@ impl Store {
                 "[store] enabled = false",
             ));
         }
-        Self::open_at(&location::path(loaded)?, Retention::of(config))
+        let retention = Retention::of(config);
+        match Location::of(loaded)? {
+            Location::File(path) => Self::open_at(&path, retention),
+            Location::Database(target) => Self::open_database(*target, retention),
+        }
     }
 
     /// As `open`, but a store that cannot be opened is reported and runs
@@ -211,38 +238,24 @@ impl Store {
         })
     }
 
-    /// The store `loaded` describes, to read and prune only: no writer
-    /// thread, no retention pass, nothing created if it is missing.
+    /// The store `loaded` describes, to read and prune only: no writer,
+    /// no retention pass, nothing created if it is missing.
     pub fn open_for_reading(loaded: &Loaded) -> Result<Self, StoreError> {
         if !loaded.config.store.enabled {
             return Err(StoreError::Disabled);
         }
-        Self::open_reading_at(location::path(loaded)?)
-    }
-
-    fn open_reading_at(path: PathBuf) -> Result<Self, StoreError> {
-        if let Some(message) = location::blocked(&path) {
-            return Err(StoreError::Open { path, message });
-        }
-        if !path.exists() {
-            return Err(StoreError::NotFound(path));
-        }
-        let reader = schema::open_read_only(&path)?;
-        let (finished, done) = std::sync::mpsc::channel();
-        let _ = finished.send(());
-        Ok(Self {
-            backend: Backend::Disk(Arc::new(Disk {
-                path,
-                sender: None,
-                reader: Mutex::new(reader),
-                done: Mutex::new(done),
-            })),
-        })
+        let backend = match Location::of(loaded)? {
+            Location::File(path) => Backend::Sqlite(Arc::new(Sqlite::open_reading(path)?)),
+            Location::Database(target) => {
+                Backend::Postgres(Arc::new(Postgres::open_reading(*target)?))
+            }
+        };
+        Ok(Self { backend })
     }
 
     /// The SQLite store at `path`, created if missing.
     pub fn open_at(path: &Path, retention: Retention) -> Result<Self, StoreError> {
-        Self::open_with_queue(path, retention, writer::CAPACITY)
+        Self::open_with_queue(path, retention, event::CAPACITY)
     }
 
     fn open_with_queue(
@@ -250,22 +263,21 @@ impl Store {
         retention: Retention,
         capacity: usize,
     ) -> Result<Self, StoreError> {
-        let conn = schema::open(path)?;
-        let reader = schema::open_reader(path)?;
-        let (sender, done) =
-            writer::spawn(conn, path.to_owned(), retention, capacity).map_err(|e| {
-                StoreError::Open {
-                    path: path.to_owned(),
-                    message: format!("cannot start its writer thread: {e}"),
-                }
-            })?;
         Ok(Self {
-            backend: Backend::Disk(Arc::new(Disk {
-                path: path.to_owned(),
-                sender: Some(sender),
-                reader: Mutex::new(reader),
-                done: Mutex::new(done),
-            })),
+            backend: Backend::Sqlite(Arc::new(Sqlite::open(path, retention, capacity)?)),
+        })
+    }
+
+    /// The PostgreSQL store `target` names; its tables are made if missing.
+    /// A database that cannot be reached yet is no error (runs are kept in
+    /// memory until it is back); a newer schema is.
+    pub fn open_database(target: Target, retention: Retention) -> Result<Self, StoreError> {
+        Ok(Self {
+            backend: Backend::Postgres(Arc::new(Postgres::open(
+                target,
+                retention,
+                event::CAPACITY,
+            )?)),
         })
     }
 
@@ -279,30 +291,39 @@ impl Store {
         }
     }
 
-    /// The file, when runs are kept on disk.
+    /// The file, when runs are kept in a SQLite file.
     pub fn path(&self) -> Option<&Path> {
         match &self.backend {
-            Backend::Disk(disk) => Some(&disk.path),
-            Backend::Memory(..) => None,
+            Backend::Sqlite(sqlite) => Some(&sqlite.path),
+            _ => None,
         }
     }
 
     /// Where runs are kept, for messages.
     pub fn describe(&self) -> String {
         match &self.backend {
-            Backend::Disk(disk) => format!("the run store at {}", disk.path.display()),
+            Backend::Sqlite(sqlite) => format!("the run store at {}", sqlite.path.display()),
+            Backend::Postgres(pg) => match pg.down() {
+                None => format!("the run store at {}", pg.shown),
+                Some(why) => format!(
+                    "the run store at {} (unreachable: {why}; runs are kept in memory until it is back)",
+                    pg.shown
+                ),
+            },
             Backend::Memory(_, why) => format!("this process's memory ({why})"),
         }
     }
 
     /// A recorder for one run; `time_limit` is the longest the run can take.
     pub fn recorder(&self, links: Links, time_limit: Duration) -> Recorder {
+        let writer = |sender: &Option<mpsc::Sender<event::Msg>>| match sender {
+            Some(sender) => Sink::Writer(sender.clone()),
+            // Opened for reading: every write is refused, and counted.
+            None => Sink::Writer(mpsc::channel(1).0),
+        };
         let sink = match &self.backend {
-            Backend::Disk(disk) => match &disk.sender {
-                Some(sender) => Sink::Disk(sender.clone()),
-                // Opened for reading: every write is refused, and counted.
-                None => Sink::Disk(mpsc::channel(1).0),
-            },
+            Backend::Sqlite(sqlite) => writer(&sqlite.sender),
+            Backend::Postgres(pg) => writer(&pg.sender),
             Backend::Memory(memory, _) => Sink::Memory(memory.clone()),
         };
         Recorder::new(sink, links, time_limit)
@@ -319,14 +340,8 @@ impl Store {
                 Lookup::Unknown => Lookup::Unknown,
                 Lookup::Ambiguous(ids) => Lookup::Ambiguous(ids),
             }),
-            Backend::Disk(disk) => disk.read(|conn| {
-                Ok(match read::resolve(conn, id)? {
-                    Lookup::Found(id) => read::run(conn, &id, with_requests, now_ms())?
-                        .map_or(Lookup::Unknown, Lookup::Found),
-                    Lookup::Unknown => Lookup::Unknown,
-                    Lookup::Ambiguous(ids) => Lookup::Ambiguous(ids),
-                })
-            }),
+            Backend::Sqlite(sqlite) => sqlite.find(id, with_requests),
+            Backend::Postgres(pg) => pg.find(id, with_requests),
         }
     }
 
@@ -348,9 +363,8 @@ impl Store {
                     |call| CallLookup::Found(call.clone()),
                 ),
             }),
-            Backend::Disk(disk) => {
-                disk.read(|conn| read::call(conn, run_id, call_id, with_request, now_ms()))
-            }
+            Backend::Sqlite(sqlite) => sqlite.call(run_id, call_id, with_request),
+            Backend::Postgres(pg) => pg.call(run_id, call_id, with_request),
         }
     }
 
@@ -375,7 +389,8 @@ impl Store {
                 }
                 Ok(chain)
             }
-            Backend::Disk(disk) => disk.read(|conn| read::exchanges(conn, id, most)),
+            Backend::Sqlite(sqlite) => sqlite.exchanges(id, most),
+            Backend::Postgres(pg) => pg.exchanges(id, most),
         }
     }
 
@@ -384,7 +399,8 @@ impl Store {
     pub fn call_starts(&self, id: &str) -> Result<Vec<(u32, i64)>, StoreError> {
         match &self.backend {
             Backend::Memory(..) => Ok(Vec::new()),
-            Backend::Disk(disk) => disk.read(|conn| read::call_starts(conn, id)),
+            Backend::Sqlite(sqlite) => sqlite.call_starts(id),
+            Backend::Postgres(pg) => pg.call_starts(id),
         }
     }
 
@@ -392,53 +408,44 @@ impl Store {
     pub fn list(&self, query: &Query) -> Result<Page, StoreError> {
         match &self.backend {
             Backend::Memory(memory, _) => Ok(memory.list(query)),
-            Backend::Disk(disk) => disk.read(|conn| read::list(conn, query, now_ms())),
+            Backend::Sqlite(sqlite) => sqlite.list(query),
+            Backend::Postgres(pg) => pg.list(query),
         }
     }
 
     /// Applies `retention` (default: the configured one) now. Blocking.
     pub fn prune(&self, retention: &Retention) -> Result<Pruned, StoreError> {
-        let Backend::Disk(disk) = &self.backend else {
-            return Err(StoreError::Disabled);
-        };
-        let mut conn = schema::open(&disk.path)?;
-        retention::prune(&mut conn, retention, now_ms()).map_err(|source| StoreError::Sqlite {
-            path: disk.path.clone(),
-            source,
-        })
+        match &self.backend {
+            Backend::Memory(..) => Err(StoreError::Disabled),
+            Backend::Sqlite(sqlite) => sqlite.prune(retention),
+            Backend::Postgres(pg) => pg.prune(retention),
+        }
     }
 
     /// Waits until everything recorded so far is written.
     pub async fn flush(&self) -> Result<(), String> {
-        let Backend::Disk(disk) = &self.backend else {
-            return Ok(());
-        };
-        let (ack, written) = oneshot::channel();
-        let sender = disk.sender.as_ref().ok_or("the store is closed")?;
-        sender
-            .send(writer::Msg::Flush(ack))
-            .await
-            .map_err(|_| "the run store's writer has stopped".to_owned())?;
-        written
-            .await
-            .map_err(|_| "the run store's writer has stopped".to_owned())?
+        match &self.backend {
+            Backend::Memory(..) => Ok(()),
+            Backend::Sqlite(sqlite) => sqlite.flush().await,
+            Backend::Postgres(pg) => pg.flush().await,
+        }
     }
 }
 
-impl Disk {
-    fn read<T>(
-        &self,
-        query: impl FnOnce(&Connection) -> rusqlite::Result<T>,
-    ) -> Result<T, StoreError> {
-        let conn = self.reader.lock().unwrap_or_else(|e| e.into_inner());
-        query(&conn).map_err(|source| StoreError::Sqlite {
-            path: self.path.clone(),
-            source,
-        })
+impl Store {
+    /// `prune` as if it were `now`.
+    #[cfg(test)]
+    fn prune_at(&self, retention: &Retention, now: i64) -> Result<Pruned, StoreError> {
+        match &self.backend {
+            Backend::Memory(..) => Err(StoreError::Disabled),
+            Backend::Sqlite(sqlite) => sqlite.prune_at(retention, now),
+            Backend::Postgres(pg) => pg.prune_at(retention, now),
+        }
     }
 }
 
+#[cfg(test)]
+#[path = "../../../tests/support/postgres.rs"]
+mod pg_cluster;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_hardening;

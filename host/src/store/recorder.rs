@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::event::{Begin, End, Msg, now_ms};
 use super::memory::Memory;
-use super::writer::{Begin, End, Msg, now_ms};
 use crate::pipeline::{Event, Progress};
 use crate::plugins::Plan;
 use crate::plugins::plan_to_value;
@@ -30,7 +30,7 @@ pub struct Links {
 
 #[derive(Clone)]
 pub(super) enum Sink {
-    Disk(mpsc::Sender<Msg>),
+    Writer(mpsc::Sender<Msg>),
     Memory(Arc<Memory>),
 }
 
@@ -85,7 +85,7 @@ impl Recorder {
             Ok(record) => End::Done(record.clone()),
             Err(error) => End::Failed(error),
         };
-        let (Some(msg), Sink::Disk(sender)) = (self.shared.end(end), &self.shared.sink) else {
+        let (Some(msg), Sink::Writer(sender)) = (self.shared.end(end), &self.shared.sink) else {
             return Ok(());
         };
         let (msg, confirmed) = with_ack(msg);
@@ -118,7 +118,7 @@ impl Drop for Recorder {
             return;
         }
         if let Some(msg) = self.shared.end(End::Cancelled)
-            && let Sink::Disk(sender) = &self.shared.sink
+            && let Sink::Writer(sender) = &self.shared.sink
         {
             let _ = sender.try_send(msg);
         }
@@ -172,7 +172,7 @@ impl Shared {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push(call),
-                Sink::Disk(_) => {
+                Sink::Writer(_) => {
                     if let Some(run_id) = self.run_id() {
                         self.send(|| Msg::CallFinished { run_id, call });
                     }
@@ -188,7 +188,7 @@ impl Shared {
 
     /// Hands `msg` to the writer if there is room; otherwise counts it.
     fn send(&self, msg: impl FnOnce() -> Msg) {
-        let Sink::Disk(sender) = &self.sink else {
+        let Sink::Writer(sender) = &self.sink else {
             return;
         };
         if sender.try_send(msg()).is_err() && self.lost.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -211,7 +211,7 @@ impl Shared {
                 memory.insert(stored(&begin, self.plan.get(), end, calls, at));
                 None
             }
-            Sink::Disk(_) => Some(Msg::End {
+            Sink::Writer(_) => Some(Msg::End {
                 begin,
                 plan: self.plan.get().cloned(),
                 end,
@@ -223,8 +223,9 @@ impl Shared {
     }
 }
 
-/// A run as the memory sink keeps it.
-fn stored(
+/// A run as the memory sink keeps it (and the PostgreSQL store, while
+/// its database is down).
+pub(super) fn stored(
     begin: &Begin,
     plan: Option<&Arc<Plan>>,
     end: End,

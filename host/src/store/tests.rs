@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::sqlite::{schema, texts};
 use super::*;
 use crate::llm::{ChatRequest, Message, Role, Sampling};
 use crate::pipeline::Event;
@@ -24,6 +25,68 @@ fn retention() -> Retention {
 fn open(dir: &tempfile::TempDir) -> Store {
     Store::open_at(&dir.path().join("data/runs.sqlite3"), retention()).unwrap()
 }
+
+/// Where a test's store is: a SQLite file, or a database of its own in the
+/// test process's throwaway PostgreSQL.
+pub(super) enum Place {
+    File(tempfile::TempDir),
+    Database(String),
+}
+
+impl Place {
+    fn file() -> Self {
+        Self::File(tempfile::tempdir().unwrap())
+    }
+
+    /// `None` when PostgreSQL is not installed (and not required).
+    fn database() -> Option<Self> {
+        super::pg_cluster::shared().map(|cluster| Self::Database(cluster.database()))
+    }
+
+    /// A handle on the store (another one each call, sharing its runs).
+    fn open(&self) -> Store {
+        match self {
+            Place::File(dir) => open(dir),
+            Place::Database(url) => {
+                Store::open_database(Target::new(url, None).unwrap(), retention()).unwrap()
+            }
+        }
+    }
+}
+
+/// Each behaviour, against each backend.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Place::file()).await
+                }
+            )*
+        }
+        mod on_postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    if let Some(place) = super::Place::database() {
+                        super::$name(place).await
+                    }
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    a_run_is_on_disk_while_it_goes_and_whole_when_it_ends,
+    runs_that_never_end_are_interrupted_and_dropped_ones_cancelled,
+    a_failed_run_keeps_its_error_and_a_refused_one_leaves_no_trace,
+    ids_resolve_in_full_by_unique_prefix_or_as_last,
+    listings_are_newest_first_paged_and_filtered,
+    retention_removes_the_oldest_runs_by_count_age_and_size,
+    two_handles_on_one_store_see_each_others_runs,
+);
 
 /// A run of `n` panel calls, as its events and its final record.
 struct Fixture {
@@ -155,10 +218,8 @@ fn found(store: &Store, id: &str, with_requests: bool) -> StoredRun {
     }
 }
 
-#[tokio::test]
-async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
+    let store = place.open();
     let run = fixture("Why is the sky blue?", "ask", 3);
     let mut recorder = store.recorder(
         Links {
@@ -238,12 +299,30 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends() {
         "answer 2 to Why is the sky blue?"
     );
     assert!(shown["started_at"].as_str().unwrap().ends_with('Z'));
+
+    // One call alone, by the run's id and its number.
+    match store.call(run.id(), 1, true).unwrap() {
+        CallLookup::Found(call) => {
+            assert_eq!(
+                call.call.reply.as_deref().map(String::as_str),
+                Some("answer 1 to Why is the sky blue?")
+            );
+            assert_eq!(call.request.unwrap()["model"], "m1");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        store.call(run.id(), 9, false).unwrap(),
+        CallLookup::NoSuchCall { calls: 3 }
+    ));
+    assert!(matches!(
+        store.call("no-such-run", 0, false).unwrap(),
+        CallLookup::UnknownRun
+    ));
 }
 
-#[tokio::test]
-async fn runs_that_never_end_are_interrupted_and_dropped_ones_cancelled() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn runs_that_never_end_are_interrupted_and_dropped_ones_cancelled(place: Place) {
+    let store = place.open();
     let crashed = fixture("crash", "ask", 2);
     let recorder = store.recorder(Links::default(), Duration::ZERO);
     crashed.start(&recorder, 1);
@@ -267,10 +346,8 @@ async fn runs_that_never_end_are_interrupted_and_dropped_ones_cancelled() {
     assert!((run.usage.cost_usd - 0.001).abs() < 1e-12);
 }
 
-#[tokio::test]
-async fn a_failed_run_keeps_its_error_and_a_refused_one_leaves_no_trace() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn a_failed_run_keeps_its_error_and_a_refused_one_leaves_no_trace(place: Place) {
+    let store = place.open();
     let run = fixture("q", "ask", 2);
     let mut recorder = store.recorder(Links::default(), Duration::from_secs(60));
     run.start(&recorder, 2);
@@ -291,10 +368,8 @@ async fn a_failed_run_keeps_its_error_and_a_refused_one_leaves_no_trace() {
     assert_eq!(store.list(&Query::default()).unwrap().runs.len(), 1);
 }
 
-#[tokio::test]
-async fn ids_resolve_in_full_by_unique_prefix_or_as_last() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn ids_resolve_in_full_by_unique_prefix_or_as_last(place: Place) {
+    let store = place.open();
     let first = fixture("one", "ask", 1);
     let second = fixture("two", "ask", 1);
     record(&store, &first).await;
@@ -322,10 +397,8 @@ async fn ids_resolve_in_full_by_unique_prefix_or_as_last() {
     assert!(matches!(store.find("", false).unwrap(), Lookup::Unknown));
 }
 
-#[tokio::test]
-async fn listings_are_newest_first_paged_and_filtered() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn listings_are_newest_first_paged_and_filtered(place: Place) {
+    let store = place.open();
     for i in 0..25 {
         let pipeline = if i % 5 == 0 { "heavy" } else { "ask" };
         let prompt = if i == 7 {
@@ -397,10 +470,8 @@ async fn listings_are_newest_first_paged_and_filtered() {
     assert_eq!(summary.cost_usd, Some(0.001));
 }
 
-#[tokio::test]
-async fn retention_removes_the_oldest_runs_by_count_age_and_size() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(&dir);
+async fn retention_removes_the_oldest_runs_by_count_age_and_size(place: Place) {
+    let store = place.open();
     let mut runs = Vec::new();
     for i in 0..6 {
         let run = fixture(&format!("q{i}"), "ask", 2);
@@ -439,17 +510,15 @@ async fn retention_removes_the_oldest_runs_by_count_age_and_size() {
     assert_eq!(pruned.removed, 1, "{pruned:?}");
     assert!(pruned.removed_bytes > 0);
 
-    let path = store.path().unwrap().to_owned();
-    let mut conn = schema::open(&path).unwrap();
-    let aged = retention::prune(
-        &mut conn,
-        &Retention {
-            max_age: Some(Duration::from_secs(3600)),
-            ..retention()
-        },
-        now_ms() + 7_200_000,
-    )
-    .unwrap();
+    let aged = store
+        .prune_at(
+            &Retention {
+                max_age: Some(Duration::from_secs(3600)),
+                ..retention()
+            },
+            now_ms() + 7_200_000,
+        )
+        .unwrap();
     assert_eq!(
         aged.removed, 2,
         "every finished run is two hours old by then"
@@ -460,10 +529,8 @@ async fn retention_removes_the_oldest_runs_by_count_age_and_size() {
     drop(recorder);
 }
 
-#[tokio::test]
-async fn two_handles_on_one_file_see_each_others_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let (a, b) = (open(&dir), open(&dir));
+async fn two_handles_on_one_store_see_each_others_runs(place: Place) {
+    let (a, b) = (place.open(), place.open());
     let (one, two) = (fixture("from a", "ask", 2), fixture("from b", "ask", 2));
     let (ra, rb) = tokio::join!(record(&a, &one), record(&b, &two));
     let _ = (ra, rb);

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::StoreError;
 use crate::config::Loaded;
+use crate::store::StoreError;
 
 const FILE: &str = "runs.sqlite3";
 

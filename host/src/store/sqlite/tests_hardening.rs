@@ -7,9 +7,11 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::*;
+use super::{READERS, Sqlite, schema, texts, writer};
 use crate::plugins::Request;
 use crate::record::{AnswerKind, CallRecord, RunRecord, Totals};
+use crate::store::event::{Begin, End, Msg};
+use crate::store::{Backend, Query, Retention, Store, StoreError};
 
 fn retention() -> Retention {
     Retention {
@@ -55,12 +57,56 @@ async fn reading_a_store_neither_writes_nor_waits_for_a_writer() {
 
     let store = Store::open_reading_at(path.clone()).unwrap();
     assert!(store.list(&Query::default()).unwrap().runs.is_empty());
-    let Backend::Disk(disk) = &store.backend else {
+    let Backend::Sqlite(sqlite) = &store.backend else {
         panic!("on disk")
     };
-    let reader = disk.reader.lock().unwrap();
+    let reader = sqlite.readers.take().unwrap();
     assert!(reader.is_readonly(rusqlite::MAIN_DB).unwrap());
     writer.execute_batch("COMMIT").unwrap();
+}
+
+impl Store {
+    fn open_reading_at(path: std::path::PathBuf) -> Result<Self, StoreError> {
+        Ok(Self {
+            backend: Backend::Sqlite(Arc::new(Sqlite::open_reading(path)?)),
+        })
+    }
+}
+
+#[test]
+fn reads_share_a_bounded_pool_of_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.sqlite3");
+    let store = Store::open_at(&path, retention()).unwrap();
+    let Backend::Sqlite(sqlite) = &store.backend else {
+        panic!("on disk")
+    };
+    // Every connection busy (READERS readers at once): the next read
+    // waits for one to come back instead of opening more.
+    let held: Vec<_> = (0..READERS)
+        .map(|_| sqlite.readers.take().unwrap())
+        .collect();
+    assert_eq!(sqlite.readers_open(), READERS);
+    let reader = store.clone();
+    let (done, finished) = std::sync::mpsc::channel();
+    let waiting = std::thread::spawn(move || {
+        let listed = reader.list(&Query::default()).map(|page| page.runs.len());
+        let _ = done.send(());
+        listed
+    });
+    assert!(
+        finished
+            .recv_timeout(std::time::Duration::from_millis(200))
+            .is_err(),
+        "a read past the pool's size waits"
+    );
+    let mut held = held.into_iter();
+    sqlite.readers.give_back(held.next().unwrap());
+    assert_eq!(waiting.join().unwrap().unwrap(), 0);
+    assert_eq!(sqlite.readers_open(), READERS, "no connection more");
+    for conn in held {
+        sqlite.readers.give_back(conn);
+    }
 }
 
 #[cfg(unix)]
@@ -89,8 +135,8 @@ fn a_full_disk_is_reported_as_such() {
     conn.pragma_update(None, "max_page_count", pages + 2)
         .unwrap();
     let batch = [
-        writer::Msg::Begin(begin("x".repeat(1 << 20))),
-        writer::Msg::Begin(begin("short".into())),
+        Msg::Begin(begin("x".repeat(1 << 20))),
+        Msg::Begin(begin("short".into())),
     ];
     let error = writer::transaction(&mut conn, &path, &batch).unwrap_err();
     assert!(error.contains("full"), "{error}");
@@ -100,8 +146,8 @@ fn a_full_disk_is_reported_as_such() {
     assert_eq!(runs, 0, "nothing half-written");
 }
 
-fn begin(prompt: String) -> writer::Begin {
-    writer::Begin {
+fn begin(prompt: String) -> Begin {
+    Begin {
         request: Arc::new(Request {
             run_id: uuid::Uuid::now_v7().to_string(),
             pipeline: "ask".into(),
@@ -144,8 +190,8 @@ fn the_end_of_a_run_does_not_write_a_long_reply_again() {
         fallback_from: Vec::new(),
     };
     let first = [
-        writer::Msg::Begin(begin.clone()),
-        writer::Msg::CallFinished {
+        Msg::Begin(begin.clone()),
+        Msg::CallFinished {
             run_id: run_id.clone(),
             call: Arc::new(call.clone()),
         },
@@ -176,10 +222,10 @@ fn the_end_of_a_run_does_not_write_a_long_reply_again() {
         follow_up_of: None,
         resynthesis_of: None,
     };
-    let end = [writer::Msg::End {
+    let end = [Msg::End {
         begin,
         plan: None,
-        end: writer::End::Done(Arc::new(record)),
+        end: End::Done(Arc::new(record)),
         lost_events: 0,
         at: 2,
         ack: None,
@@ -208,7 +254,7 @@ fn a_follow_up_chain_reads_only_prompts_and_answers_and_stops_where_runs_are_mis
         let mut start = begin(format!("question {i}"));
         start.follow_up_of = parent.map(str::to_owned).or_else(|| ids.last().cloned());
         ids.push(start.request.run_id.clone());
-        writer::transaction(&mut conn, &path, &[writer::Msg::Begin(start)]).unwrap();
+        writer::transaction(&mut conn, &path, &[Msg::Begin(start)]).unwrap();
         conn.execute(
             "UPDATE runs SET answer = ?1 WHERE id = ?2",
             (format!("answer {i}"), &ids[i]),

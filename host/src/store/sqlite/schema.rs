@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use super::StoreError;
+use crate::store::StoreError;
 
 /// How long a write waits for another process's write to end.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -17,7 +17,7 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5];
 
 /// Version 1: runs, and the calls of each run.
-pub(super) const V1: &str = r#"
+pub(in crate::store) const V1: &str = r#"
 CREATE TABLE runs (
     seq               INTEGER PRIMARY KEY,
     id                TEXT NOT NULL UNIQUE,
@@ -155,6 +155,11 @@ fn connect(path: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
+/// A read-only connection to an existing store (no pragma, no migration).
+pub fn connect_read_only(path: &Path) -> Result<Connection, StoreError> {
+    connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+}
+
 /// A second connection to an open store, for reading.
 pub fn open_reader(path: &Path) -> Result<Connection, StoreError> {
     let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
@@ -171,7 +176,7 @@ pub fn open_reader(path: &Path) -> Result<Connection, StoreError> {
 /// no migration), so a store the user cannot write can still be read. A
 /// store of an older schema is brought up to date first, which does write.
 pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
-    let conn = connect(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let conn = connect_read_only(path)?;
     if schema_version(&conn, path)? < version() {
         drop(open(path)?);
     }
@@ -189,9 +194,10 @@ fn schema_version(conn: &Connection, path: &Path) -> Result<i64, StoreError> {
         })?;
     if found > version() {
         return Err(StoreError::NewerSchema {
-            path: path.to_owned(),
+            at: path.display().to_string(),
             found,
             known: version(),
+            elsewhere: "point [store] path at another file",
         });
     }
     Ok(found)

@@ -1,4 +1,4 @@
-//! Reading the store: a run with its calls, a page of a listing, and ids
+//! Reading the SQLite store: a run with its calls, a page of a listing, and ids
 //! given in full or by a unique prefix.
 
 use std::sync::Arc;
@@ -6,44 +6,25 @@ use std::sync::Arc;
 use rusqlite::{Connection, OptionalExtension, Row, params_from_iter};
 use serde_json::Value;
 
-use super::{CallLookup, Cursor, Lookup, Page, Query, texts};
+use super::texts;
 use crate::record::{
     AnswerKind, CallError, CallRecord, CallRef, RunStatus, RunSummary, StoredCall, StoredRun,
     Totals, first_line,
 };
-
-/// Characters of the prompt a listing shows.
-pub const PROMPT_LINE: usize = 72;
-
-/// A run's status as its row, the clock and the system say: a running run
-/// whose deadline has passed, or whose process is gone, was interrupted.
-pub fn status(stored: &str, deadline_at: i64, owner: Option<&str>, now: i64) -> RunStatus {
-    match RunStatus::parse(stored) {
-        Some(RunStatus::Running)
-            if deadline_at <= now || owner.is_some_and(super::owner::is_gone) =>
-        {
-            RunStatus::Interrupted
-        }
-        Some(status) => status,
-        None => RunStatus::Failed,
-    }
-}
+use crate::store::row::{PROMPT_LINE, escape_like, json, status};
+use crate::store::{CallLookup, Cursor, Exchange, Lookup, Page, Query};
 
 /// The chain of runs that `id` starts, following `follow_up_of`: each
 /// run's prompt and answer only, at most `most`, stopping at a run not kept.
-pub fn exchanges(
-    conn: &Connection,
-    id: &str,
-    most: usize,
-) -> rusqlite::Result<Vec<super::Exchange>> {
+pub fn exchanges(conn: &Connection, id: &str, most: usize) -> rusqlite::Result<Vec<Exchange>> {
     let mut statement =
         conn.prepare_cached("SELECT prompt, answer, follow_up_of FROM runs WHERE id = ?1")?;
-    let mut chain: Vec<super::Exchange> = Vec::new();
+    let mut chain: Vec<Exchange> = Vec::new();
     let mut next = Some(id.to_owned());
     while let Some(id) = next.take().filter(|_| chain.len() < most) {
         let Some(exchange) = statement
             .query_row([id], |row| {
-                Ok(super::Exchange {
+                Ok(Exchange {
                     prompt: row.get(0)?,
                     answer: row.get(1)?,
                     follow_up_of: row.get(2)?,
@@ -142,10 +123,6 @@ fn call_select(with_requests: bool, more: &str) -> String {
                 cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens
          FROM calls WHERE run_seq = ?1 {more}"
     )
-}
-
-fn json(text: Option<String>) -> Option<Value> {
-    text.and_then(|t| serde_json::from_str(&t).ok())
 }
 
 fn run_row(row: &Row<'_>, now: i64) -> rusqlite::Result<StoredRun> {
@@ -367,15 +344,4 @@ pub fn list(conn: &Connection, query: &Query, now: i64) -> rusqlite::Result<Page
         runs: rows.into_iter().map(|(_, run)| run).collect(),
         next,
     })
-}
-
-fn escape_like(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            escaped.push('\\');
-        }
-        escaped.push(c);
-    }
-    escaped
 }

@@ -1,4 +1,4 @@
-//! The store's writer: one thread per process that owns the write
+//! The SQLite store's writer: one thread per process that owns the write
 //! connection. Runs hand it their events through a bounded channel and
 //! never wait on it; it writes them in batches, one transaction per batch,
 //! so a busy run costs a few inserts and a commit every few milliseconds.
@@ -6,77 +6,24 @@
 //! result is returned, the run is on disk for any other process to read.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use super::retention::{self, Retention};
+use super::retention;
 use super::texts;
-use crate::llm::ChatRequest;
 use crate::plugins::plan_to_value;
-use crate::plugins::{Plan, Request};
-use crate::record::{CallRecord, RunRecord};
+use crate::record::CallRecord;
+use crate::store::event::{Begin, End, Msg, now_ms, request_json};
+use crate::store::retention::Retention;
 
-/// Messages waiting for the writer; past this, events are dropped (and
-/// counted) rather than slowing the run.
-pub const CAPACITY: usize = 4096;
 /// Most messages in one transaction.
 const BATCH: usize = 512;
 /// Retention runs this often, and after this many runs ended.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 const PRUNE_AFTER_RUNS: u32 = 200;
-
-/// The start of a run, as the store keeps it.
-#[derive(Clone)]
-pub struct Begin {
-    pub request: Arc<Request>,
-    pub follow_up_of: Option<String>,
-    pub resynthesis_of: Option<String>,
-    pub started_at: i64,
-    pub deadline_at: i64,
-}
-
-pub enum End {
-    Done(Arc<RunRecord>),
-    Failed(String),
-    Cancelled,
-}
-
-pub enum Msg {
-    Begin(Begin),
-    Plan {
-        run_id: String,
-        plan: Arc<Plan>,
-    },
-    CallStarted {
-        run_id: String,
-        id: u32,
-        stage: Arc<str>,
-        request: Arc<ChatRequest>,
-        at: i64,
-    },
-    CallFinished {
-        run_id: String,
-        call: Arc<CallRecord>,
-    },
-    /// Everything the run's end needs, even if every event before it was
-    /// dropped: the row is created if missing, and the calls filled in.
-    End {
-        begin: Begin,
-        plan: Option<Arc<Plan>>,
-        end: End,
-        lost_events: u32,
-        at: i64,
-        ack: Option<oneshot::Sender<Result<(), String>>>,
-    },
-    /// Acknowledged once everything sent before it is written.
-    Flush(oneshot::Sender<Result<(), String>>),
-    /// Write what came before, then stop (even if some sender lingers).
-    Shutdown,
-}
 
 /// Starts the writer thread on `conn`. It ends when every sender is gone,
 /// after writing what was sent; `done` is signalled then.
@@ -221,12 +168,6 @@ pub(super) fn transaction(
     Ok(errors)
 }
 
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 fn apply(tx: &Transaction<'_>, msg: &Msg) -> rusqlite::Result<()> {
     match msg {
         Msg::Begin(begin) => insert_run(tx, begin),
@@ -358,7 +299,7 @@ fn insert_run(tx: &Transaction<'_>, begin: &Begin) -> rusqlite::Result<()> {
         request.options.to_string(),
         begin.follow_up_of,
         begin.resynthesis_of,
-        super::owner::this_process(),
+        crate::store::owner::this_process(),
     ])?;
     Ok(())
 }
@@ -448,28 +389,4 @@ fn sum_usage(tx: &Transaction<'_>, run_id: &str) -> rusqlite::Result<()> {
     )?
     .execute([run_id])?;
     Ok(())
-}
-
-/// A chat request as kept: what was sent to the model, and nothing of how
-/// (no headers, no key: those never reach a `ChatRequest`). Written
-/// straight to text, with no `Value` tree between: a request can carry
-/// megabytes of answers on to a synthesizer.
-pub fn request_json(request: &ChatRequest) -> String {
-    #[derive(serde::Serialize)]
-    struct Kept<'a> {
-        label: &'a str,
-        model: &'a str,
-        messages: &'a [crate::llm::Message],
-        sampling: &'a crate::llm::Sampling,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        response_format: Option<&'a crate::llm::ResponseFormat>,
-    }
-    serde_json::to_string(&Kept {
-        label: &request.label,
-        model: &request.model,
-        messages: &request.messages,
-        sampling: &request.sampling,
-        response_format: request.response_format.as_ref(),
-    })
-    .expect("a chat request serializes")
 }

@@ -1,0 +1,94 @@
+//! What a run's recorder hands the store's writer: the run's start, plan,
+//! calls and end, a flush, a shutdown. Both backends' writers take these,
+//! batched, off the run's hot path.
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+use crate::llm::ChatRequest;
+use crate::plugins::{Plan, Request};
+use crate::record::{CallRecord, RunRecord};
+
+/// Messages waiting for the writer; past this, events are dropped (and
+/// counted) rather than slowing the run.
+pub const CAPACITY: usize = 4096;
+/// The start of a run, as the store keeps it.
+#[derive(Clone)]
+pub struct Begin {
+    pub request: Arc<Request>,
+    pub follow_up_of: Option<String>,
+    pub resynthesis_of: Option<String>,
+    pub started_at: i64,
+    pub deadline_at: i64,
+}
+
+#[derive(Clone)]
+pub enum End {
+    Done(Arc<RunRecord>),
+    Failed(String),
+    Cancelled,
+}
+
+pub enum Msg {
+    Begin(Begin),
+    Plan {
+        run_id: String,
+        plan: Arc<Plan>,
+    },
+    CallStarted {
+        run_id: String,
+        id: u32,
+        stage: Arc<str>,
+        request: Arc<ChatRequest>,
+        at: i64,
+    },
+    CallFinished {
+        run_id: String,
+        call: Arc<CallRecord>,
+    },
+    /// Everything the run's end needs, even if every event before it was
+    /// dropped: the row is created if missing, and the calls filled in.
+    End {
+        begin: Begin,
+        plan: Option<Arc<Plan>>,
+        end: End,
+        lost_events: u32,
+        at: i64,
+        ack: Option<oneshot::Sender<Result<(), String>>>,
+    },
+    /// Acknowledged once everything sent before it is written.
+    Flush(oneshot::Sender<Result<(), String>>),
+    /// Write what came before, then stop (even if some sender lingers).
+    Shutdown,
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A chat request as kept: what was sent to the model, and nothing of how
+/// (no headers, no key: those never reach a `ChatRequest`). Written
+/// straight to text, with no `Value` tree between: a request can carry
+/// megabytes of answers on to a synthesizer.
+pub fn request_json(request: &ChatRequest) -> String {
+    #[derive(serde::Serialize)]
+    struct Kept<'a> {
+        label: &'a str,
+        model: &'a str,
+        messages: &'a [crate::llm::Message],
+        sampling: &'a crate::llm::Sampling,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        response_format: Option<&'a crate::llm::ResponseFormat>,
+    }
+    serde_json::to_string(&Kept {
+        label: &request.label,
+        model: &request.model,
+        messages: &request.messages,
+        sampling: &request.sampling,
+        response_format: request.response_format.as_ref(),
+    })
+    .expect("a chat request serializes")
+}

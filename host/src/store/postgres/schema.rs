@@ -1,0 +1,131 @@
+//! The PostgreSQL store's schema and its migrations. The version is the one
+//! row of `schema_version`; migrations run inside one transaction holding
+//! an advisory lock, so instances starting together migrate once. A
+//! database of a newer schema is refused, as the SQLite store refuses one.
+
+use tokio_postgres::Client;
+
+use super::{Failure, LOCK_MIGRATE};
+
+/// The migrations, oldest first; the schema version is their count.
+const MIGRATIONS: &[&str] = &[V1, V2];
+
+/// Version 1: runs and their calls, as the SQLite store keeps them (texts
+/// of any length inline: PostgreSQL stores long ones out of line itself).
+const V1: &str = r#"
+CREATE TABLE runs (
+    seq               BIGSERIAL PRIMARY KEY,
+    id                TEXT NOT NULL UNIQUE,
+    pipeline          TEXT NOT NULL,
+    status            TEXT NOT NULL,          -- running, done, failed, cancelled
+    started_at        BIGINT NOT NULL,        -- unix ms
+    deadline_at       BIGINT NOT NULL,        -- past this, a running run was interrupted
+    owner             TEXT,                   -- host/pid-namespace/pid of the process making it
+    finished_at       BIGINT,
+    prompt            TEXT NOT NULL,
+    options           TEXT NOT NULL,          -- JSON object
+    plan              TEXT,                   -- JSON
+    follow_up_of      TEXT,
+    resynthesis_of    TEXT,
+    kind              TEXT,
+    summary           TEXT,
+    answer            TEXT,
+    notes             TEXT NOT NULL DEFAULT '[]',
+    details           TEXT,
+    error             TEXT,
+    elapsed_ms        BIGINT,
+    prompt_tokens     BIGINT,
+    completion_tokens BIGINT,
+    cost_usd          DOUBLE PRECISION,
+    cost_estimated    BOOLEAN NOT NULL DEFAULT FALSE,
+    lost_events       BIGINT NOT NULL DEFAULT 0,
+    bytes             BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_by_pipeline ON runs (pipeline, seq);
+CREATE INDEX runs_by_start ON runs (started_at);
+CREATE INDEX runs_by_id_prefix ON runs (id text_pattern_ops);
+
+CREATE TABLE calls (
+    run_seq           BIGINT NOT NULL REFERENCES runs (seq) ON DELETE CASCADE,
+    id                BIGINT NOT NULL,
+    stage             TEXT NOT NULL,
+    label             TEXT NOT NULL,
+    model             TEXT NOT NULL,
+    status            TEXT NOT NULL,          -- running, ok, failed
+    started_at        BIGINT,
+    request           TEXT,                   -- JSON: label, model, messages, sampling; never headers
+    reply             TEXT,
+    latency_ms        BIGINT,
+    attempts          BIGINT,
+    prompt_tokens     BIGINT,
+    completion_tokens BIGINT,
+    reasoning_tokens  BIGINT,
+    cost_usd          DOUBLE PRECISION,
+    cost_estimated    BOOLEAN NOT NULL DEFAULT FALSE,
+    error_kind        TEXT,
+    error_status      BIGINT,
+    error_message     TEXT,
+    reused_from_run   TEXT,
+    reused_from_call  BIGINT,
+    format_sent       TEXT,
+    fallback_from     TEXT,
+    cached_tokens     BIGINT,                 -- prompt tokens the provider served from its cache
+    cache_write_tokens BIGINT,                -- prompt tokens written to its cache
+    PRIMARY KEY (run_seq, id)
+);
+"#;
+
+/// Version 2: the instances writing to the store, each with a lease kept
+/// by its heartbeat; a running run whose instance's lease has lapsed was
+/// interrupted (a process killed, a machine lost).
+const V2: &str = r#"
+CREATE TABLE instances (
+    id           TEXT PRIMARY KEY,
+    host         TEXT NOT NULL,              -- host/pid-namespace/pid, for people
+    started_at   BIGINT NOT NULL,            -- unix ms, the database's clock
+    heartbeat_at BIGINT NOT NULL
+);
+"#;
+
+/// The schema version this chorus writes.
+pub fn version() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// Brings the database up to this chorus's schema, or refuses a newer one.
+/// Returns the version found.
+pub async fn migrate(client: &mut Client) -> Result<i64, Failure> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_MIGRATE])
+        .await?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_version (
+             one     BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (one),
+             version BIGINT NOT NULL
+         );
+         INSERT INTO schema_version (version) VALUES (0) ON CONFLICT DO NOTHING;",
+    )
+    .await?;
+    let found: i64 = tx
+        .query_one("SELECT version FROM schema_version", &[])
+        .await?
+        .get(0);
+    if found > version() {
+        return Err(Failure::Newer(found));
+    }
+    for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
+        tx.batch_execute(migration).await?;
+    }
+    if found < version() {
+        tx.execute("UPDATE schema_version SET version = $1", &[&version()])
+            .await?;
+    }
+    tx.commit().await?;
+    if found < version() {
+        tracing::info!(
+            "run store schema (PostgreSQL): version {found} -> {}",
+            version()
+        );
+    }
+    Ok(found)
+}

@@ -1,0 +1,247 @@
+//! The PostgreSQL store where only a real server can show it: a database
+//! of a newer schema, retention taken by another instance, and the
+//! database going away and coming back while runs go on. (What both
+//! backends do alike is tested on both in `store::tests`.)
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::LOCK_RETENTION;
+use crate::plugins::Request;
+use crate::record::{AnswerKind, RunRecord, RunStatus, Totals};
+use crate::store::pg_cluster::{Cluster, shared};
+use crate::store::{Links, Lookup, Retention, Store, StoreError, Target};
+
+fn retention() -> Retention {
+    Retention {
+        max_runs: 1000,
+        max_age: None,
+        max_bytes: 1 << 30,
+    }
+}
+
+fn open(url: &str) -> Result<Store, StoreError> {
+    Store::open_database(Target::new(url, None).unwrap(), retention())
+}
+
+/// Records a run whose only event is its start, and its end.
+async fn run(store: &Store, prompt: &str) -> (String, Result<(), String>) {
+    let run_id = uuid::Uuid::now_v7().to_string();
+    let mut recorder = store.recorder(Links::default(), Duration::from_secs(60));
+    let watch = recorder.watcher();
+    watch(crate::pipeline::Event::Started(Arc::new(Request {
+        run_id: run_id.clone(),
+        pipeline: "ask".into(),
+        prompt: prompt.into(),
+        options: json!({}),
+    })));
+    let record = Arc::new(RunRecord {
+        run_id: run_id.clone(),
+        pipeline: "ask".into(),
+        kind: AnswerKind::Synthesis,
+        summary: "s".into(),
+        answer: format!("the answer to {prompt}"),
+        notes: vec![],
+        usage: Totals::default(),
+        calls: vec![],
+        elapsed_ms: 1,
+        details: None,
+        follow_up_of: None,
+        resynthesis_of: None,
+    });
+    let written = recorder.finish(Ok(&record)).await;
+    (run_id, written)
+}
+
+#[tokio::test]
+async fn a_database_of_a_newer_schema_is_refused_and_names_both_versions() {
+    let Some(cluster) = shared() else { return };
+    let url = cluster.database();
+    drop(open(&url).unwrap());
+    let db = url.rsplit('/').next().unwrap();
+    cluster.psql(db, "UPDATE schema_version SET version = 99");
+    for error in [
+        open(&url).err().unwrap(),
+        super::Postgres::open_reading(Target::new(&url, None).unwrap())
+            .err()
+            .unwrap(),
+    ] {
+        let error = error.to_string();
+        assert!(error.contains("schema version 99"), "{error}");
+        assert!(
+            error.contains(&format!("this chorus knows ({})", super::schema::version())),
+            "{error}"
+        );
+        assert!(error.contains("[store] url"), "{error}");
+    }
+}
+
+#[tokio::test]
+async fn retention_is_applied_by_one_instance_at_a_time() {
+    let Some(cluster) = shared() else { return };
+    let url = cluster.database();
+    let store = open(&url).unwrap();
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    // Another instance is in the middle of its retention pass.
+    client.batch_execute("BEGIN").await.unwrap();
+    client
+        .execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_RETENTION])
+        .await
+        .unwrap();
+    let prune = {
+        let store = store.clone();
+        move || store.prune(&retention())
+    };
+    let error = tokio::task::spawn_blocking(prune.clone())
+        .await
+        .unwrap()
+        .err()
+        .unwrap();
+    assert!(error.to_string().contains("another chorus"), "{error}");
+    client.batch_execute("COMMIT").await.unwrap();
+    let pruned = tokio::task::spawn_blocking(prune).await.unwrap().unwrap();
+    assert_eq!(pruned.removed, 0);
+    drop(client);
+    let _ = connection.await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_go_on_while_the_database_is_down_and_are_written_when_it_is_back() {
+    // A cluster of its own: this test stops it.
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let url = cluster.database();
+    let store = open(&url).unwrap();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let (id, written) = run(&store, &format!("before {i}")).await;
+        written.unwrap();
+        ids.push(id);
+    }
+
+    cluster.stop();
+    for i in 0..3 {
+        let started = Instant::now();
+        let (id, written) = run(&store, &format!("while down {i}")).await;
+        let error = written.unwrap_err();
+        assert!(error.contains("cannot be reached"), "{error}");
+        assert!(error.contains("written when it is back"), "{error}");
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "the run was not held up"
+        );
+        ids.push(id);
+    }
+    assert!(
+        store.describe().contains("unreachable"),
+        "{}",
+        store.describe()
+    );
+    // This instance still reads what ended meanwhile (a follow-up of it);
+    // what was written before waits for the database.
+    let (reader, down, up) = (store.clone(), ids[4].clone(), ids[0].clone());
+    let (meanwhile, before) =
+        tokio::task::spawn_blocking(move || (reader.find(&down, false), reader.find(&up, false)))
+            .await
+            .unwrap();
+    match meanwhile.unwrap() {
+        Lookup::Found(run) => {
+            assert_eq!(run.answer.as_deref(), Some("the answer to while down 1"))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        before
+            .unwrap_err()
+            .to_string()
+            .contains("cannot be reached")
+    );
+
+    cluster.start_again();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.flush().await.is_err() {
+        assert!(Instant::now() < deadline, "the store never came back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!store.describe().contains("unreachable"));
+    let reader = store.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        ids.iter()
+            .map(|id| match reader.find(id, false).unwrap() {
+                Lookup::Found(run) => (run.status, run.answer),
+                other => panic!("{id}: {other:?}"),
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    let answers: Vec<&str> = found
+        .iter()
+        .map(|(status, answer)| {
+            assert_eq!(*status, RunStatus::Done);
+            answer.as_deref().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            "the answer to before 0",
+            "the answer to before 1",
+            "the answer to before 2",
+            "the answer to while down 0",
+            "the answer to while down 1",
+            "the answer to while down 2",
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_whose_instance_lost_its_lease_is_interrupted() {
+    let Some(cluster) = shared() else { return };
+    let url = cluster.database();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let store = open(&url).unwrap();
+    let run_id = uuid::Uuid::now_v7().to_string();
+    let recorder = store.recorder(Links::default(), Duration::from_secs(3600));
+    recorder.watcher()(crate::pipeline::Event::Started(Arc::new(Request {
+        run_id: run_id.clone(),
+        pipeline: "ask".into(),
+        prompt: "a long one".into(),
+        options: json!({}),
+    })));
+    // The process making it dies: its recorder never ends.
+    std::mem::forget(recorder);
+    store.flush().await.unwrap();
+    let status = |store: &Store| {
+        let (store, id) = (store.clone(), run_id.clone());
+        move || match store.find(&id, false).unwrap() {
+            Lookup::Found(run) => {
+                let listed = store.list(&Default::default()).unwrap().runs[0].status;
+                assert_eq!(listed, run.status, "listed as found");
+                run.status
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    let now = tokio::task::spawn_blocking(status(&store)).await.unwrap();
+    assert_eq!(now, RunStatus::Running, "its instance's lease holds");
+    assert_eq!(cluster.psql(&db, "SELECT COUNT(*) FROM instances"), "1");
+
+    // Its heartbeat stops (as a killed process's does): past the lease,
+    // every reader sees the run interrupted.
+    cluster.psql(&db, "UPDATE instances SET heartbeat_at = 0");
+    let reader = open(&url).unwrap();
+    let seen = tokio::task::spawn_blocking(status(&reader)).await.unwrap();
+    assert_eq!(seen, RunStatus::Interrupted);
+
+    // An instance that stops on purpose gives its lease back.
+    drop(store);
+    drop(reader);
+    assert_eq!(cluster.psql(&db, "SELECT COUNT(*) FROM instances"), "0");
+}

@@ -1,0 +1,228 @@
+//! The SQLite backend: one file that every chorus process naming it shares
+//! (WAL, busy timeouts). One writer thread per process owns the write
+//! connection; reads take a connection from a small pool, so concurrent
+//! readers (`resources/read`, `chorus runs`) do not queue behind each other.
+
+pub(super) mod location;
+mod read;
+pub(super) mod retention;
+pub(super) mod schema;
+pub(super) mod texts;
+pub(super) mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+use super::event::{Msg, now_ms};
+use super::retention::{Pruned, Retention};
+use super::{CallLookup, Exchange, Lookup, Page, Query, StoreError};
+use crate::record::StoredRun;
+
+/// Most read connections open at once; a read past them waits for one.
+pub const READERS: usize = 4;
+
+pub struct Sqlite {
+    pub path: PathBuf,
+    pub sender: Option<mpsc::Sender<Msg>>,
+    readers: Readers,
+    done: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+/// Dropping the last handle lets the writer finish what it was sent; the
+/// process waits for it a bounded time so the last runs reach the disk.
+impl Drop for Sqlite {
+    fn drop(&mut self) {
+        if let Some(sender) = self.sender.take() {
+            let _ = sender.try_send(Msg::Shutdown);
+        }
+        let done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        if done.recv_timeout(Duration::from_secs(5)).is_err() {
+            tracing::warn!(store = %self.path.display(), "the run store's writer did not finish in 5 s; the last events may be lost");
+        }
+    }
+}
+
+impl Sqlite {
+    /// The store at `path`, created if missing, with its writer thread.
+    pub fn open(path: &Path, retention: Retention, capacity: usize) -> Result<Self, StoreError> {
+        let conn = schema::open(path)?;
+        let first = schema::open_reader(path)?;
+        let (sender, done) =
+            writer::spawn(conn, path.to_owned(), retention, capacity).map_err(|e| {
+                StoreError::Open {
+                    path: path.to_owned(),
+                    message: format!("cannot start its writer thread: {e}"),
+                }
+            })?;
+        Ok(Self {
+            path: path.to_owned(),
+            sender: Some(sender),
+            readers: Readers::new(path, false, first),
+            done: Mutex::new(done),
+        })
+    }
+
+    /// The existing store at `path`, to read and prune only: no writer
+    /// thread, no retention pass, nothing created if it is missing.
+    pub fn open_reading(path: PathBuf) -> Result<Self, StoreError> {
+        if let Some(message) = location::blocked(&path) {
+            return Err(StoreError::Open { path, message });
+        }
+        if !path.exists() {
+            return Err(StoreError::NotFound(path));
+        }
+        let first = schema::open_read_only(&path)?;
+        let (finished, done) = std::sync::mpsc::channel();
+        let _ = finished.send(());
+        Ok(Self {
+            readers: Readers::new(&path, true, first),
+            path,
+            sender: None,
+            done: Mutex::new(done),
+        })
+    }
+
+    pub fn find(&self, id: &str, with_requests: bool) -> Result<Lookup<StoredRun>, StoreError> {
+        self.read(|conn| {
+            Ok(match read::resolve(conn, id)? {
+                Lookup::Found(id) => read::run(conn, &id, with_requests, now_ms())?
+                    .map_or(Lookup::Unknown, Lookup::Found),
+                Lookup::Unknown => Lookup::Unknown,
+                Lookup::Ambiguous(ids) => Lookup::Ambiguous(ids),
+            })
+        })
+    }
+
+    pub fn call(
+        &self,
+        run_id: &str,
+        call_id: u32,
+        with_request: bool,
+    ) -> Result<CallLookup, StoreError> {
+        self.read(|conn| read::call(conn, run_id, call_id, with_request, now_ms()))
+    }
+
+    pub fn call_starts(&self, id: &str) -> Result<Vec<(u32, i64)>, StoreError> {
+        self.read(|conn| read::call_starts(conn, id))
+    }
+
+    pub fn exchanges(&self, id: &str, most: usize) -> Result<Vec<Exchange>, StoreError> {
+        self.read(|conn| read::exchanges(conn, id, most))
+    }
+
+    pub fn list(&self, query: &Query) -> Result<Page, StoreError> {
+        self.read(|conn| read::list(conn, query, now_ms()))
+    }
+
+    pub fn prune(&self, retention: &Retention) -> Result<Pruned, StoreError> {
+        self.prune_at(retention, now_ms())
+    }
+
+    /// `prune` as if it were `now`.
+    pub fn prune_at(&self, retention: &Retention, now: i64) -> Result<Pruned, StoreError> {
+        let mut conn = schema::open(&self.path)?;
+        retention::prune(&mut conn, retention, now).map_err(|source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    pub async fn flush(&self) -> Result<(), String> {
+        let (ack, written) = oneshot::channel();
+        let sender = self.sender.as_ref().ok_or("the store is closed")?;
+        sender
+            .send(Msg::Flush(ack))
+            .await
+            .map_err(|_| "the run store's writer has stopped".to_owned())?;
+        written
+            .await
+            .map_err(|_| "the run store's writer has stopped".to_owned())?
+    }
+
+    fn read<T>(
+        &self,
+        query: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        let conn = self.readers.take()?;
+        let outcome = query(&conn).map_err(|source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        });
+        self.readers.give_back(conn);
+        outcome
+    }
+
+    #[cfg(test)]
+    pub fn readers_open(&self) -> usize {
+        self.readers.lock().open
+    }
+}
+
+/// A bounded pool of read connections, opened as reads need them.
+struct Readers {
+    path: PathBuf,
+    read_only: bool,
+    state: Mutex<Pool>,
+    returned: Condvar,
+}
+
+struct Pool {
+    idle: Vec<Connection>,
+    open: usize,
+}
+
+impl Readers {
+    fn new(path: &Path, read_only: bool, first: Connection) -> Self {
+        Self {
+            path: path.to_owned(),
+            read_only,
+            state: Mutex::new(Pool {
+                idle: vec![first],
+                open: 1,
+            }),
+            returned: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pool> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An idle connection, a new one while fewer than `READERS` are open,
+    /// or the next one given back.
+    fn take(&self) -> Result<Connection, StoreError> {
+        let mut pool = self.lock();
+        loop {
+            if let Some(conn) = pool.idle.pop() {
+                return Ok(conn);
+            }
+            if pool.open < READERS {
+                pool.open += 1;
+                drop(pool);
+                let opened = if self.read_only {
+                    schema::connect_read_only(&self.path)
+                } else {
+                    schema::open_reader(&self.path)
+                };
+                if opened.is_err() {
+                    self.lock().open -= 1;
+                    self.returned.notify_one();
+                }
+                return opened;
+            }
+            pool = self.returned.wait(pool).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn give_back(&self, conn: Connection) {
+        self.lock().idle.push(conn);
+        self.returned.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests_hardening;
