@@ -130,7 +130,9 @@ with sync_playwright() as p:
     app = page.frame_locator("#app")
     answer = app.locator("#answer")
     answer.wait_for(timeout=30_000)
-    check(answer.inner_text() == args["answer"], answer.inner_text())
+    # Markdown made into elements: **Paris** is bold, not asterisks.
+    check(answer.inner_text().strip() == args["answer"].replace("**", ""), answer.inner_text())
+    check(answer.locator("strong").inner_text() == "Paris", "the answer's markdown is not rendered")
     check(run["run_id"] in app.locator("h1").inner_text(), app.locator("h1").inner_text())
     tabs = app.locator("[role=tab]")
     check(tabs.count() == len(run["calls"]), f"{tabs.count()} tabs for {len(run['calls'])} calls")
@@ -142,20 +144,23 @@ with sync_playwright() as p:
         panel = app.locator(f"#member-{i}")
         check(panel.is_visible(), f"tab {i} shows no panel")
         reply = panel.locator(".reply")
-        expected = args["replies"][call["model"]]
+        expected = args["replies"][call["model"]].replace("**", "")
         reply.filter(has_text=expected).wait_for(timeout=15_000)
-        check(reply.inner_text() == expected, f"{call['model']}: {reply.inner_text()!r}")
+        check(reply.inner_text().strip() == expected, f"{call['model']}: {reply.inner_text()!r}")
         check("latency" in panel.inner_text() and "cost" in panel.inner_text(), panel.inner_text())
+    # The app told the host its size (ui/notifications/size-changed).
+    check((page.evaluate("window.appHeight") or 0) > 300, f"size: {page.evaluate('window.appHeight')}")
     # A hostile reply is text: nothing of it became an element.
     check(app.locator("img").count() == 0 and app.locator("#member-0 script").count() == 0, "markup got through")
     if args.get("screenshots"):
         os.makedirs(args["screenshots"], exist_ok=True)
         tabs.nth(0).click()
-        page.screenshot(path=os.path.join(args["screenshots"], "mcp-app.png"), full_page=True)
+        page.wait_for_timeout(300)
+        page.locator("#app").screenshot(path=os.path.join(args["screenshots"], "mcp-app.png"))
 
     # Re-synthesize through the bridge: the host forwards the call to chorus.
     app.locator("#resynth").click()
-    app.locator("#answer", has_text=args["resynthesized"]).wait_for(timeout=30_000)
+    app.locator("#answer", has_text=args["resynthesized"].replace("**", "")).wait_for(timeout=30_000)
     heading = app.locator("h1").inner_text()
     check(run["run_id"] not in heading, f"still the old run: {heading}")
     shown = app.locator("main").inner_text()

@@ -73,6 +73,63 @@
     return el("ul", { "class": "facts" }, items.filter(Boolean).map(function (t) { return el("li", { text: t }); }));
   }
 
+  // A small markdown renderer that only ever makes elements and text nodes:
+  // headings, paragraphs, lists, fenced code, inline code, bold and italic.
+  // Links and raw HTML stay text; nothing is fetched.
+  function markdown(source, attrs) {
+    var root = el("div", attrs);
+    var lines = source.replace(/\r\n?/g, "\n").split("\n");
+    var para = [], list = null, i = 0;
+    function flush() {
+      if (para.length) root.appendChild(inline("p", para.join(" ")));
+      para = [];
+      list = null;
+    }
+    while (i < lines.length) {
+      var line = lines[i], m;
+      if (/^\s*```/.test(line)) {
+        flush();
+        var code = [];
+        for (i++; i < lines.length && !/^\s*```/.test(lines[i]); i++) code.push(lines[i]);
+        root.appendChild(el("pre", {}, [el("code", { text: code.join("\n") })]));
+      } else if ((m = /^(#{1,6})\s+(.*)$/.exec(line))) {
+        flush();
+        root.appendChild(inline("h" + Math.min(6, m[1].length + 2), m[2]));
+      } else if ((m = /^\s*(?:[-*+]|(\d+)[.)])\s+(.*)$/.exec(line))) {
+        if (para.length) flush();
+        var kind = m[1] === undefined ? "ul" : "ol";
+        if (!list || list.tagName.toLowerCase() !== kind) {
+          list = el(kind);
+          root.appendChild(list);
+        }
+        list.appendChild(inline("li", m[2]));
+      } else if (/^\s*$/.test(line)) {
+        flush();
+      } else {
+        if (list) list = null;
+        para.push(line.trim());
+      }
+      i++;
+    }
+    flush();
+    return root;
+  }
+  function inline(tag, text) {
+    var node = el(tag);
+    var pattern = /(`[^`]+`|\*\*[^*]+\*\*|__[^_]+__|\*[^*\s][^*]*\*|_[^_\s][^_]*_)/g;
+    var at = 0, m;
+    while ((m = pattern.exec(text))) {
+      if (m.index > at) node.appendChild(document.createTextNode(text.slice(at, m.index)));
+      var t = m[0];
+      if (t[0] === "`") node.appendChild(el("code", { text: t.slice(1, -1) }));
+      else if (t.slice(0, 2) === "**" || t.slice(0, 2) === "__") node.appendChild(el("strong", { text: t.slice(2, -2) }));
+      else node.appendChild(el("em", { text: t.slice(1, -1) }));
+      at = m.index + t.length;
+    }
+    if (at < text.length) node.appendChild(document.createTextNode(text.slice(at)));
+    return node;
+  }
+
   function show(result) {
     var run = result.structuredContent;
     clear();
@@ -97,8 +154,8 @@
       "tokens " + (usage.prompt_tokens || 0) + " in / " + (usage.completion_tokens || 0) + " out",
     ]));
     app.appendChild(el("h2", { text: "Answer" }));
-    // The answer is markdown written by a model: shown as text, never parsed as HTML.
-    app.appendChild(el("div", { id: "answer", "class": "answer text", text: run.answer || "(no answer)" }));
+    // The answer is markdown written by a model: built as elements, never parsed as HTML.
+    app.appendChild(markdown(run.answer || "(no answer)", { id: "answer", "class": "answer" }));
     members(run);
     if ((run.notes || []).length) {
       app.appendChild(el("h2", { text: "Notes" }));
@@ -162,8 +219,10 @@
     into.textContent = "Loading the answer…";
     request("resources/read", { uri: uri }).then(function (r) {
       var texts = (r.contents || []).map(function (c) { return c.text || ""; });
-      into.textContent = texts.join("") || "(empty answer)";
+      var text = texts.join("");
+      into.textContent = "";
       into.className = "reply";
+      into.appendChild(text ? markdown(text, {}) : el("p", { text: "(empty answer)" }));
       notifySize();
     }, function (e) {
       into.textContent = "Could not read " + uri + ": " + e.message;
