@@ -7,8 +7,10 @@ the tools (declaring the extension), reads `ui://chorus/run` over MCP, calls
 a pipeline tool, then loads the app into a sandboxed iframe of
 apps_host.html, served from 127.0.0.1, and delivers the real result. The
 app's own requests (each model's reply, a `resynthesize` call) go through
-the bridge to the host page and on to chorus. Prints `ok` last when every
-check passed; any failed check raises.
+the bridge to the host page and on to chorus. Nothing may leave 127.0.0.1,
+no dialog may open, no error be logged, and axe-core finds no serious
+accessibility violation in the app. Prints `ok` last when every check
+passed; any failed check raises.
 """
 
 import functools
@@ -167,6 +169,17 @@ with sync_playwright() as p:
     check(f"Re-synthesis of run {run['run_id']}" in shown, f"the source run is not named: {shown}")
     calls = page.evaluate("window.appCalls")
     check(calls == [{"name": "resynthesize", "arguments": {"run_id": run["run_id"]}}], calls)
+
+    # axe-core in the app's frame: no serious or critical violation.
+    frame = page.main_frame.child_frames[0]
+    frame.add_script_tag(path=args["axe"])
+    result = frame.evaluate("axe.run()")
+    bad = [
+        f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}"
+        for v in result["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+    check(result["passes"] and not bad, f"axe in the app: {bad}")
 
     check(not dialogs, f"dialogs: {dialogs}")
     check(not errors, f"errors: {errors}")

@@ -6,7 +6,9 @@
 //! and neither. In a real browser (Debian's chromium driven by Playwright,
 //! tests/browser/apps.py): the MCP Apps SDK's own host bridge loads the app
 //! read from a real chorus, delivers a real result, and the app shows it,
-//! reads each model's reply and re-synthesizes through the bridge.
+//! reads each model's reply and re-synthesizes through the bridge; model
+//! markup stays text, nothing leaves 127.0.0.1, axe-core finds no serious
+//! violation.
 //!
 //! `CHORUS_SCREENSHOTS=docs/images cargo test --test e2e apps::` makes the
 //! README's picture of the app.
@@ -173,6 +175,7 @@ async fn the_mcp_app_in_a_real_browser_through_the_sdk_host_bridge() {
         "replies": replies,
         "chromium": CHROMIUM,
         "bridge": tools.join("app-bridge.js"),
+        "axe": tools.join("node_modules/axe-core/axe.min.js"),
         "host_page": root().join("tests/browser/apps_host.html"),
         "screenshots": std::env::var("CHORUS_SCREENSHOTS").ok().map(|dir| root().join(dir)),
     });
