@@ -6,6 +6,7 @@ mod support;
 
 mod adaptive;
 mod analysis;
+mod apps;
 mod cancel;
 mod catalog;
 mod cli;

@@ -24,10 +24,10 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use crate::support::http::{HttpServer, TOKEN, tool_call};
 use crate::support::*;
 
-const CHROMIUM: &str = "/usr/bin/chromium";
+pub const CHROMIUM: &str = "/usr/bin/chromium";
 const HOSTILE: &str = "Hostile: <img src=x onerror=alert(1)> and <script>alert(2)</script>";
 
-fn root() -> &'static Path {
+pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
 }
 
@@ -47,7 +47,7 @@ fn viewer_config(mock: &Mock) -> ConfigFile {
 
 /// Where Playwright and axe-core are, installing them on first use; `None`
 /// (after saying why) when the browser test cannot run here.
-fn browser_tools() -> Option<PathBuf> {
+pub fn browser_tools() -> Option<PathBuf> {
     let required = std::env::var_os("CHORUS_REQUIRE_BROWSER").is_some_and(|v| v == "1");
     let skip = |why: String| {
         assert!(!required, "CHORUS_REQUIRE_BROWSER=1 but {why}");

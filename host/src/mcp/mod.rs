@@ -9,8 +9,10 @@
 //! - [`http`]: the same server over Streamable HTTP, with its access checks;
 //! - [`server`]: the handler; [`tools`], [`resources`], [`tasks`] and
 //!   [`progress`] what it serves; [`changes`] tells clients when a reload
-//!   changed the tools.
+//!   changed the tools; [`app`] is the run viewer for clients that render
+//!   MCP Apps.
 
+mod app;
 mod changes;
 pub mod http;
 mod progress;

@@ -20,7 +20,7 @@ use super::progress::Reporter;
 use super::tasks::Tasks;
 use super::tools::Call;
 use super::transport::Session;
-use super::{changes, resources, tools};
+use super::{app, changes, resources, tools};
 use crate::app::Chorus;
 
 #[derive(Clone)]
@@ -156,11 +156,15 @@ impl ServerHandler for Server {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(changes::current(
-            &self.chorus,
-        )))
+        let tools = changes::current(&self.chorus);
+        let tools = if app::wanted(&context) {
+            app::mark(tools)
+        } else {
+            tools
+        };
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -248,10 +252,14 @@ impl ServerHandler for Server {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
-        resources::list(&self.chorus, cursor).await
+        let mut page = resources::list(&self.chorus, cursor).await?;
+        if cursor.is_none() && app::wanted(&context) {
+            page.resources.insert(0, app::resource());
+        }
+        Ok(page)
     }
 
     async fn list_resource_templates(
@@ -265,8 +273,15 @@ impl ServerHandler for Server {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        if request.uri == app::URI {
+            return if app::wanted(&context) {
+                Ok(app::read().into())
+            } else {
+                Err(app::not_offered())
+            };
+        }
         resources::read(&self.chorus, &request.uri)
             .await
             .map(Into::into)
