@@ -13,8 +13,11 @@ use clap::Subcommand;
 
 use crate::config::Loaded;
 use crate::pipeline::Merger;
-use crate::record::{RunStatus, RunSummary, StoredRun, format_time};
+use crate::record::{RunStatus, StoredRun};
 use crate::store::{Cursor, Lookup, Query, Retention, Store, StoreError, now_ms};
+
+mod render;
+use render::{bytes, dollars, local_time, short_id_width, show};
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -305,143 +308,6 @@ fn list(store: &Store, args: ListArgs, out: &mut impl Write) -> Result<(), Failu
     Ok(())
 }
 
-/// The shortest id prefix that tells the listed runs apart; at least the
-/// time part of a uuid v7 (`0196a1b2-c3d4`), which already tells most apart.
-fn short_id_width(runs: &[RunSummary]) -> usize {
-    let mut ids: Vec<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
-    ids.sort_unstable();
-    let common = |a: &str, b: &str| a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count();
-    let longest = ids.iter().map(|id| id.len()).max().unwrap_or(0);
-    ids.windows(2)
-        .map(|pair| common(pair[0], pair[1]) + 1)
-        .chain([13])
-        .max()
-        .unwrap_or(13)
-        .min(longest)
-}
-
-fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()> {
-    let what = match run.kind {
-        Some(kind) => format!("{} · {}", run.pipeline, kind.as_str()),
-        None => run.pipeline.clone(),
-    };
-    writeln!(
-        out,
-        "run       {}  ({what} · {})",
-        run.run_id,
-        run.status.as_str()
-    )?;
-    let took = run
-        .elapsed_ms
-        .map(|ms| format!(" (took {:.2} s)", ms as f64 / 1000.0))
-        .unwrap_or_default();
-    writeln!(out, "started   {}{took}", local_time(run.started_at, true))?;
-    writeln!(
-        out,
-        "usage     {} · {} prompt + {} completion tokens",
-        dollars(run.usage.cost_usd),
-        run.usage.prompt_tokens,
-        run.usage.completion_tokens
-    )?;
-    if let Some(of) = &run.follow_up_of {
-        writeln!(out, "follows   {of}")?;
-    }
-    if let Some(of) = &run.resynthesis_of {
-        writeln!(out, "merges    the answers of {of} again")?;
-    }
-    if let Some(options) = run.options.as_object().filter(|o| !o.is_empty()) {
-        writeln!(
-            out,
-            "options   {}",
-            serde_json::Value::Object(options.clone())
-        )?;
-    }
-    writeln!(out, "\nprompt")?;
-    indented(&run.prompt, out)?;
-    if let Some(summary) = &run.summary {
-        writeln!(out, "\nsummary   {summary}")?;
-    }
-    if !run.calls.is_empty() {
-        writeln!(out, "\ncalls")?;
-    }
-    for stored in &run.calls {
-        let call = &stored.call;
-        let outcome = match &call.error {
-            Some(error) => error.to_string(),
-            None => {
-                let tokens = call
-                    .completion_tokens
-                    .map(|t| format!("{t} tokens"))
-                    .unwrap_or_default();
-                let cost = call.cost_usd.map(dollars).unwrap_or_default();
-                format!("{tokens}  {cost}{}", prompt_cache(call))
-                    .trim()
-                    .to_owned()
-            }
-        };
-        let reused = call
-            .reused_from
-            .as_ref()
-            .map(|r| format!("  (reused from {} #{})", r.run_id, r.call))
-            .unwrap_or_default();
-        writeln!(
-            out,
-            "  #{:<3} {:<12} {:<32} {:<10} {:>7.2} s  {outcome}{reused}",
-            call.id,
-            call.stage,
-            call.model,
-            call.status,
-            f64::from(call.latency_ms) / 1000.0
-        )?;
-    }
-    if !run.notes.is_empty() {
-        writeln!(out, "\nnotes")?;
-        for note in &run.notes {
-            writeln!(out, "  - {note}")?;
-        }
-    }
-    if let Some(error) = &run.error {
-        writeln!(out, "\nerror     {error}")?;
-    }
-    if let Some(answer) = &run.answer {
-        writeln!(out, "\nanswer")?;
-        indented(answer, out)?;
-    }
-    Ok(())
-}
-
-fn indented(text: &str, out: &mut impl Write) -> std::io::Result<()> {
-    for line in text.trim_end().lines() {
-        writeln!(out, "  {line}")?;
-    }
-    Ok(())
-}
-
-fn local_time(ms: i64, seconds: bool) -> String {
-    match Local.timestamp_millis_opt(ms).single() {
-        Some(time) if seconds => time.format("%Y-%m-%d %H:%M:%S").to_string(),
-        Some(time) => time.format("%Y-%m-%d %H:%M").to_string(),
-        None => format_time(ms),
-    }
-}
-
-fn dollars(usd: f64) -> String {
-    if usd > 0.0 && usd < 0.0001 {
-        "<$0.0001".to_owned()
-    } else {
-        format!("${usd:.4}")
-    }
-}
-
-fn bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / f64::from(1u32 << 30)),
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20)),
-        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{n} bytes"),
-    }
-}
-
 /// `--since`: a duration ago, or a local date/time, or RFC 3339.
 fn parse_since(text: &str) -> Result<i64, String> {
     if let Ok(ago) = humantime_serde::re::humantime::parse_duration(text) {
@@ -514,28 +380,11 @@ async fn resynthesize(loaded: Loaded, args: ResynthesizeArgs) -> ExitCode {
     }
 }
 
-/// What the provider's prompt cache did for a call, when it said:
-/// `  (800 of 1000 prompt tokens cached, 150 written to the cache)`.
-fn prompt_cache(call: &crate::record::CallRecord) -> String {
-    let read = call.cached_tokens.filter(|&n| n > 0);
-    let written = call.cache_write_tokens.filter(|&n| n > 0);
-    let of = call
-        .prompt_tokens
-        .map(|p| format!(" of {p}"))
-        .unwrap_or_default();
-    match (read, written) {
-        (None, None) => String::new(),
-        (Some(r), None) => format!("  ({r}{of} prompt tokens cached)"),
-        (None, Some(w)) => format!("  ({w}{of} prompt tokens written to the cache)"),
-        (Some(r), Some(w)) => {
-            format!("  ({r}{of} prompt tokens cached, {w} written to the cache)")
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::render::prompt_cache;
     use super::*;
+    use crate::record::RunSummary;
 
     #[test]
     fn a_call_line_says_what_the_prompt_cache_did() {
