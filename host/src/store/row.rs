@@ -6,6 +6,13 @@ use serde_json::Value;
 
 use crate::record::RunStatus;
 
+/// The columns of `runs` a run is read from, in the order both backends'
+/// row readers take them.
+pub const RUN_COLUMNS: &str =
+    "seq, id, pipeline, status, deadline_at, started_at, finished_at, prompt,
+    options, plan, follow_up_of, resynthesis_of, kind, summary, answer, notes, details, error,
+    elapsed_ms, prompt_tokens, completion_tokens, cost_usd, owner, cost_estimated";
+
 /// Characters of the prompt a listing shows.
 pub const PROMPT_LINE: usize = 72;
 

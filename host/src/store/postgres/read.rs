@@ -13,7 +13,7 @@ use crate::record::{
     AnswerKind, CallError, CallRecord, CallRef, RunStatus, RunSummary, StoredCall, StoredRun,
     Totals, first_line,
 };
-use crate::store::row::{PROMPT_LINE, escape_like, json};
+use crate::store::row::{PROMPT_LINE, RUN_COLUMNS, escape_like, json};
 use crate::store::{CallLookup, Cursor, Exchange, Lookup, Page, Query};
 
 /// The chain of runs that `id` starts, following `follow_up_of`.
@@ -41,10 +41,6 @@ pub async fn exchanges(
     }
     Ok(chain)
 }
-
-const RUN_COLUMNS: &str = "seq, id, pipeline, status, deadline_at, started_at, finished_at, prompt,
-    options, plan, follow_up_of, resynthesis_of, kind, summary, answer, notes, details, error,
-    elapsed_ms, prompt_tokens, completion_tokens, cost_usd, owner, cost_estimated";
 
 /// Whether a run is running for an instance whose lease has lapsed.
 fn lost() -> String {

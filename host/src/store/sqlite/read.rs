@@ -11,7 +11,7 @@ use crate::record::{
     AnswerKind, CallError, CallRecord, CallRef, RunStatus, RunSummary, StoredCall, StoredRun,
     Totals, first_line,
 };
-use crate::store::row::{PROMPT_LINE, escape_like, json, status};
+use crate::store::row::{PROMPT_LINE, RUN_COLUMNS, escape_like, json, status};
 use crate::store::{CallLookup, Cursor, Exchange, Lookup, Page, Query};
 
 /// The chain of runs that `id` starts, following `follow_up_of`: each
@@ -39,10 +39,6 @@ pub fn exchanges(conn: &Connection, id: &str, most: usize) -> rusqlite::Result<V
     }
     Ok(chain)
 }
-
-const RUN_COLUMNS: &str = "seq, id, pipeline, status, deadline_at, started_at, finished_at, prompt,
-    options, plan, follow_up_of, resynthesis_of, kind, summary, answer, notes, details, error,
-    elapsed_ms, prompt_tokens, completion_tokens, cost_usd, owner, cost_estimated";
 
 /// The run `id` (exact), with its calls; their requests too if asked.
 pub fn run(
