@@ -13,11 +13,7 @@
 //! `CHORUS_SCREENSHOTS=docs/images cargo test --test e2e apps::` makes the
 //! README's picture of the app.
 
-use std::process::Stdio;
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::support::http::{HttpServer, TOKEN};
 use crate::support::*;
@@ -179,38 +175,7 @@ async fn the_mcp_app_in_a_real_browser_through_the_sdk_host_bridge() {
         "host_page": root().join("tests/browser/apps_host.html"),
         "screenshots": std::env::var("CHORUS_SCREENSHOTS").ok().map(|dir| root().join(dir)),
     });
-    let mut python = tokio::process::Command::new(tools.join("venv/bin/python"))
-        .arg(root().join("tests/browser/apps.py"))
-        .arg(arguments.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start tests/browser/apps.py");
-    let stderr = capture(python.stderr.take());
-    let mut lines = BufReader::new(python.stdout.take().unwrap()).lines();
-    let mut said = Vec::new();
-    let finished = tokio::time::timeout(Duration::from_secs(240), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            said.push(line);
-        }
-        python.wait().await.unwrap()
-    })
-    .await;
-    let status = finished.unwrap_or_else(|_| {
-        panic!(
-            "the browser test did not finish in 240 s; it said {said:?}\n{}\nchorus:\n{}",
-            stderr.text(),
-            server.stderr()
-        )
-    });
-    assert!(
-        status.success() && said.last().map(String::as_str) == Some("ok"),
-        "the browser test failed; it said {said:?}\n{}\nchorus:\n{}",
-        stderr.text(),
-        server.stderr()
-    );
+    crate::viewer::browser_script("apps.py", &arguments, &server, |_| {}).await;
     assert_eq!(
         mock.requests_for(SYNTH).len(),
         2,

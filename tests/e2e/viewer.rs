@@ -387,23 +387,47 @@ async fn the_run_viewer_in_a_real_browser() {
         // `CHORUS_SCREENSHOTS=docs/images` makes the README's pictures.
         "screenshots": std::env::var("CHORUS_SCREENSHOTS").ok().map(|dir| root().join(dir)),
     });
+    browser_script("viewer.py", &arguments, &server, |line| {
+        if line == "open-gate" {
+            gate.open();
+        }
+    })
+    .await;
+    gate.open();
+    assert_eq!(slow_task.await.unwrap().unwrap(), 200);
+    assert_eq!(
+        mock.requests_for(SYNTH).len(),
+        3,
+        "the re-synthesis asked the synthesizer"
+    );
+}
+
+/// Runs `tests/browser/SCRIPT` with `arguments` (JSON) in the browser
+/// tools' venv, handing each line it prints to `on_line`, and asserts that
+/// it finished within 240 s and said `ok` last; its stderr and chorus's
+/// are in the message when it did not.
+pub async fn browser_script(
+    script: &str,
+    arguments: &serde_json::Value,
+    server: &HttpServer,
+    mut on_line: impl FnMut(&str),
+) {
+    let tools = browser_tools().expect("the browser tools are installed");
     let mut python = tokio::process::Command::new(tools.join("venv/bin/python"))
-        .arg(root().join("tests/browser/viewer.py"))
+        .arg(root().join("tests/browser").join(script))
         .arg(arguments.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("start tests/browser/viewer.py");
+        .unwrap_or_else(|e| panic!("start tests/browser/{script}: {e}"));
     let stderr = capture(python.stderr.take());
     let mut lines = BufReader::new(python.stdout.take().unwrap()).lines();
     let mut said = Vec::new();
     let finished = tokio::time::timeout(Duration::from_secs(240), async {
         while let Some(line) = lines.next_line().await.unwrap() {
-            if line == "open-gate" {
-                gate.open();
-            }
+            on_line(&line);
             said.push(line);
         }
         python.wait().await.unwrap()
@@ -411,22 +435,15 @@ async fn the_run_viewer_in_a_real_browser() {
     .await;
     let status = finished.unwrap_or_else(|_| {
         panic!(
-            "the browser test did not finish in 240 s; it said {said:?}\n{}\nchorus:\n{}",
+            "{script} did not finish in 240 s; it said {said:?}\n{}\nchorus:\n{}",
             stderr.text(),
             server.stderr()
         )
     });
     assert!(
         status.success() && said.last().map(String::as_str) == Some("ok"),
-        "the browser test failed; it said {said:?}\n{}\nchorus:\n{}",
+        "{script} failed; it said {said:?}\n{}\nchorus:\n{}",
         stderr.text(),
         server.stderr()
-    );
-    gate.open();
-    assert_eq!(slow_task.await.unwrap().unwrap(), 200);
-    assert_eq!(
-        mock.requests_for(SYNTH).len(),
-        3,
-        "the re-synthesis asked the synthesizer"
     );
 }
