@@ -152,6 +152,23 @@ pub struct Page {
     pub next: Option<Cursor>,
 }
 
+impl Page {
+    /// A page from up to `limit + 1` rows (seq, run), newest first: the
+    /// extra row, when there is one, says that a next page exists.
+    fn of(mut rows: Vec<(i64, RunSummary)>, limit: usize) -> Self {
+        let next = if rows.len() > limit {
+            rows.truncate(limit);
+            rows.last().map(|(seq, _)| Cursor(*seq))
+        } else {
+            None
+        };
+        Self {
+            runs: rows.into_iter().map(|(_, run)| run).collect(),
+            next,
+        }
+    }
+}
+
 /// A run as a follow-up of it needs it: its question and answer, and the
 /// run it followed up in turn.
 #[derive(Debug, Clone, PartialEq)]

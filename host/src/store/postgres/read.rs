@@ -326,7 +326,7 @@ pub async fn list(client: &impl GenericClient, query: &Query, now: i64) -> Resul
     let params: Vec<&(dyn ToSql + Sync)> =
         values.iter().map(|v| &**v as &(dyn ToSql + Sync)).collect();
     let rows = client.query(&sql, &params).await?;
-    let mut runs: Vec<(i64, RunSummary)> = rows
+    let runs: Vec<(i64, RunSummary)> = rows
         .iter()
         .map(|row| {
             (
@@ -349,14 +349,5 @@ pub async fn list(client: &impl GenericClient, query: &Query, now: i64) -> Resul
             )
         })
         .collect();
-    let next = if runs.len() > limit {
-        runs.truncate(limit);
-        runs.last().map(|(seq, _)| Cursor(*seq))
-    } else {
-        None
-    };
-    Ok(Page {
-        runs: runs.into_iter().map(|(_, run)| run).collect(),
-        next,
-    })
+    Ok(Page::of(runs, limit))
 }

@@ -300,7 +300,7 @@ pub fn list(conn: &Connection, query: &Query, now: i64) -> rusqlite::Result<Page
         limit + 1
     );
     let mut statement = conn.prepare(&sql)?;
-    let mut rows: Vec<(i64, RunSummary)> = statement
+    let rows: Vec<(i64, RunSummary)> = statement
         .query_map(params_from_iter(values), |row| {
             Ok((
                 row.get(0)?,
@@ -330,14 +330,5 @@ pub fn list(conn: &Connection, query: &Query, now: i64) -> rusqlite::Result<Page
             ))
         })?
         .collect::<Result<_, _>>()?;
-    let next = if rows.len() > limit {
-        rows.truncate(limit);
-        rows.last().map(|(seq, _)| Cursor(*seq))
-    } else {
-        None
-    };
-    Ok(Page {
-        runs: rows.into_iter().map(|(_, run)| run).collect(),
-        next,
-    })
+    Ok(Page::of(rows, limit))
 }
