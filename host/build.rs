@@ -6,6 +6,20 @@
 //!
 //! The plugins build in their own target directory (`target/plugins`): a
 //! nested cargo on the outer build's directory would wait on its lock.
+//!
+//! With the feature `precompiled-builtins`, each built-in is also
+//! precompiled for the target, with the engine settings chorus runs them
+//! under (src/plugins/engine_config.rs, included here) and only baseline CPU
+//! features, and embedded beside its component: a first start deserializes
+//! it in milliseconds instead of compiling for seconds. Where the build's
+//! wasmtime cannot compile for the target (a cross build to another
+//! architecture), the built-ins are embedded uncompiled, with a warning, and
+//! compiled on first start as without the feature.
+
+#[cfg(feature = "precompiled-builtins")]
+#[path = "src/plugins/engine_config.rs"]
+#[allow(dead_code)]
+mod engine_config;
 
 use std::env;
 use std::fmt::Write as _;
@@ -25,6 +39,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
+    println!("cargo:rerun-if-changed=src/plugins/engine_config.rs");
 
     let target_dir = env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -35,28 +50,98 @@ fn main() {
     build_plugins(&plugins, &target_dir);
 
     let wasm_dir = target_dir.join(TARGET).join("release");
-    let mut source =
-        String::from("/// Plugins compiled into this binary: (name, component bytes).\n");
-    source.push_str("pub const BUILTINS: &[(&str, &[u8])] = &[\n");
-    for (name, artifact) in builtins(&plugins.join("builtin")) {
-        let path = wasm_dir.join(format!("{artifact}.wasm"));
-        assert!(
-            path.exists(),
-            "the plugin build did not produce {}",
-            path.display()
-        );
+    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let builtins: Vec<(String, PathBuf)> = builtins(&plugins.join("builtin"))
+        .into_iter()
+        .map(|(name, artifact)| {
+            let path = wasm_dir.join(format!("{artifact}.wasm"));
+            assert!(
+                path.exists(),
+                "the plugin build did not produce {}",
+                path.display()
+            );
+            (name, path)
+        })
+        .collect();
+    let precompiled = precompile(&builtins, &out);
+
+    let mut source = String::from(
+        "/// Plugins compiled into this binary, each with its code precompiled for this target when the build could.\n",
+    );
+    source.push_str("pub const BUILTINS: &[Builtin] = &[\n");
+    for ((name, path), code) in builtins.iter().zip(&precompiled) {
+        let code = match code {
+            Some(code) => format!("Some(include_bytes!({:?}))", code.display().to_string()),
+            None => "None".to_owned(),
+        };
         writeln!(
             source,
-            "    ({name:?}, include_bytes!({:?})),",
+            "    Builtin {{ name: {name:?}, component: include_bytes!({:?}), precompiled: {code} }},",
             path.display().to_string()
         )
         .unwrap();
     }
     source.push_str("];\n");
-    let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     std::fs::write(out.join("builtins.rs"), source).expect("write builtins.rs");
     // The test suite loads the fault-injection plugins from here.
     println!("cargo:rustc-env=CHORUS_PLUGIN_DIR={}", wasm_dir.display());
+    // What the built-ins were (or would be) precompiled for, for the tests.
+    println!(
+        "cargo:rustc-env=CHORUS_BUILD_TARGET={}",
+        env::var("TARGET").expect("cargo sets TARGET")
+    );
+}
+
+/// Without the feature, nothing is precompiled.
+#[cfg(not(feature = "precompiled-builtins"))]
+fn precompile(builtins: &[(String, PathBuf)], _out: &Path) -> Vec<Option<PathBuf>> {
+    vec![None; builtins.len()]
+}
+
+/// Precompiles each built-in component for the build's target into `out`;
+/// `None` for all of them where this build cannot (with a warning), or for
+/// one that fails (which loading will then report, as for any plugin).
+#[cfg(feature = "precompiled-builtins")]
+fn precompile(builtins: &[(String, PathBuf)], out: &Path) -> Vec<Option<PathBuf>> {
+    let triple = env::var("TARGET").expect("cargo sets TARGET");
+    let engine = match engine_config::portable_code_config(&triple)
+        .and_then(|config| wasmtime::Engine::new(&config))
+    {
+        Ok(engine) => engine,
+        Err(e) => {
+            println!(
+                "cargo:warning=the built-in plugins are not precompiled for {triple} ({e}); chorus compiles them on its first start instead"
+            );
+            return vec![None; builtins.len()];
+        }
+    };
+    std::thread::scope(|scope| {
+        let jobs: Vec<_> = builtins
+            .iter()
+            .map(|(name, path)| {
+                let engine = &engine;
+                scope.spawn(move || {
+                    let wasm = std::fs::read(path)
+                        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+                    match engine.precompile_component(&wasm) {
+                        Ok(code) => {
+                            let file = out.join(format!("{name}.cwasm"));
+                            std::fs::write(&file, code)
+                                .unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
+                            Some(file)
+                        }
+                        Err(e) => {
+                            println!("cargo:warning=cannot precompile the built-in plugin `{name}`: {e:#}");
+                            None
+                        }
+                    }
+                })
+            })
+            .collect();
+        jobs.into_iter()
+            .map(|job| job.join().expect("a precompile thread panicked"))
+            .collect()
+    })
 }
 
 /// The built-in plugins: (folder name, artifact name), sorted by name.

@@ -217,6 +217,7 @@ fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<bool> {
         let source = match plugin.source {
             Source::Cached => "cached",
             Source::Compiled => "compiled",
+            Source::Precompiled => "precompiled",
         };
         writeln!(
             out,

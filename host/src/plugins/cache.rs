@@ -11,6 +11,11 @@
 //! cache directory must be writable by its owner alone (it is created so). Keys are the component's SHA-256
 //! and the engine's compatibility hash (wasmtime version, target, settings);
 //! entries for other engines, and entries unused for `MAX_AGE`, are pruned.
+//!
+//! The built-in plugins do not need the cache where the build precompiled
+//! them (host/build.rs): [`from_precompiled`] loads that code, and only a
+//! machine that refuses it (a CPU without the baseline features) compiles
+//! and caches them.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -32,6 +37,8 @@ const ANNOUNCE_BYTES: usize = 1 << 20;
 pub enum Source {
     Compiled,
     Cached,
+    /// Built in, precompiled by the build.
+    Precompiled,
 }
 
 pub struct CompileCache {
@@ -110,6 +117,25 @@ impl CompileCache {
                     Err(e) => tracing::debug!("cannot prune {}: {e}", path.display()),
                 }
             }
+        }
+    }
+}
+
+/// The built-in plugin `name` from the code the build precompiled for it,
+/// or `None` (logged) where this engine refuses that code — another CPU
+/// lacking a baseline feature, or settings that drifted from the build's.
+pub fn from_precompiled(engine: &Engine, name: &str, code: &'static [u8]) -> Option<Component> {
+    // SAFETY: the code was made by `Engine::precompile_component` of this
+    // same wasmtime, by the build of this binary, and is embedded in it: it
+    // is as trustworthy as the binary's own code. Deserializing checks that
+    // it suits this engine's settings and this CPU, and fails otherwise.
+    match unsafe { Component::deserialize(engine, code) } {
+        Ok(component) => Some(component),
+        Err(e) => {
+            tracing::info!(
+                "the precompiled built-in plugin `{name}` does not suit this machine ({e:#}); compiling it"
+            );
+            None
         }
     }
 }

@@ -79,9 +79,7 @@ pub fn engine(sizing: Sizing) -> (Engine, Slots) {
 }
 
 fn base_config() -> Config {
-    let mut config = Config::new();
-    config.consume_fuel(true);
-    config
+    super::engine_config::code_config()
 }
 
 fn pool(sizing: Sizing) -> PoolingAllocationConfig {

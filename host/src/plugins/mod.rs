@@ -8,6 +8,7 @@
 mod bindings;
 mod cache;
 mod engine;
+mod engine_config;
 mod output;
 mod own_time;
 mod registry;

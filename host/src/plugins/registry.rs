@@ -19,20 +19,36 @@ use super::{Kind, Plugin, PluginError, cache};
 use crate::config::{ConfigError, Loaded};
 
 mod builtin {
+    /// A plugin compiled into chorus (host/build.rs lists them).
+    pub struct Builtin {
+        pub name: &'static str,
+        /// The WebAssembly component.
+        pub component: &'static [u8],
+        /// Its code, precompiled for this target by the build, where the
+        /// build could.
+        pub precompiled: Option<&'static [u8]>,
+    }
+
     include!(concat!(env!("OUT_DIR"), "/builtins.rs"));
 }
 
 /// Names of the plugins compiled into chorus.
 pub fn builtin_names() -> impl Iterator<Item = &'static str> {
-    builtin::BUILTINS.iter().map(|(name, _)| *name)
+    builtin::BUILTINS.iter().map(|b| b.name)
 }
 
 /// The component of a built-in plugin.
 pub(super) fn builtin_bytes(name: &str) -> Option<&'static [u8]> {
-    builtin::BUILTINS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, bytes)| *bytes)
+    builtin(name).map(|b| b.component)
+}
+
+/// A built-in plugin's code as the build precompiled it, if it did.
+pub(super) fn builtin_precompiled(name: &str) -> Option<&'static [u8]> {
+    builtin(name).and_then(|b| b.precompiled)
+}
+
+fn builtin(name: &str) -> Option<&'static builtin::Builtin> {
+    builtin::BUILTINS.iter().find(|b| b.name == name)
 }
 
 /// Every plugin of a configuration, loaded, and the engine that runs them.
@@ -121,15 +137,21 @@ impl Registry {
                 plugins.insert(name.clone(), plugin);
                 continue;
             }
-            let (component, source) = cache.load(&engine, name, &wasm).map_err(|e| {
-                loaded.error(
-                    &key,
-                    format!(
-                        "{origin} is not a loadable WebAssembly component: {}",
-                        one_line(&format!("{e:#}"))
-                    ),
-                )
-            })?;
+            let precompiled = spec.builtin.as_deref().and_then(builtin_precompiled);
+            let (component, source) =
+                match precompiled.and_then(|code| cache::from_precompiled(&engine, name, code)) {
+                    Some(component) => Ok((component, cache::Source::Precompiled)),
+                    None => cache.load(&engine, name, &wasm),
+                }
+                .map_err(|e| {
+                    loaded.error(
+                        &key,
+                        format!(
+                            "{origin} is not a loadable WebAssembly component: {}",
+                            one_line(&format!("{e:#}"))
+                        ),
+                    )
+                })?;
             let (kind, contract) = contract_of(&engine, &component)
                 .map_err(|m| loaded.error(&key, format!("{origin}: {m}")))?;
             let serving =

@@ -76,3 +76,47 @@ fn pruning_removes_entries_of_other_engines_and_keeps_this_ones() {
     let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
     assert_eq!(source, Source::Cached);
 }
+
+/// What the build does with the built-ins (host/build.rs), for one of them:
+/// code precompiled portably for this target.
+fn precompiled_portably(wasm: &[u8]) -> &'static [u8] {
+    let config = crate::plugins::engine_config::portable_code_config(env!("CHORUS_BUILD_TARGET"))
+        .expect("the build target is one wasmtime knows");
+    let build = Engine::new(&config).expect("this machine's architecture is the target's");
+    let code = build.precompile_component(wasm).unwrap();
+    Box::leak(code.into_boxed_slice())
+}
+
+#[test]
+fn code_precompiled_as_the_build_does_loads_in_the_running_engine_and_other_code_does_not() {
+    let (engine, _) =
+        crate::plugins::engine::engine(crate::plugins::engine::Sizing::for_runs(2, 64));
+    assert!(from_precompiled(&engine, "passthrough", precompiled_portably(wasm())).is_some());
+
+    // Compiled without fuel metering: refused, not run unmetered.
+    let unmetered = Engine::new(&wasmtime::Config::new()).unwrap();
+    let code = Box::leak(
+        unmetered
+            .precompile_component(wasm())
+            .unwrap()
+            .into_boxed_slice(),
+    );
+    assert!(from_precompiled(&engine, "passthrough", code).is_none());
+    // Not code at all.
+    assert!(from_precompiled(&engine, "passthrough", b"\0asm not code").is_none());
+}
+
+#[cfg(feature = "precompiled-builtins")]
+#[test]
+fn every_built_in_is_precompiled_and_loads_without_compiling() {
+    let (engine, _) =
+        crate::plugins::engine::engine(crate::plugins::engine::Sizing::for_runs(2, 64));
+    for name in crate::plugins::builtin_names() {
+        let code = crate::plugins::registry::builtin_precompiled(name)
+            .unwrap_or_else(|| panic!("`{name}` was not precompiled"));
+        assert!(
+            from_precompiled(&engine, name, code).is_some(),
+            "`{name}` loads"
+        );
+    }
+}

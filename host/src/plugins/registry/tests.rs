@@ -47,7 +47,7 @@ fn every_builtin_plugin_is_embedded_and_no_test_plugin_is() {
     ] {
         assert!(!names.contains(&test_only), "{test_only} is not shipped");
     }
-    for (_, bytes) in builtin::BUILTINS {
-        assert!(bytes.starts_with(b"\0asm"), "a WebAssembly binary");
+    for b in builtin::BUILTINS {
+        assert!(b.component.starts_with(b"\0asm"), "a WebAssembly binary");
     }
 }
