@@ -43,7 +43,7 @@ fn build(project: &Path, lang: &str, kind: &str) {
             // target/ is a link to one kept under chorus's target directory.
             let shared = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scaffold-target");
             std::fs::create_dir_all(&shared).unwrap();
-            std::os::unix::fs::symlink(&shared, project.join("target")).unwrap();
+            link_dir(&shared, &project.join("target"));
             let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or("cargo".into()));
             cargo
                 .args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"])
@@ -74,8 +74,7 @@ fn build(project: &Path, lang: &str, kind: &str) {
             "componentize-py (generated Python plugin)",
         ),
         "js" => {
-            std::os::unix::fs::symlink(componentize_js_modules(), project.join("node_modules"))
-                .unwrap();
+            link_dir(&componentize_js_modules(), &project.join("node_modules"));
             toolchains::run(
                 Command::new("npm")
                     .args(["run", "--silent", "build"])
@@ -254,4 +253,12 @@ async fn plugin_new_refuses_bad_names_and_existing_folders() {
         std::fs::read_to_string(parent.path().join("taken/keep.txt")).unwrap(),
         "mine"
     );
+}
+
+/// Makes `link` a symbolic link to the directory `to`.
+fn link_dir(to: &Path, link: &Path) {
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(to, link).unwrap();
+    #[cfg(windows)]
+    std::os::windows::fs::symlink_dir(to, link).unwrap();
 }

@@ -1,4 +1,5 @@
-//! What starts a reload in `chorus serve`: SIGHUP, and (unless
+//! What starts a reload in `chorus serve`: SIGHUP (on Unix; Windows has no
+//! such signal, so there reloads come from watching alone), and (unless
 //! `--no-watch`) a change to the configuration file or to a plugin file it
 //! names. The *directories* holding them are watched, so an editor's save
 //! by rename is seen, and a burst of events (write a temp file, rename it
@@ -23,6 +24,7 @@ const QUIET: Duration = Duration::from_millis(250);
 /// Why a reload was started, as said in its report.
 #[derive(Debug, Clone, Copy)]
 enum Trigger {
+    #[cfg_attr(not(unix), allow(dead_code))]
     Signal,
     Files,
 }
@@ -47,8 +49,11 @@ pub fn start(chorus: Arc<Chorus>, watch_files: bool) {
     match (&files, chorus.runner().loaded.path.is_some()) {
         (Some(_), true) => tracing::info!("watching {origin} and its plugin files for changes"),
         (_, false) => tracing::info!("serving the built-in configuration: nothing to watch"),
-        (None, true) => {
+        (None, true) if cfg!(unix) => {
             tracing::info!("not watching {origin} for changes; SIGHUP reloads it")
+        }
+        (None, true) => {
+            tracing::info!("not watching {origin} for changes; restart chorus to reload it")
         }
     }
     tokio::spawn(async move {
