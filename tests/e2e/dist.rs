@@ -125,6 +125,46 @@ async fn ask_through_sdk(command: &Path, args: &[&str], env: &[(&str, &str)], mo
     assert_eq!(report["result"]["kind"], "synthesis", "{report}");
 }
 
+/// The packaged binary, on a machine that never ran chorus (an empty cache),
+/// loads every built-in plugin from the code its build precompiled: nothing
+/// is compiled, nothing written to the cache.
+async fn loads_its_built_ins_precompiled(chorus: &Path) {
+    let mock = provider().await;
+    let home = tempfile::tempdir().expect("a temporary directory");
+    let cache = home.path().join("cache");
+    let output = Command::new(chorus)
+        .arg("check")
+        .env("CHORUS_BASE_URL", &mock.base_url)
+        .env("OPENROUTER_API_KEY", CANARY)
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("XDG_CACHE_HOME", &cache)
+        .env("XDG_DATA_HOME", home.path().join("data"))
+        .env_remove("CHORUS_CONFIG")
+        .output()
+        .expect("run chorus check");
+    let report = String::from_utf8_lossy(&output.stdout);
+    let plugins: Vec<&str> = report
+        .lines()
+        .skip_while(|l| *l != "plugins:")
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    assert!(plugins.len() >= 10, "the built-ins are listed:\n{report}");
+    for line in &plugins {
+        assert!(line.contains("(precompiled,"), "{line}\n{report}");
+    }
+    let compiled = std::fs::read_dir(cache.join("chorus"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(compiled, 0, "nothing was compiled into the cache");
+}
+
 #[tokio::test]
 async fn the_wheel_installs_into_a_fresh_venv_and_answers_an_mcp_client() {
     let wheel = format!(
@@ -150,6 +190,7 @@ async fn the_wheel_installs_into_a_fresh_venv_and_answers_an_mcp_client() {
     );
     let chorus = dir.path().join("venv/bin/chorus");
     assert!(run(&chorus, &["--version"], dir.path()).contains(VERSION));
+    loads_its_built_ins_precompiled(&chorus).await;
 
     // What `uvx chorus-mcp` starts: the command named after the package,
     // with no arguments (`serve` is the default).
@@ -188,7 +229,7 @@ async fn the_npm_tarballs_install_from_the_files_and_answer_an_mcp_client() {
 
 #[tokio::test]
 async fn the_bundle_unpacks_and_starts_as_its_manifest_says() {
-    let Some(paths) = artifacts(&["chorus.mcpb".to_owned()]) else {
+    let Some(paths) = artifacts(&["chorus-linux-x64.mcpb".to_owned()]) else {
         return;
     };
     let dir = tempfile::tempdir().expect("a temporary directory");

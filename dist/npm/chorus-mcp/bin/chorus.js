@@ -7,7 +7,14 @@
 "use strict";
 const { spawn } = require("node:child_process");
 
-const PACKAGES = { "linux x64": "@chorus-mcp/linux-x64" };
+// One per target dist/build.sh packages (the release workflow builds each).
+const PACKAGES = {
+  "linux x64": "@chorus-mcp/linux-x64",
+  "linux arm64": "@chorus-mcp/linux-arm64",
+  "darwin arm64": "@chorus-mcp/darwin-arm64",
+  "darwin x64": "@chorus-mcp/darwin-x64",
+  "win32 x64": "@chorus-mcp/win32-x64",
+};
 
 function fail(message) {
   process.stderr.write(`chorus-mcp: ${message}\n`);
