@@ -143,6 +143,21 @@ async fn the_discovery_documents_say_chorus_takes_a_static_bearer_token() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_server_without_a_token_has_nothing_to_discover() {
+    let mock = Mock::start().await;
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, None, &[]).await;
+    for path in ["/.well-known/oauth-protected-resource/mcp", "/register"] {
+        let response = reqwest::get(format!("{}{path}", server.origin()))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404, "{path}");
+        let body = response.text().await.unwrap();
+        assert!(!body.contains(SENTENCE), "{body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_typescript_sdks_sign_in_stops_with_chorus_s_sentence() {
     let (_mock, _config, server) = server().await;
     let output = tokio::time::timeout(

@@ -14,7 +14,8 @@
 //!   where the metadata is.
 //!
 //! None of these needs the token, and none says more than the above; they
-//! pass the same Host and Origin checks as everything else.
+//! pass the same Host and Origin checks as everything else. A server
+//! without a token refuses no one and answers none of them.
 
 use std::sync::Arc;
 
@@ -42,8 +43,12 @@ const AUTHORIZATION_SERVER: &str = "/.well-known/oauth-authorization-server";
 const OPENID: &str = "/.well-known/openid-configuration";
 
 /// The discovery routes, behind the Host and Origin checks of `access`
-/// but not its token.
+/// but not its token; none when the server has no token (no client is
+/// refused, and there would be nothing true to say).
 pub fn routes(access: &Access) -> Router {
+    if access.token.is_none() {
+        return Router::new();
+    }
     let open = Arc::new(Access {
         token: None,
         hosts: access.hosts.clone(),
