@@ -52,11 +52,10 @@ pub fn clients() -> PathBuf {
         *installed = true;
     }
     // Node resolves packages from the script's own folder.
-    std::fs::copy(
-        root().join("tests/clients/ts_client.mjs"),
-        dir.join("ts_client.mjs"),
-    )
-    .expect("copy the TypeScript client next to its node_modules");
+    for script in ["ts_client.mjs", "ts_no_token.mjs"] {
+        std::fs::copy(root().join("tests/clients").join(script), dir.join(script))
+            .expect("copy the TypeScript clients next to their node_modules");
+    }
     dir
 }
 

@@ -378,3 +378,49 @@ async fn sigterm_stops_every_run_closes_the_listener_and_exits() {
     let stderr = server.stderr();
     assert!(stderr.contains("shutting down"), "{stderr}");
 }
+
+/// A 2026-07-28 client that hangs up with its `subscriptions/listen`
+/// stream open has only left: nothing about it is logged as an error.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_leaving_with_a_listen_stream_open_logs_no_error() {
+    let mock = Mock::start().await;
+    let config = write_config(&config(&mock, ""));
+    // rmcp's info line `serve finished` says the request's service has
+    // ended (it notices the client left at its next keep-alive).
+    let mut server = HttpServer::start_with_env(
+        "127.0.0.1:0",
+        &config.path,
+        Some(TOKEN),
+        &[],
+        &[("CHORUS_LOG", "error,chorus=debug,rmcp::service=info")],
+    )
+    .await;
+    let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": true},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    }});
+    let mut stream = server
+        .post(Some(TOKEN), &listen)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .send()
+        .await
+        .unwrap();
+    assert!(stream.status().is_success(), "{}", stream.status());
+    let first = tokio::time::timeout(Duration::from_secs(30), stream.chunk())
+        .await
+        .expect("the subscription is acknowledged")
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("acknowledged"));
+    drop(stream);
+    server.wait_for_stderr("serve finished", 1).await;
+    assert!(server.terminate().await.success());
+    let log = server.stderr();
+    assert!(log.contains("chorus: stopped"), "{log}");
+    assert!(!log.contains("ERROR"), "{log}");
+}

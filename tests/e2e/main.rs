@@ -38,6 +38,7 @@ mod schema;
 mod secrets;
 mod selectors;
 mod serving;
+mod sign_in;
 mod stragglers;
 mod strategies;
 mod streaming;

@@ -3,6 +3,7 @@
 
 mod ask;
 mod check;
+mod disconnects;
 mod dry_run;
 mod eval;
 mod init;
@@ -18,6 +19,8 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::app::Chorus;
 use crate::config::{self, Loaded, Overrides};
@@ -310,9 +313,19 @@ fn init_logging(verbose: u8, format: LogFormat, audit: bool) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false);
+    // Outermost, so that an ordinary disconnect reaches no layer.
     let _ = match format {
-        LogFormat::Text => log.with_target(false).try_init(),
-        LogFormat::Json => log.json().with_current_span(false).try_init(),
+        LogFormat::Text => log
+            .with_target(false)
+            .finish()
+            .with(disconnects::OrdinaryDisconnects)
+            .try_init(),
+        LogFormat::Json => log
+            .json()
+            .with_current_span(false)
+            .finish()
+            .with(disconnects::OrdinaryDisconnects)
+            .try_init(),
     };
 }
 

@@ -268,7 +268,7 @@ impl Access {
                 tracing::info!(target: AUDIT, "refused a request with a wrong bearer token");
                 Some(unauthorized(
                     headers,
-                    "Bearer realm=\"chorus\", error=\"invalid_token\"",
+                    super::discovery::challenge(headers, "The bearer token sent is wrong."),
                     "chorus: the bearer token is wrong: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
                 ))
             }
@@ -276,7 +276,7 @@ impl Access {
                 tracing::info!(target: AUDIT, "refused a request without a bearer token");
                 unauthorized(
                     headers,
-                    "Bearer realm=\"chorus\"",
+                    super::discovery::challenge(headers, "No bearer token was sent."),
                     "chorus: this server needs a bearer token: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
                 )
             }),
@@ -284,12 +284,11 @@ impl Access {
     }
 }
 
-fn unauthorized(headers: &HeaderMap, challenge: &'static str, message: &'static str) -> Response {
+fn unauthorized(headers: &HeaderMap, challenge: HeaderValue, message: &'static str) -> Response {
     let mut response = refuse(headers, StatusCode::UNAUTHORIZED, message.into());
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static(challenge),
-    );
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, challenge);
     response
 }
 

@@ -4,6 +4,8 @@
 //! instance behind a load balancer can answer any request. Around it:
 //!
 //! - [`access`]: the Host and Origin checks and the bearer token;
+//! - [`discovery`]: the OAuth discovery documents clients ask for after a
+//!   401, saying chorus takes a static bearer token;
 //! - [`cancel`]: `notifications/cancelled` from pre-2026 clients;
 //! - [`listen`]: accepting connections, with a header timeout and limits;
 //! - [`message`]: what a POST carries, and errors for what is no message;
@@ -14,6 +16,7 @@
 
 mod access;
 mod cancel;
+mod discovery;
 mod listen;
 mod message;
 mod setup;
@@ -134,9 +137,13 @@ fn router(server: Server, options: &Options, max_body: usize, pages: Router) -> 
             in_flight,
             cancel::track,
         ))
-        .layer(axum::middleware::from_fn_with_state(access, access::check));
+        .layer(axum::middleware::from_fn_with_state(
+            access.clone(),
+            access::check,
+        ));
     let app = Router::new()
         .route("/health", get(health))
+        .merge(discovery::routes(&access))
         .merge(protected)
         .merge(pages)
         .fallback(not_found);

@@ -1,0 +1,231 @@
+//! What chorus answers to an MCP client that reads its `401` as the start
+//! of an OAuth sign-in. MCP's authorization spec has clients look up, in
+//! turn, the protected-resource metadata (RFC 9728), the authorization
+//! server's metadata (RFC 8414, or OpenID's), and then register themselves
+//! (RFC 7591) — and they show the person whatever the last answer says.
+//! chorus takes a static bearer token and runs no authorization server, so:
+//!
+//! - the protected-resource metadata is a real document that names no
+//!   authorization server and says the token goes in a header;
+//! - authorization-server metadata and client registration are JSON 404s
+//!   whose `error_description` says how to give the client the token, which
+//!   is the sentence a client shows when its sign-in stops;
+//! - the `WWW-Authenticate` challenge of a 401 carries the same sentence and
+//!   where the metadata is.
+//!
+//! None of these needs the token, and none says more than the above; they
+//! pass the same Host and Origin checks as everything else. A server
+//! without a token refuses no one and answers none of them.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use axum::routing::{any, get};
+use serde::Serialize;
+
+use super::PATH;
+use super::access::{self, Access};
+
+/// What every refusal of a sign-in says: the sentence clients show.
+pub const STATIC_TOKEN: &str = "chorus takes a static bearer token, not an OAuth sign-in: \
+     ask the server's operator for the token and set this client to send the header \
+     `Authorization: Bearer <token>` (chorus's docs/clients.md shows how for each client)";
+
+/// Where the person finds how to set each client up.
+const DOCUMENTATION: &str = "https://github.com/chorus-mcp/chorus/blob/main/docs/clients.md";
+
+const PROTECTED_RESOURCE: &str = "/.well-known/oauth-protected-resource";
+const AUTHORIZATION_SERVER: &str = "/.well-known/oauth-authorization-server";
+const OPENID: &str = "/.well-known/openid-configuration";
+
+/// The discovery routes, behind the Host and Origin checks of `access`
+/// but not its token; none when the server has no token (no client is
+/// refused, and there would be nothing true to say).
+pub fn routes(access: &Access) -> Router {
+    if access.token.is_none() {
+        return Router::new();
+    }
+    let open = Arc::new(Access {
+        token: None,
+        hosts: access.hosts.clone(),
+        origins: access.origins.clone(),
+    });
+    let mut router = Router::new()
+        // RFC 9728 §3.1: the well-known string goes before the resource's
+        // path; some clients also try it after.
+        .route(PROTECTED_RESOURCE, get(|r: Request| metadata(r, "")))
+        .route(
+            &format!("{PROTECTED_RESOURCE}{PATH}"),
+            get(|r: Request| metadata(r, PATH)),
+        )
+        .route(
+            &format!("{PATH}{PROTECTED_RESOURCE}"),
+            get(|r: Request| metadata(r, PATH)),
+        )
+        .route("/register", any(no_registration));
+    for not_here in [AUTHORIZATION_SERVER, OPENID] {
+        for path in [
+            not_here.to_owned(),
+            format!("{not_here}{PATH}"),
+            format!("{PATH}{not_here}"),
+        ] {
+            router = router.route(&path, any(no_authorization_server));
+        }
+    }
+    router.layer(axum::middleware::from_fn_with_state(open, access::check))
+}
+
+/// The `WWW-Authenticate` value of a 401: `description` says what was
+/// wrong; where the metadata is, when the request says which host it is for.
+pub fn challenge(headers: &HeaderMap, description: &str) -> HeaderValue {
+    let description = format!("{description} {STATIC_TOKEN}")
+        .replace(['"', '\\'], "'")
+        .replace(|c: char| c.is_control(), " ");
+    let mut value = format!(
+        "Bearer realm=\"chorus\", error=\"invalid_token\", error_description=\"{description}\""
+    );
+    if let Some(origin) = origin(headers) {
+        value.push_str(&format!(
+            ", resource_metadata=\"{origin}{PROTECTED_RESOURCE}{PATH}\""
+        ));
+    }
+    HeaderValue::from_str(&value).unwrap_or_else(|_| {
+        HeaderValue::from_static("Bearer realm=\"chorus\", error=\"invalid_token\"")
+    })
+}
+
+/// RFC 9728's protected-resource metadata, with no `authorization_servers`:
+/// no server issues tokens for chorus; its operator gives them out.
+#[derive(Serialize)]
+struct ResourceMetadata {
+    resource: String,
+    resource_name: &'static str,
+    bearer_methods_supported: [&'static str; 1],
+    resource_documentation: &'static str,
+    /// For the person reading it (RFC 9728 §2 allows more members).
+    authentication: &'static str,
+}
+
+async fn metadata(request: Request, path: &str) -> Response {
+    let Some(origin) = origin(request.headers()) else {
+        return access::plain(
+            StatusCode::BAD_REQUEST,
+            "chorus: the request has no Host header.\n".into(),
+        );
+    };
+    json(
+        StatusCode::OK,
+        &ResourceMetadata {
+            resource: format!("{origin}{path}"),
+            resource_name: "chorus",
+            bearer_methods_supported: ["header"],
+            resource_documentation: DOCUMENTATION,
+            authentication: STATIC_TOKEN,
+        },
+    )
+}
+
+/// An OAuth error response (RFC 6749 §5.2, RFC 7591 §3.2.2), the sentence
+/// first: some clients print the body as it is.
+#[derive(Serialize)]
+struct OAuthError {
+    error_description: String,
+    error: &'static str,
+    error_uri: &'static str,
+}
+
+async fn no_authorization_server() -> Response {
+    json(
+        StatusCode::NOT_FOUND,
+        &OAuthError {
+            error_description: format!(
+                "{STATIC_TOKEN}; this server is no OAuth authorization server."
+            ),
+            error: "not_an_authorization_server",
+            error_uri: DOCUMENTATION,
+        },
+    )
+}
+
+async fn no_registration() -> Response {
+    json(
+        StatusCode::NOT_FOUND,
+        &OAuthError {
+            error_description: format!("{STATIC_TOKEN}; there is no client registration."),
+            error: "registration_not_supported",
+            error_uri: DOCUMENTATION,
+        },
+    )
+}
+
+fn json(status: StatusCode, body: &impl Serialize) -> Response {
+    let body = serde_json::to_string(body).expect("plain structs serialize");
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// `scheme://host[:port]` as the client reached chorus: the Host header
+/// (already checked by `access`), and https when a proxy in front says so.
+fn origin(headers: &HeaderMap) -> Option<String> {
+    let host = headers.get(header::HOST)?.to_str().ok()?;
+    let https = headers
+        .get("x-forwarded-proto")
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|proto| proto.trim().eq_ignore_ascii_case("https"));
+    let scheme = if https { "https" } else { "http" };
+    Some(format!("{scheme}://{host}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    #[test]
+    fn the_challenge_says_what_to_do_and_where_the_metadata_is() {
+        let value = challenge(
+            &headers(&[("host", "127.0.0.1:8080")]),
+            "the \"token\" is\nmissing.",
+        );
+        let value = value.to_str().unwrap();
+        assert!(value.starts_with("Bearer realm=\"chorus\", error=\"invalid_token\", error_description=\"the 'token' is missing. chorus takes a static bearer token"), "{value}");
+        assert!(
+            value.ends_with(
+                "resource_metadata=\"http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp\""
+            ),
+            "{value}"
+        );
+        let proxied = challenge(
+            &headers(&[
+                ("host", "chorus.example.com"),
+                ("x-forwarded-proto", "https"),
+            ]),
+            "missing.",
+        );
+        assert!(
+            proxied
+                .to_str()
+                .unwrap()
+                .contains("\"https://chorus.example.com/.well-known/"),
+            "{proxied:?}"
+        );
+        let hostless = challenge(&HeaderMap::new(), "missing.");
+        assert!(!hostless.to_str().unwrap().contains("resource_metadata"));
+    }
+}
