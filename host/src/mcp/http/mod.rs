@@ -4,6 +4,7 @@
 //! instance behind a load balancer can answer any request. Around it:
 //!
 //! - [`access`]: the Host and Origin checks and the bearer token;
+//! - [`clients`]: which client a token names;
 //! - [`cancel`]: `notifications/cancelled` from pre-2026 clients;
 //! - [`listen`]: accepting connections, with a header timeout and limits;
 //! - [`message`]: what a POST carries, and errors for what is no message;
@@ -14,6 +15,7 @@
 
 mod access;
 mod cancel;
+mod clients;
 mod listen;
 mod message;
 mod setup;
@@ -35,6 +37,7 @@ use super::Server;
 use super::transport::Session;
 use crate::app::Chorus;
 pub use access::{Access, Hosts, Origins, Token};
+pub use clients::Clients;
 pub use setup::{Options, SetupError};
 
 /// The path MCP is served at.
