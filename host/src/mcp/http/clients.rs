@@ -7,10 +7,17 @@
 
 use std::sync::Arc;
 
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::access::Token;
+use super::message::error_response;
+use crate::app::AUDIT;
+use crate::budget::Gate;
 use crate::client::Client;
 use crate::config::{HttpClient, sha256_hex};
 
@@ -104,6 +111,50 @@ impl Clients {
         let names: Vec<&str> = self.known.iter().map(|(_, c)| c.name.as_str()).collect();
         names.join(", ")
     }
+}
+
+/// A `tools/call` request (its id as JSON text), marked by `cancel::track`
+/// that reads each message's envelope.
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    pub id: String,
+}
+
+/// JSON-RPC's range for errors a server defines: the per-minute limit.
+const RATE_LIMITED: i64 = -32029;
+
+/// The middleware: a `tools/call` past its client's `max_runs_per_minute`
+/// is answered 429 with `Retry-After`, before MCP reads it.
+pub async fn per_minute(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
+    let over = match (
+        request.extensions().get::<ToolCall>(),
+        request.extensions().get::<Arc<Client>>(),
+    ) {
+        (Some(call), Some(client)) => gate
+            .per_minute(client)
+            .err()
+            .map(|wait| (call.id.clone(), client.clone(), wait)),
+        _ => None,
+    };
+    let Some((id, client, wait)) = over else {
+        return next.run(request).await;
+    };
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let limit = client.limits.runs_per_minute.unwrap_or_default();
+    tracing::info!(target: AUDIT, client = %client.name, reason = "max_runs_per_minute", retry_after_s = seconds, "refused a run");
+    let mut response = error_response(
+        StatusCode::TOO_MANY_REQUESTS,
+        Some(&id),
+        RATE_LIMITED,
+        &format!(
+            "client `{}` may start {limit} runs per minute (max_runs_per_minute): try again in {seconds} s",
+            client.name
+        ),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
 }
 
 #[cfg(test)]

@@ -103,6 +103,7 @@ pub async fn serve_pages(listener: tokio::net::TcpListener, app: Router, chorus:
 
 fn router(server: Server, options: &Options, max_body: usize, pages: Router) -> Router {
     let metrics = server.chorus().metrics.clone();
+    let gate = server.chorus().gate.clone();
     // rmcp gets no shutdown token of its own: ending the session stops
     // every call, whose response then ends its stream the ordinary way.
     let config = StreamableHttpServerConfig::default()
@@ -133,6 +134,10 @@ fn router(server: Server, options: &Options, max_body: usize, pages: Router) -> 
             }),
         )
         .route_service(PATH, mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            gate,
+            clients::per_minute,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             in_flight,
             cancel::track,
