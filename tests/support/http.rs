@@ -30,6 +30,17 @@ impl HttpServer {
     }
 
     pub async fn start_at(listen: &str, config: &Path, token: Option<&str>, args: &[&str]) -> Self {
+        Self::start_with_env(listen, config, token, args, &[]).await
+    }
+
+    /// As `start_at`, with `env` set too.
+    pub async fn start_with_env(
+        listen: &str,
+        config: &Path,
+        token: Option<&str>,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut command = command(&[
             "serve",
             "--http",
@@ -37,7 +48,10 @@ impl HttpServer {
             "--config",
             config.to_str().unwrap(),
         ]);
-        command.args(args).env_remove("CHORUS_TOKEN");
+        command
+            .args(args)
+            .env_remove("CHORUS_TOKEN")
+            .envs(env.iter().copied());
         if let Some(token) = token {
             command.env("CHORUS_TOKEN", token);
         }

@@ -2,15 +2,17 @@
 //! the configuration, and the store that keeps its runs. The CLI and the MCP
 //! server hold a `Chorus`; nothing below this module knows that it exists.
 //!
-//! Every run goes through here, so every run is recorded: the store watches
-//! its events as it goes and keeps its end. Follow-ups and re-syntheses are
-//! resolved here too, since they build on runs the store keeps.
+//! Every run goes through here, so every run is recorded: admitted against
+//! its client's limits (`budget`) before any model is asked, watched by the
+//! store as it goes, its end kept. Follow-ups and re-syntheses are resolved
+//! here too, among the runs their client may see ([`visible`]).
 //!
 //! The runner can be swapped while chorus serves ([`reload`], driven by
 //! [`watcher`] in `chorus serve`): each run takes the current one when it
 //! starts and finishes on it, whatever is swapped in meanwhile.
 
 pub mod reload;
+mod visible;
 pub mod watcher;
 
 use std::future::Future;
@@ -24,10 +26,9 @@ use crate::budget::{Gate, Pass};
 use crate::client::Client;
 use crate::config::{ConfigError, Loaded};
 use crate::metrics::{Flight, Metrics};
-use crate::pipeline::follow_up::{MAX_TURNS, NOT_KEPT, TOO_LONG};
-use crate::pipeline::{Conversation, Merger, Progress, RunError, Runner, Turn, events, options};
-use crate::record::{AnswerKind, RunRecord, RunStatus, StoredRun};
-use crate::store::{CallLookup, Exchange, Links, Lookup, Page, Query, Recorder, Store, StoreError};
+use crate::pipeline::{Merger, Progress, RunError, Runner, events, options};
+use crate::record::{RunRecord, StoredRun};
+use crate::store::{CallLookup, Links, Lookup, Page, Query, Recorder, Store, StoreError};
 
 /// The log target of the audit lines: one per run, one per refused HTTP
 /// request; on by default when serving.
@@ -283,6 +284,10 @@ impl Chorus {
 
     /// `client`'s pass for one run, or why it has none.
     async fn admit(&self, client: &Arc<Client>, worst: Option<f64>) -> Result<Pass, String> {
+        if !client.limits.has_budget() {
+            // Nothing to read from the store: decided here and now.
+            return self.gate.admit(client, &self.store, worst);
+        }
         let (gate, store, who) = (self.gate.clone(), self.store.clone(), client.clone());
         tokio::task::spawn_blocking(move || gate.admit(&who, &store, worst))
             .await
@@ -293,59 +298,6 @@ impl Chorus {
     fn refused(&self, client: &Client, pipeline: &str, why: String) -> RunError {
         tracing::info!(target: AUDIT, client = %client.name, pipeline, reason = %why, "refused a run");
         RunError::Refused(why)
-    }
-
-    /// The run with this id, a unique prefix of one, or `last`, among the
-    /// runs `client` may see: another client's run is `Unknown`, as if it
-    /// did not exist.
-    pub async fn find_run_for(
-        &self,
-        client: &Client,
-        id: &str,
-        with_requests: bool,
-    ) -> Result<Lookup<StoredRun>, StoreError> {
-        let id = match (client.only_own(), id) {
-            (Some(own), "last") => {
-                let query = Query {
-                    client: Some(own.to_owned()),
-                    limit: 1,
-                    ..Query::default()
-                };
-                match self.list_runs(query).await?.runs.into_iter().next() {
-                    Some(run) => run.run_id,
-                    None => return Ok(Lookup::Unknown),
-                }
-            }
-            _ => id.to_owned(),
-        };
-        Ok(match self.find_run(&id, with_requests).await? {
-            Lookup::Found(run) if !client.may_see(run.client.as_deref()) => Lookup::Unknown,
-            Lookup::Ambiguous(_) if !client.admin => {
-                // Which ids share the prefix would tell of others' runs.
-                let query = Query {
-                    client: Some(client.name.clone()),
-                    limit: 10_000,
-                    ..Query::default()
-                };
-                let mut own: Vec<String> = self
-                    .list_runs(query)
-                    .await?
-                    .runs
-                    .into_iter()
-                    .map(|r| r.run_id)
-                    .filter(|r| r.starts_with(&id))
-                    .collect();
-                match own.len() {
-                    0 => Lookup::Unknown,
-                    1 => {
-                        return Box::pin(self.find_run_for(client, &own.remove(0), with_requests))
-                            .await;
-                    }
-                    _ => Lookup::Ambiguous(own.into_iter().take(3).collect()),
-                }
-            }
-            found => found,
-        })
     }
 
     /// The run with this id, a unique prefix of one, or `last`, whoever
@@ -429,88 +381,6 @@ impl Chorus {
         }
     }
 
-    /// A run another builds on, by id, unique prefix or `last`, among the
-    /// runs `client` may see.
-    async fn kept_run(&self, client: &Client, id: &str) -> Result<StoredRun, RunError> {
-        match self.find_run_for(client, id, false).await {
-            Ok(Lookup::Found(run)) => Ok(run),
-            Ok(Lookup::Unknown) => Err(RunError::UnknownRun {
-                id: id.to_owned(),
-                why: format!(
-                    "the id is unknown to {} (list the runs with `chorus runs` or resources/list)",
-                    self.store.describe()
-                ),
-            }),
-            Ok(Lookup::Ambiguous(ids)) => Err(RunError::UnknownRun {
-                id: id.to_owned(),
-                why: format!(
-                    "several runs start with it ({}, …): give more of the id",
-                    ids.join(", ")
-                ),
-            }),
-            Err(e) => Err(RunError::UnusableRun {
-                id: id.to_owned(),
-                problem: format!("cannot be read: {e}"),
-            }),
-        }
-    }
-
-    /// The conversation that a follow-up of run `id` continues: that run
-    /// and the runs it followed up in turn, as far back as they are kept.
-    async fn conversation(&self, client: &Client, id: &str) -> Result<Conversation, RunError> {
-        let run = self.kept_run(client, id).await?;
-        let problem = match (run.status, &run.answer, run.kind) {
-            (RunStatus::Done, Some(_), Some(kind)) if kind != AnswerKind::None => None,
-            (RunStatus::Done, ..) => Some("has no answer to follow up (every model failed)"),
-            (RunStatus::Running, ..) => Some("has not finished yet: follow it up once it has"),
-            _ => Some("ended without an answer to follow up"),
-        };
-        if let Some(problem) = problem {
-            return Err(RunError::UnusableRun {
-                id: run.run_id,
-                problem: problem.to_owned(),
-            });
-        }
-        let mut turns = vec![turn(&run)];
-        let mut beyond = None;
-        let mut parent = run.follow_up_of.clone();
-        // Only the prompt and answer of each earlier run, read at once.
-        let chain = match parent.clone() {
-            Some(id) => {
-                let store = self.store.clone();
-                tokio::task::spawn_blocking(move || store.exchanges(&id, MAX_TURNS))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .unwrap_or_default()
-            }
-            None => Vec::new(),
-        };
-        let mut chain = chain.into_iter();
-        while parent.take().is_some() {
-            if turns.len() >= MAX_TURNS {
-                beyond = Some(TOO_LONG);
-                break;
-            }
-            match chain.next() {
-                Some(Exchange {
-                    prompt,
-                    answer: Some(answer),
-                    follow_up_of,
-                }) => {
-                    turns.push(Turn {
-                        question: prompt,
-                        answer,
-                    });
-                    parent = follow_up_of;
-                }
-                _ => beyond = Some(NOT_KEPT),
-            }
-        }
-        let max_bytes = self.runner().loaded.config.limits.max_prompt_bytes;
-        Ok(Conversation::new(run.run_id, turns, beyond, max_bytes))
-    }
-
     /// Runs `pipeline`'s plugins without calling any model (placeholder
     /// answers); the record is not kept. See `Runner::dry_run`.
     pub async fn dry_run(
@@ -547,11 +417,4 @@ fn not_granted(client: &Client, pipeline: &str) -> String {
         client.name,
         if granted.is_empty() { "none" } else { &granted }
     )
-}
-
-fn turn(run: &StoredRun) -> Turn {
-    Turn {
-        question: run.prompt.clone(),
-        answer: run.answer.clone().unwrap_or_default(),
-    }
 }

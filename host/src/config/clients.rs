@@ -186,3 +186,164 @@ pub(super) fn validate(config: &Config) -> Result<(), (String, String)> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use crate::config::{ConfigError, Loaded};
+
+    const BASE: &str = r#"
+[limits]
+max_cost_usd = 0.5
+[providers.p]
+base_url = "http://127.0.0.1:9/v1"
+[models.m]
+[plugins.s]
+builtin = "static-panel"
+[plugins.r]
+builtin = "passthrough"
+[plugins.y]
+builtin = "synthesize"
+[pipelines.ask]
+description = "d"
+selector = "s"
+prompter = "r"
+synthesizer = "y"
+"#;
+
+    const SHA: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+    fn parse(clients: &str) -> Result<Loaded, ConfigError> {
+        Loaded::parse(
+            &format!("{BASE}\n{clients}"),
+            "test.toml",
+            PathBuf::from("."),
+        )
+    }
+
+    fn error(clients: &str) -> ConfigError {
+        parse(clients).expect_err(clients)
+    }
+
+    #[test]
+    fn clients_are_read_with_their_grants_and_limits() {
+        let loaded = parse(&format!(
+            r#"
+[[http.clients]]
+name = "alice"
+token_env = "CHORUS_TOKEN_ALICE"
+pipelines = ["ask"]
+max_usd_per_day = 5.0
+max_usd_per_month = 60
+max_runs_per_minute = 10
+max_concurrent_runs = 3
+
+[[http.clients]]
+name = "ops"
+token_sha256 = "{SHA}"
+admin = true
+"#
+        ))
+        .unwrap();
+        let clients = &loaded.config.http.clients;
+        assert_eq!(clients.len(), 2);
+        assert_eq!(
+            clients[0].pipelines.as_deref(),
+            Some(&["ask".to_owned()][..])
+        );
+        assert_eq!(clients[0].max_usd_per_month, Some(60.0));
+        assert_eq!(clients[0].max_concurrent_runs, Some(3));
+        assert!(!clients[0].admin && clients[1].admin);
+        assert!(clients[1].pipelines.is_none());
+        assert!(parse("").unwrap().config.http.clients.is_empty());
+    }
+
+    #[test]
+    fn mistakes_are_named_with_their_key() {
+        let client = |more: &str| format!("[[http.clients]]\nname = \"a\"\n{more}\n");
+        for (clients, key, says) in [
+            (
+                client("token_env = \"T\"\nplan = 1"),
+                "http.clients[0].plan",
+                "unknown field",
+            ),
+            (client(""), "http.clients[0].token_env", "has no token"),
+            (
+                client(&format!("token_env = \"T\"\ntoken_sha256 = \"{SHA}\"")),
+                "http.clients[0].token_sha256",
+                "not both",
+            ),
+            (
+                client("token_sha256 = \"abc\""),
+                "http.clients[0].token_sha256",
+                "64 hex digits",
+            ),
+            (
+                client(&format!("token_sha256 = \"{}\"", "zz".repeat(32))),
+                "http.clients[0].token_sha256",
+                "64 hex digits",
+            ),
+            (
+                format!(
+                    "{}{}",
+                    client("token_env = \"T1\""),
+                    client("token_env = \"T2\"")
+                ),
+                "http.clients[1].name",
+                "two clients are named `a`",
+            ),
+            (
+                format!(
+                    "{}[[http.clients]]\nname = \"b\"\ntoken_env = \"T\"\n",
+                    client("token_env = \"T\"")
+                ),
+                "http.clients[1].token_env",
+                "each client needs its own token",
+            ),
+            (
+                format!(
+                    "{}[[http.clients]]\nname = \"b\"\ntoken_sha256 = \"{}\"\n",
+                    client(&format!("token_sha256 = \"{SHA}\"")),
+                    SHA.to_uppercase()
+                ),
+                "http.clients[1].token_sha256",
+                "same token as client `a`",
+            ),
+            (
+                client("token_env = \"T\"\npipelines = [\"nope\"]"),
+                "http.clients[0].pipelines",
+                "no pipeline named `nope`",
+            ),
+            (
+                client("token_env = \"T\"\nmax_usd_per_day = -1"),
+                "http.clients[0].max_usd_per_day",
+                "amount in USD",
+            ),
+            (
+                client("token_env = \"T\"\nmax_runs_per_minute = 0"),
+                "http.clients[0].max_runs_per_minute",
+                "at least 1",
+            ),
+            (
+                "[[http.clients]]\nname = \"a b\"\ntoken_env = \"T\"\n".to_owned(),
+                "http.clients[0].name",
+                "not a client name",
+            ),
+        ] {
+            let error = error(&clients);
+            assert_eq!(error.key, key, "{error}");
+            assert!(error.message.contains(says), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_budget_needs_a_ceiling_per_run() {
+        let text = format!(
+            "{}\n[[http.clients]]\nname = \"a\"\ntoken_env = \"T\"\nmax_usd_per_day = 1\n",
+            BASE.replace("max_cost_usd = 0.5", "")
+        );
+        let error = Loaded::parse(&text, "test.toml", PathBuf::from(".")).unwrap_err();
+        assert!(error.message.contains("limits.max_cost_usd"), "{error}");
+    }
+}

@@ -294,7 +294,7 @@ impl Access {
         match bearer(headers) {
             Some(given) if self.clients.find(given).is_some() => None,
             Some(_) => {
-                tracing::info!(target: AUDIT, client = "-", reason = "unknown token", "refused a request with a wrong or revoked bearer token");
+                tracing::info!(target: AUDIT, client = "-", reason = "unknown or revoked token", "refused a request with a wrong bearer token");
                 Some(unauthorized(
                     headers,
                     "Bearer realm=\"chorus\", error=\"invalid_token\"",
