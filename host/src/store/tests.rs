@@ -88,6 +88,9 @@ on_both_backends!(
     two_handles_on_one_store_see_each_others_runs,
 );
 
+#[path = "tests_clients.rs"]
+mod clients;
+
 /// A run of `n` panel calls, as its events and its final record.
 struct Fixture {
     request: Arc<Request>,
