@@ -180,8 +180,8 @@ async fn each_client_sees_its_own_pipelines_and_runs_only() {
 
     let alices = run_id(&call(&server, ALICE, "ask", json!({"prompt": "alice asks"})).await);
     let bobs = run_id(&call(&server, BOB, "cheap", json!({"prompt": "bob asks"})).await);
-    assert_eq!(runs(&server, ALICE).await, [alices.clone()]);
-    assert_eq!(runs(&server, BOB).await, [bobs.clone()]);
+    assert_eq!(runs(&server, ALICE).await, std::slice::from_ref(&alices));
+    assert_eq!(runs(&server, BOB).await, std::slice::from_ref(&bobs));
     let everyone = runs(&server, ROOT).await;
     assert!(
         everyone.contains(&alices) && everyone.contains(&bobs),

@@ -158,7 +158,7 @@ pub(super) fn validate(config: &Config) -> Result<(), (String, String)> {
             ("max_usd_per_month", client.max_usd_per_month),
         ] {
             if let Some(usd) = usd {
-                if !(usd.is_finite() && usd >= 0.0 && usd <= 1_000_000.0) {
+                if !(usd.is_finite() && (0.0..=1_000_000.0).contains(&usd)) {
                     return Err((
                         key(field),
                         format!("must be an amount in USD from 0 to 1000000, got {usd}"),

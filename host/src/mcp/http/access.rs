@@ -217,7 +217,7 @@ pub async fn check(
     // not Send (a body is not Sync).
     let decided = access.client(&request);
     match decided {
-        Err(refusal) => refusal,
+        Err(refusal) => *refusal,
         Ok(client) => {
             request.extensions_mut().insert(client);
             next.run(request).await
@@ -231,17 +231,23 @@ impl Access {
         self.clients.any()
     }
 
-    fn client(&self, request: &Request) -> Result<Arc<Client>, Response> {
-        match self.refusal(request) {
-            Some(refusal) => Err(refusal),
-            None if !self.clients.any() => Ok(self.open.clone()),
-            None => {
-                let given = bearer(request.headers()).unwrap_or_default();
-                self.clients.find(given).ok_or_else(|| {
-                    plain(StatusCode::UNAUTHORIZED, "chorus: unknown token\n".into())
-                })
-            }
+    /// The request's client, or the response refusing it.
+    fn client(&self, request: &Request) -> Result<Arc<Client>, Box<Response>> {
+        if let Some(refusal) = self.refusal(request) {
+            return Err(Box::new(refusal));
         }
+        if !self.clients.any() {
+            return Ok(self.open.clone());
+        }
+        // `refusal` found the token; found again, as what it names.
+        bearer(request.headers())
+            .and_then(|given| self.clients.find(given))
+            .ok_or_else(|| {
+                Box::new(plain(
+                    StatusCode::UNAUTHORIZED,
+                    "chorus: unknown token\n".into(),
+                ))
+            })
     }
 
     fn refusal(&self, request: &Request) -> Option<Response> {
