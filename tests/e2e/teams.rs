@@ -70,7 +70,20 @@ fn answering(mock: &Mock) {
 }
 
 async fn rpc(server: &HttpServer, token: &str, message: Value) -> Value {
-    let response = server.post(Some(token), &message).send().await.unwrap();
+    let mut request = server.post(Some(token), &message);
+    // A 2026-07-28 request names its version in a header too.
+    if let Some(version) =
+        message["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str()
+    {
+        request = request
+            .header("mcp-protocol-version", version)
+            .header("mcp-method", message["method"].as_str().unwrap());
+        let params = &message["params"];
+        if let Some(name) = params["name"].as_str().or(params["taskId"].as_str()) {
+            request = request.header("mcp-name", name);
+        }
+    }
+    let response = request.send().await.unwrap();
     let status = response.status();
     let all = messages(response).await;
     let last = all.last().cloned().unwrap_or(Value::Null);
@@ -417,4 +430,77 @@ async fn runs_past_the_per_minute_limit_get_429_with_retry_after() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
+}
+
+/// A 2026-07-28 request declaring the tasks extension.
+fn modern(id: u64, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities":
+            {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_is_its_clients_own() {
+    let mock = Mock::start().await;
+    answering(&mock);
+    let dir = tempfile::tempdir().unwrap();
+    let clients = [
+        client("alice", ALICE, ""),
+        client("bob", BOB, ""),
+        client("root", ROOT, "admin = true"),
+    ]
+    .concat();
+    let config = write_config(&team(&mock, &clients, &dir.path().join("runs.sqlite3")));
+    let server = HttpServer::start(&config.path, None, &[]).await;
+    let created = rpc(
+        &server,
+        ALICE,
+        modern(
+            1,
+            "tools/call",
+            json!({"name": "ask", "arguments": {"prompt": "q"}}),
+        ),
+    )
+    .await;
+    let task = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    let get = |id| modern(id, "tasks/get", json!({"taskId": task}));
+    let foreign = rpc(&server, BOB, get(2)).await;
+    let never = rpc(
+        &server,
+        BOB,
+        modern(
+            3,
+            "tasks/get",
+            json!({"taskId": "4d1c0b9e-0000-4000-8000-000000000000"}),
+        ),
+    )
+    .await;
+    let say = |reply: &Value| {
+        reply["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(
+        say(&foreign).replace(&task, "ID"),
+        say(&never).replace("4d1c0b9e-0000-4000-8000-000000000000", "ID"),
+        "{foreign}"
+    );
+    assert!(say(&foreign).contains("unknown task"), "{foreign}");
+    let cancel = rpc(
+        &server,
+        BOB,
+        modern(4, "tasks/cancel", json!({"taskId": task})),
+    )
+    .await;
+    assert!(say(&cancel).contains("unknown task"), "{cancel}");
+    assert!(rpc(&server, ALICE, get(5)).await["result"].is_object());
+    assert!(rpc(&server, ROOT, get(6)).await["result"].is_object());
 }

@@ -275,10 +275,11 @@ impl ServerHandler for Server {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
+        let client = self.client(&context);
         self.tasks
-            .get(&self.chorus, &request.task_id)
+            .get(&self.chorus, &client, &request.task_id)
             .await
             .map(GetTaskResult::new)
     }
@@ -286,9 +287,10 @@ impl ServerHandler for Server {
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.tasks.cancel(&request.task_id)
+        let client = self.client(&context);
+        self.tasks.cancel(&client, &request.task_id)
     }
 
     async fn list_resources(
