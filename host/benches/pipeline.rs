@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chorus::app::Chorus;
+use chorus::client::Client;
 use chorus::config::Loaded;
 use chorus::pipeline::events;
 use mock::{Mock, Step};
@@ -120,11 +121,11 @@ fn main() {
 
         // A full run: select, prompt, 5 x 200 ms in parallel, 200 ms synthesis.
         let chorus = Arc::new(Chorus::load(parse(true)).unwrap());
-        chorus.run("ask", "warm-up".into(), Default::default(), events::ignore()).await.unwrap();
+        chorus.run(&Client::local(), "ask", "warm-up".into(), Default::default(), events::ignore()).await.unwrap();
         let mut runs = Vec::new();
         for _ in 0..20 {
             let started = Instant::now();
-            let result = chorus.run("ask", "q".into(), Default::default(), events::ignore()).await.unwrap();
+            let result = chorus.run(&Client::local(), "ask", "q".into(), Default::default(), events::ignore()).await.unwrap();
             runs.push(started.elapsed());
             assert_eq!(result.summary, "Synthesis of 5 of 5 answers.");
         }
@@ -135,11 +136,11 @@ fn main() {
             mock.script(model, [Step::answer(&format!("{model}: an answer of moderate length. ").repeat(20))]);
         }
         mock.script("synth", [Step::answer("the synthesis")]);
-        chorus.run("ask", "warm-up".into(), Default::default(), events::ignore()).await.unwrap();
+        chorus.run(&Client::local(), "ask", "warm-up".into(), Default::default(), events::ignore()).await.unwrap();
         let (runs, before) = (200u32, cpu_time());
         let started = Instant::now();
         for _ in 0..runs {
-            chorus.run("ask", "q".into(), Default::default(), events::ignore()).await.unwrap();
+            chorus.run(&Client::local(), "ask", "q".into(), Default::default(), events::ignore()).await.unwrap();
         }
         let (cpu, wall) = (cpu_time() - before, started.elapsed());
         let allocator = std::env::var("CHORUS_INSTANCE_ALLOCATOR").unwrap_or_else(|_| "pooling".into());

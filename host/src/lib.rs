@@ -2,13 +2,17 @@
 //! answers, with the strategy decisions made by WebAssembly plugins.
 //!
 //! Dependencies point one way:
-//! `cli`/`mcp`/`web` -> `app` -> {`pipeline`, `store`, `metrics`}; `store` and
+//! `cli`/`mcp`/`web` -> `app` -> {`pipeline`, `store`, `metrics`, `budget`};
+//! `budget` -> `store`; `store` and
 //! `metrics` watch `pipeline`'s events;
 //! `pipeline` -> {`plugins`, `llm`} -> `config`; everything may use `record`,
-//! the leaf that describes a run, and `text`, the leaf that cuts strings.
+//! the leaf that describes a run, `client`, the leaf that says who asks,
+//! and `text`, the leaf that cuts strings.
 
 pub mod app;
+pub mod budget;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod eval;
 pub mod llm;

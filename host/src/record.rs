@@ -297,6 +297,9 @@ pub struct StoredRun {
     pub follow_up_of: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resynthesis_of: Option<String>,
+    /// Who made it (`[[http.clients]]`, or the local user).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<AnswerKind>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -388,6 +391,9 @@ pub struct RunSummary {
     pub follow_up_of: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resynthesis_of: Option<String>,
+    /// Who made it (`[[http.clients]]`, or the local user).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 /// The first line of `text`, at most `max` characters (an ellipsis marks a cut).

@@ -43,6 +43,7 @@ mod stragglers;
 mod strategies;
 mod streaming;
 mod tasks;
+mod teams;
 mod timeouts;
 mod toolchains;
 mod upstream;

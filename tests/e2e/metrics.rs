@@ -110,6 +110,8 @@ async fn a_server_logs_each_run_and_each_refusal_as_json_lines_without_the_token
     assert_eq!(line["target"], "chorus::audit");
     let fields = &line["fields"];
     assert_eq!(fields["pipeline"], "ask", "{line}");
+    // CHORUS_TOKEN alone is one admin client, named `admin`.
+    assert_eq!(fields["client"], "admin", "{line}");
     assert_eq!(fields["kind"], "synthesis");
     assert_eq!(fields["calls"], 6);
     assert!(fields["run"].as_str().is_some_and(|r| r.len() > 8));

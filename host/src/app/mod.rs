@@ -2,40 +2,45 @@
 //! the configuration, and the store that keeps its runs. The CLI and the MCP
 //! server hold a `Chorus`; nothing below this module knows that it exists.
 //!
-//! Every run goes through here, so every run is recorded: the store watches
-//! its events as it goes and keeps its end. Follow-ups and re-syntheses are
-//! resolved here too, since they build on runs the store keeps.
+//! Every run goes through here, so every run is recorded: admitted against
+//! its client's limits (`budget`) before any model is asked, watched by the
+//! store as it goes, its end kept. Follow-ups and re-syntheses are resolved
+//! here too, among the runs their client may see ([`visible`]).
 //!
 //! The runner can be swapped while chorus serves ([`reload`], driven by
 //! [`watcher`] in `chorus serve`): each run takes the current one when it
 //! starts and finishes on it, whatever is swapped in meanwhile.
 
 pub mod reload;
+mod visible;
 pub mod watcher;
 
+use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
+use crate::budget::{Gate, Pass};
+use crate::client::Client;
 use crate::config::{ConfigError, Loaded};
 use crate::metrics::{Flight, Metrics};
-use crate::pipeline::follow_up::{MAX_TURNS, NOT_KEPT, TOO_LONG};
-use crate::pipeline::{Conversation, Merger, Progress, RunError, Runner, Turn, events, options};
-use crate::record::{AnswerKind, RunRecord, RunStatus, StoredRun};
-use crate::store::{CallLookup, Exchange, Links, Lookup, Page, Query, Recorder, Store, StoreError};
+use crate::pipeline::{Merger, Progress, RunError, Runner, events, options};
+use crate::record::{RunRecord, StoredRun};
+use crate::store::{CallLookup, Links, Lookup, Page, Query, Recorder, Store, StoreError};
 
 /// The log target of the audit lines: one per run, one per refused HTTP
 /// request; on by default when serving.
 pub const AUDIT: &str = "chorus::audit";
 
-/// A run's audit line: what ran, how it ended, what it cost. Never the
+/// A run's audit line: who ran what, how it ended, what it cost. Never the
 /// prompt or the answer.
-fn audit(run_id: Option<&str>, outcome: &Result<Arc<RunRecord>, RunError>) {
+fn audit(client: &str, run_id: Option<&str>, outcome: &Result<Arc<RunRecord>, RunError>) {
     match outcome {
         Ok(record) => tracing::info!(
             target: AUDIT,
+            client,
             run = %record.run_id,
             pipeline = %record.pipeline,
             kind = %record.kind.as_str(),
@@ -47,6 +52,7 @@ fn audit(run_id: Option<&str>, outcome: &Result<Arc<RunRecord>, RunError>) {
         ),
         Err(error) => tracing::info!(
             target: AUDIT,
+            client,
             run = run_id.unwrap_or("-"),
             error = %error,
             "run failed"
@@ -61,6 +67,8 @@ pub struct Chorus {
     pub store: Store,
     /// What runs and calls did, for `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// Each client's runs per minute, runs in progress and budgets.
+    pub gate: Arc<Gate>,
     /// One reload at a time.
     reloading: tokio::sync::Mutex<()>,
     /// Moves on each event of each run this process makes (but streamed
@@ -78,6 +86,7 @@ impl Chorus {
             current: watch::Sender::new(Arc::new(runner)),
             store,
             metrics: Metrics::new(),
+            gate: Gate::new(),
             reloading: tokio::sync::Mutex::new(()),
             moved: watch::Sender::new(0),
         })
@@ -115,67 +124,91 @@ impl Chorus {
         Loaded::discover(explicit).and_then(Self::load)
     }
 
-    /// Runs `pipeline` and keeps its record. `options` may hold the
-    /// built-in `follow_up_of`. Cancel by dropping the future.
+    /// Runs `pipeline` for `client` and keeps its record. `options` may
+    /// hold the built-in `follow_up_of`. Cancel by dropping the future.
     pub async fn run(
         &self,
+        client: &Arc<Client>,
         pipeline: &str,
         prompt: String,
         mut options: Map<String, Value>,
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
+        if !client.may_run(pipeline) {
+            return Err(self.refused(client, pipeline, not_granted(client, pipeline)));
+        }
         let follow_up_of =
             options::take_follow_up(&mut options).map_err(RunError::InvalidOptions)?;
         let conversation = match &follow_up_of {
-            Some(id) => Some(self.conversation(id).await?),
+            Some(id) => Some(self.conversation(client, id).await?),
             None => None,
         };
         let links = Links {
             follow_up_of: conversation.as_ref().map(|c| c.of.clone()),
             resynthesis_of: None,
+            client: Some(client.name.clone()),
         };
-        let runner = self.runner();
-        let flight = self.metrics.run(pipeline);
-        let mut recorder = self.store.recorder(links, runner.time_limit(pipeline));
-        let progress = self.watched(&recorder, progress);
-        let outcome = runner
-            .run_continuing(pipeline, prompt, options, conversation, progress)
-            .await;
-        self.keep(&mut recorder, flight, outcome).await
+        let worst = worst_case(&self.runner(), Some(&options));
+        self.make(
+            client,
+            pipeline,
+            links,
+            worst,
+            progress,
+            |runner, progress| async move {
+                runner
+                    .run_continuing(pipeline, prompt, options, conversation, progress)
+                    .await
+            },
+        )
+        .await
     }
 
     /// Asks `model` alone (see `Runner::ask_model`) and keeps the run's
     /// record, named `model:ID`.
     pub async fn ask_model(
         &self,
+        client: &Arc<Client>,
         model: &str,
         prompt: String,
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
-        let runner = self.runner();
         let name = crate::pipeline::single_run_name(model);
-        let flight = self.metrics.run(&name);
-        let mut recorder = self
-            .store
-            .recorder(Links::default(), runner.time_limit(&name));
-        let progress = self.watched(&recorder, progress);
-        let outcome = runner.ask_model(model, prompt, progress).await;
-        self.keep(&mut recorder, flight, outcome).await
+        let links = Links {
+            client: Some(client.name.clone()),
+            ..Links::default()
+        };
+        let worst = worst_case(&self.runner(), None);
+        self.make(
+            client,
+            &name,
+            links,
+            worst,
+            progress,
+            |runner, progress| async move { runner.ask_model(model, prompt, progress).await },
+        )
+        .await
     }
 
     /// Merges the answers of run `run_id` (an id, a unique prefix, or
-    /// `last`) again with `merger`, without asking the panel again; the new
-    /// run links to its source.
+    /// `last`, among the runs `client` may see) again with `merger`,
+    /// without asking the panel again; the new run links to its source.
     pub async fn resynthesize(
         &self,
+        client: &Arc<Client>,
         run_id: &str,
         merger: Merger,
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
-        let source = self.kept_run(run_id).await?;
+        if let Merger::Pipeline(name) = &merger
+            && !client.may_run(name)
+        {
+            return Err(self.refused(client, name, not_granted(client, name)));
+        }
+        let source = self.kept_run(client, run_id).await?;
         let mut lost_conversation = None;
         let conversation = match &source.follow_up_of {
-            Some(of) => match self.conversation(of).await {
+            Some(of) => match self.conversation(client, of).await {
                 Ok(conversation) => Some(conversation),
                 Err(e) => {
                     lost_conversation = Some(e.to_string());
@@ -185,32 +218,90 @@ impl Chorus {
             None => None,
         };
         let limit_of = match &merger {
-            Merger::Pipeline(name) => name.as_str(),
-            _ => source.pipeline.as_str(),
+            Merger::Pipeline(name) => name.clone(),
+            _ => source.pipeline.clone(),
         };
         let links = Links {
             follow_up_of: source.follow_up_of.clone(),
             resynthesis_of: Some(source.run_id.clone()),
+            client: Some(client.name.clone()),
         };
-        let runner = self.runner();
-        let flight = self.metrics.run(limit_of);
-        let mut recorder = self.store.recorder(links, runner.time_limit(limit_of));
-        let progress = self.watched(&recorder, progress);
-        let outcome = runner
-            .resynthesize(&source, &merger, conversation, progress)
-            .await
-            .map(|mut record| {
-                if let Some(why) = lost_conversation {
-                    record.notes.push(format!(
-                        "The conversation this run follows up could not be shown to the synthesizer: {why}."
-                    ));
-                }
-                record
-            });
-        self.keep(&mut recorder, flight, outcome).await
+        let worst = worst_case(&self.runner(), None);
+        self.make(client, &limit_of, links, worst, progress, |runner, progress| async move {
+            runner
+                .resynthesize(&source, &merger, conversation, progress)
+                .await
+                .map(|mut record| {
+                    if let Some(why) = lost_conversation {
+                        record.notes.push(format!(
+                            "The conversation this run follows up could not be shown to the synthesizer: {why}."
+                        ));
+                    }
+                    record
+                })
+        })
+        .await
     }
 
-    /// The run with this id, a unique prefix of one, or `last`.
+    /// The one way this layer makes a run, whatever kind: admitted against
+    /// `client`'s limits before anything is asked of a model (`worst`: its
+    /// cost ceiling), watched by the store, the metrics and the viewer,
+    /// and kept; its cost is then settled against the client's budgets.
+    async fn make<F, Fut>(
+        &self,
+        client: &Arc<Client>,
+        name: &str,
+        links: Links,
+        worst: Option<f64>,
+        progress: Progress,
+        run: F,
+    ) -> Result<Arc<RunRecord>, RunError>
+    where
+        F: FnOnce(Arc<Runner>, Progress) -> Fut,
+        Fut: Future<Output = Result<RunRecord, RunError>>,
+    {
+        let pass = self
+            .admit(client, worst)
+            .await
+            .map_err(|why| self.refused(client, name, why))?;
+        let runner = self.runner();
+        let flight = self.metrics.run(name);
+        let mut recorder = self.store.recorder(links, runner.time_limit(name));
+        let progress = self.watched(&recorder, progress);
+        let outcome = run(runner, progress).await;
+        let cost = match &outcome {
+            Ok(record) => Some(record.usage.cost_usd),
+            // These may have spent money whose sum is not at hand: the
+            // worst case stays spent.
+            Err(RunError::Plugin(_) | RunError::Timeout(_)) => None,
+            // Ended before any model was asked.
+            Err(_) => Some(0.0),
+        };
+        tokio::task::spawn_blocking(move || pass.settle(cost));
+        self.keep(&client.name, &mut recorder, flight, outcome)
+            .await
+    }
+
+    /// `client`'s pass for one run, or why it has none.
+    async fn admit(&self, client: &Arc<Client>, worst: Option<f64>) -> Result<Pass, String> {
+        if !client.limits.has_budget() {
+            // Nothing to read from the store: decided here and now.
+            return self.gate.admit(client, &self.store, worst);
+        }
+        let (gate, store, who) = (self.gate.clone(), self.store.clone(), client.clone());
+        tokio::task::spawn_blocking(move || gate.admit(&who, &store, worst))
+            .await
+            .map_err(|e| e.to_string())?
+    }
+
+    /// A run refused before it started, said in the audit log.
+    fn refused(&self, client: &Client, pipeline: &str, why: String) -> RunError {
+        tracing::info!(target: AUDIT, client = %client.name, pipeline, reason = %why, "refused a run");
+        RunError::Refused(why)
+    }
+
+    /// The run with this id, a unique prefix of one, or `last`, whoever
+    /// made it.
     pub async fn find_run(
         &self,
         id: &str,
@@ -258,13 +349,14 @@ impl Chorus {
     /// store could not keep says so.
     async fn keep(
         &self,
+        client: &str,
         recorder: &mut Recorder,
         flight: Flight,
         outcome: Result<RunRecord, RunError>,
     ) -> Result<Arc<RunRecord>, RunError> {
         let outcome = outcome.map(Arc::new);
         flight.end(&outcome);
-        audit(recorder.run_id(), &outcome);
+        audit(client, recorder.run_id(), &outcome);
         let written = recorder
             .finish(outcome.as_ref().map_err(ToString::to_string))
             .await;
@@ -289,87 +381,6 @@ impl Chorus {
         }
     }
 
-    /// A run another builds on, by id, unique prefix or `last`.
-    async fn kept_run(&self, id: &str) -> Result<StoredRun, RunError> {
-        match self.find_run(id, false).await {
-            Ok(Lookup::Found(run)) => Ok(run),
-            Ok(Lookup::Unknown) => Err(RunError::UnknownRun {
-                id: id.to_owned(),
-                why: format!(
-                    "the id is unknown to {} (list the runs with `chorus runs` or resources/list)",
-                    self.store.describe()
-                ),
-            }),
-            Ok(Lookup::Ambiguous(ids)) => Err(RunError::UnknownRun {
-                id: id.to_owned(),
-                why: format!(
-                    "several runs start with it ({}, …): give more of the id",
-                    ids.join(", ")
-                ),
-            }),
-            Err(e) => Err(RunError::UnusableRun {
-                id: id.to_owned(),
-                problem: format!("cannot be read: {e}"),
-            }),
-        }
-    }
-
-    /// The conversation that a follow-up of run `id` continues: that run
-    /// and the runs it followed up in turn, as far back as they are kept.
-    async fn conversation(&self, id: &str) -> Result<Conversation, RunError> {
-        let run = self.kept_run(id).await?;
-        let problem = match (run.status, &run.answer, run.kind) {
-            (RunStatus::Done, Some(_), Some(kind)) if kind != AnswerKind::None => None,
-            (RunStatus::Done, ..) => Some("has no answer to follow up (every model failed)"),
-            (RunStatus::Running, ..) => Some("has not finished yet: follow it up once it has"),
-            _ => Some("ended without an answer to follow up"),
-        };
-        if let Some(problem) = problem {
-            return Err(RunError::UnusableRun {
-                id: run.run_id,
-                problem: problem.to_owned(),
-            });
-        }
-        let mut turns = vec![turn(&run)];
-        let mut beyond = None;
-        let mut parent = run.follow_up_of.clone();
-        // Only the prompt and answer of each earlier run, read at once.
-        let chain = match parent.clone() {
-            Some(id) => {
-                let store = self.store.clone();
-                tokio::task::spawn_blocking(move || store.exchanges(&id, MAX_TURNS))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .unwrap_or_default()
-            }
-            None => Vec::new(),
-        };
-        let mut chain = chain.into_iter();
-        while parent.take().is_some() {
-            if turns.len() >= MAX_TURNS {
-                beyond = Some(TOO_LONG);
-                break;
-            }
-            match chain.next() {
-                Some(Exchange {
-                    prompt,
-                    answer: Some(answer),
-                    follow_up_of,
-                }) => {
-                    turns.push(Turn {
-                        question: prompt,
-                        answer,
-                    });
-                    parent = follow_up_of;
-                }
-                _ => beyond = Some(NOT_KEPT),
-            }
-        }
-        let max_bytes = self.runner().loaded.config.limits.max_prompt_bytes;
-        Ok(Conversation::new(run.run_id, turns, beyond, max_bytes))
-    }
-
     /// Runs `pipeline`'s plugins without calling any model (placeholder
     /// answers); the record is not kept. See `Runner::dry_run`.
     pub async fn dry_run(
@@ -385,9 +396,25 @@ impl Chorus {
     }
 }
 
-fn turn(run: &StoredRun) -> Turn {
-    Turn {
-        question: run.prompt.clone(),
-        answer: run.answer.clone().unwrap_or_default(),
+/// A run's worst-case cost: its ceiling, `limits.max_cost_usd` lowered by
+/// the call's `max_cost_usd` option.
+fn worst_case(runner: &Runner, options: Option<&Map<String, Value>>) -> Option<f64> {
+    let configured = runner.loaded.config.limits.max_cost_usd;
+    let asked = options
+        .and_then(|o| o.get(options::MAX_COST_USD))
+        .and_then(Value::as_f64)
+        .filter(|usd| usd.is_finite() && *usd >= 0.0);
+    match (configured, asked) {
+        (Some(limit), Some(asked)) => Some(limit.min(asked)),
+        (limit, asked) => limit.or(asked),
     }
+}
+
+fn not_granted(client: &Client, pipeline: &str) -> String {
+    let granted = client.pipelines.as_deref().unwrap_or_default().join(", ");
+    format!(
+        "client `{}` may not run pipeline `{pipeline}` (its pipelines: {})",
+        client.name,
+        if granted.is_empty() { "none" } else { &granted }
+    )
 }

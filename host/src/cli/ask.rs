@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::app::Chorus;
+use crate::client::Client;
 use crate::pipeline::Event;
 use crate::record::{AnswerKind, CallRecord, RunRecord, show_usd};
 
@@ -120,8 +121,9 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
     if let Some(run) = args.follow_up {
         options.insert(crate::pipeline::options::FOLLOW_UP_OF.into(), run.into());
     }
+    let local = Client::local();
     let outcome = tokio::select! {
-        outcome = chorus.run(pipeline, prompt, options, progress) => outcome,
+        outcome = chorus.run(&local, pipeline, prompt, options, progress) => outcome,
         _ = tokio::signal::ctrl_c() => {
             eprintln!("chorus: cancelled");
             return ExitCode::from(130);

@@ -11,6 +11,7 @@ use std::time::Duration;
 use chrono::{Local, NaiveDate, NaiveDateTime, TimeZone};
 use clap::Subcommand;
 
+use crate::client::Client;
 use crate::config::Loaded;
 use crate::pipeline::Merger;
 use crate::record::{RunStatus, StoredRun};
@@ -74,6 +75,10 @@ struct ListArgs {
     /// and time (`2026-05-01`, `2026-05-01 09:30`, RFC 3339).
     #[arg(long, value_name = "WHEN", value_parser = parse_since)]
     since: Option<i64>,
+    /// Only runs made by this client (`[[http.clients]]` name, or the
+    /// local user for runs made on stdio or the command line).
+    #[arg(long, value_name = "NAME")]
+    client: Option<String>,
     /// How many runs to show.
     #[arg(long, short = 'n', default_value_t = 20)]
     limit: usize,
@@ -253,6 +258,7 @@ fn list(store: &Store, args: ListArgs, out: &mut impl Write) -> Result<(), Failu
         pipeline: args.pipeline,
         text: args.text,
         since: args.since,
+        client: args.client,
         limit: args.limit.max(1),
     };
     let page = store.list(&query)?;
@@ -359,8 +365,9 @@ async fn resynthesize(loaded: Loaded, args: ResynthesizeArgs) -> ExitCode {
         (None, None) => Merger::AsBefore,
     };
     let progress = super::ask::progress(args.quiet);
+    let local = Client::local();
     let outcome = tokio::select! {
-        outcome = chorus.resynthesize(&args.id, merger, progress) => outcome,
+        outcome = chorus.resynthesize(&local, &args.id, merger, progress) => outcome,
         _ = tokio::signal::ctrl_c() => {
             eprintln!("chorus: cancelled");
             return ExitCode::from(130);
@@ -450,6 +457,7 @@ mod tests {
             summary: None,
             follow_up_of: None,
             resynthesis_of: None,
+            client: None,
         };
         let apart = [
             run("0196a1b2-c3d4-7000-8000-000000000001"),

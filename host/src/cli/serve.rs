@@ -68,9 +68,15 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
         return stdio(config, watch, &overrides, metrics).await;
     };
     let token = std::env::var("CHORUS_TOKEN").ok();
-    let options = match mcp::http::Options::new(
+    let chorus = match load(config, watch, &overrides, metrics).await {
+        Ok(chorus) => chorus,
+        Err(code) => return code,
+    };
+    // Clients are read at startup: a reload keeps the ones it started with.
+    let options = match mcp::http::Options::with_clients(
         &listen,
         token.as_deref(),
+        &chorus.runner().loaded.config.http.clients,
         &args.allow_hosts,
         &args.allow_origins,
     ) {
@@ -79,10 +85,6 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
             eprintln!("chorus: {e}");
             return ExitCode::from(2);
         }
-    };
-    let chorus = match load(config, watch, &overrides, metrics).await {
-        Ok(chorus) => chorus,
-        Err(code) => return code,
     };
     tracing::info!(config = %chorus.runner().loaded.origin, "chorus {} serving MCP over HTTP", env!("CARGO_PKG_VERSION"));
     let viewer = match crate::web::Viewer::new(chorus.clone(), options.access(), None) {

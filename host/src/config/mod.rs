@@ -3,6 +3,7 @@
 //! Every error names the file, the key and what would be valid, because the
 //! person reading it is usually looking at an MCP client's log, not a debugger.
 
+mod clients;
 mod fallbacks;
 mod fan_out;
 mod files;
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use clients::{HttpClient, sha256_hex};
 pub use fallbacks::chains as fallback_chains;
 pub use files::{MAX_CONFIG_BYTES, MAX_PLUGIN_BYTES, read_regular_file};
 pub use origin::{Source, user_config_path};

@@ -119,6 +119,9 @@ pub struct Http {
     /// Connections from one address that have not yet made an accepted
     /// request; past it, that address's oldest such connection is closed.
     pub max_connections_per_peer: usize,
+    /// `[[http.clients]]`: who may use the server, each with a token of its
+    /// own; none means the one `CHORUS_TOKEN` (an admin with no limits).
+    pub clients: Vec<super::HttpClient>,
 }
 
 impl Default for Http {
@@ -127,6 +130,7 @@ impl Default for Http {
             header_timeout: Duration::from_secs(5),
             max_connections: 512,
             max_connections_per_peer: 64,
+            clients: Vec::new(),
         }
     }
 }

@@ -163,6 +163,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         1,
         http.max_connections,
     )?;
+    super::clients::validate(config)?;
 
     let store = &config.store;
     for (key, zero) in [

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::app::Chorus;
+use crate::client::Client;
 use crate::record::AnswerKind;
 use dataset::Item;
 use grade::Grade;
@@ -213,10 +214,20 @@ async fn ask(
     let run = match target {
         Target::Pipeline(name) => {
             chorus
-                .run(name, question, serde_json::Map::new(), ignore())
+                .run(
+                    &Client::local(),
+                    name,
+                    question,
+                    serde_json::Map::new(),
+                    ignore(),
+                )
                 .await
         }
-        Target::Model(model) => chorus.ask_model(model, question, ignore()).await,
+        Target::Model(model) => {
+            chorus
+                .ask_model(&Client::local(), model, question, ignore())
+                .await
+        }
     };
     match run {
         Ok(record) => {

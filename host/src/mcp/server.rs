@@ -22,12 +22,15 @@ use super::tools::Call;
 use super::transport::Session;
 use super::{app, changes, resources, tools};
 use crate::app::Chorus;
+use crate::client::Client;
 
 #[derive(Clone)]
 pub struct Server {
     chorus: Arc<Chorus>,
     tasks: Arc<Tasks>,
     session: Session,
+    /// Who a request is when its transport names no client (stdio).
+    local: Arc<Client>,
 }
 
 impl Server {
@@ -42,7 +45,19 @@ impl Server {
             chorus,
             tasks: Arc::new(tasks),
             session,
+            local: Client::local(),
         }
+    }
+
+    /// The client making the request: the one its HTTP token named (see
+    /// `http::access`), or the local user.
+    fn client(&self, context: &RequestContext<RoleServer>) -> Arc<Client> {
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<Client>>())
+            .cloned()
+            .unwrap_or_else(|| self.local.clone())
     }
 
     /// Announces every change of the tool list to a client on stdio (see
@@ -120,6 +135,15 @@ async fn cancelled(context: &RequestContext<RoleServer>) {
     }
 }
 
+/// The tools `client` may call: the pipelines granted to it, and
+/// `resynthesize` (over its own runs).
+fn granted(tools: Vec<Tool>, client: &Client) -> Vec<Tool> {
+    tools
+        .into_iter()
+        .filter(|t| t.name == tools::RESYNTHESIZE || client.may_run(&t.name))
+        .collect()
+}
+
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
@@ -158,7 +182,8 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools = changes::current(&self.chorus);
+        let client = self.client(&context);
+        let tools = granted(changes::current(&self.chorus), &client);
         let tools = if app::wanted(&context) {
             app::mark(tools)
         } else {
@@ -193,7 +218,24 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
-        let tools = changes::current(&self.chorus);
+        let client = self.client(&context);
+        let all = changes::current(&self.chorus);
+        if all.iter().any(|t| t.name == name)
+            && !client.may_run(&name)
+            && name != tools::RESYNTHESIZE
+        {
+            tracing::info!(target: crate::app::AUDIT, client = %client.name, pipeline = %name, reason = "pipeline not granted", "refused a run");
+            let granted = client.pipelines.as_deref().unwrap_or_default().join(", ");
+            return Err(McpError::invalid_params(
+                format!(
+                    "client `{}` may not run pipeline `{name}`: it is not among its pipelines ({}); ask the server's operator to grant it",
+                    client.name,
+                    if granted.is_empty() { "none" } else { &granted }
+                ),
+                None,
+            ));
+        }
+        let tools = granted(all, &client);
         if !tools.iter().any(|t| t.name == name) {
             let known: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
             return Err(McpError::invalid_params(
@@ -204,7 +246,7 @@ impl ServerHandler for Server {
                 None,
             ));
         }
-        let call = match Call::parse(name.clone(), request.arguments) {
+        let call = match Call::parse(name.clone(), request.arguments, client) {
             Ok(call) => call,
             Err(message) => return Ok(tools::refusal(&name, &message).into()),
         };
@@ -233,10 +275,11 @@ impl ServerHandler for Server {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
+        let client = self.client(&context);
         self.tasks
-            .get(&self.chorus, &request.task_id)
+            .get(&self.chorus, &client, &request.task_id)
             .await
             .map(GetTaskResult::new)
     }
@@ -244,9 +287,10 @@ impl ServerHandler for Server {
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.tasks.cancel(&request.task_id)
+        let client = self.client(&context);
+        self.tasks.cancel(&client, &request.task_id)
     }
 
     async fn list_resources(
@@ -255,7 +299,8 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
-        let mut page = resources::list(&self.chorus, cursor).await?;
+        let client = self.client(&context);
+        let mut page = resources::list(&self.chorus, &client, cursor).await?;
         if cursor.is_none() && app::wanted(&context) {
             page.resources.insert(0, app::resource());
         }
@@ -282,7 +327,8 @@ impl ServerHandler for Server {
                 Err(app::not_offered())
             };
         }
-        resources::read(&self.chorus, &request.uri)
+        let client = self.client(&context);
+        resources::read(&self.chorus, &client, &request.uri)
             .await
             .map(Into::into)
     }

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::resources::RUN_URI_PREFIX;
 use crate::app::Chorus;
+use crate::client::Client;
 use crate::config::Pipeline;
 use crate::pipeline::{Merger, Progress, RunError, Runner, options};
 use crate::record::{AnswerKind, RunRecord, Totals};
@@ -167,6 +168,8 @@ pub struct Call {
     /// The tool's name: a pipeline's, or `resynthesize`.
     pub tool: String,
     pub work: Work,
+    /// Who calls it.
+    pub client: Arc<Client>,
 }
 
 pub enum Work {
@@ -179,7 +182,11 @@ pub enum Work {
 impl Call {
     /// Reads the call to tool `tool` (which exists), or says what is wrong
     /// with its arguments.
-    pub fn parse(tool: String, arguments: Option<JsonObject>) -> Result<Self, String> {
+    pub fn parse(
+        tool: String,
+        arguments: Option<JsonObject>,
+        client: Arc<Client>,
+    ) -> Result<Self, String> {
         let work = if tool == RESYNTHESIZE {
             let (run_id, merger) = resynthesis_arguments(arguments)?;
             Work::Resynthesize { run_id, merger }
@@ -187,7 +194,7 @@ impl Call {
             let (prompt, options) = split_arguments(arguments)?;
             Work::Run { prompt, options }
         };
-        Ok(Self { tool, work })
+        Ok(Self { tool, work, client })
     }
 
     /// Runs it; the run is recorded by `chorus`. Cancel by dropping.
@@ -198,10 +205,14 @@ impl Call {
     ) -> Result<Arc<RunRecord>, RunError> {
         match self.work {
             Work::Run { prompt, options } => {
-                chorus.run(&self.tool, prompt, options, progress).await
+                chorus
+                    .run(&self.client, &self.tool, prompt, options, progress)
+                    .await
             }
             Work::Resynthesize { run_id, merger } => {
-                chorus.resynthesize(&run_id, merger, progress).await
+                chorus
+                    .resynthesize(&self.client, &run_id, merger, progress)
+                    .await
             }
         }
     }
@@ -306,6 +317,7 @@ pub fn failure(pipeline: &str, error: &RunError, elapsed: Duration) -> CallToolR
     let kind = match error {
         RunError::Plugin(_) => "plugin-failed",
         RunError::Timeout(_) => "timeout",
+        RunError::Refused(_) => "refused",
         _ => "invalid-arguments",
     };
     refusal_of_kind(pipeline, kind, &error.to_string(), elapsed)

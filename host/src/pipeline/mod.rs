@@ -71,6 +71,9 @@ pub enum RunError {
         "the run waited its whole deadline of {waited:?} for a free slot: {limit} runs were in progress (limits.max_concurrent_runs); try again later, or raise the limit"
     )]
     Busy { waited: Duration, limit: u32 },
+    /// The client's grants or limits do not allow the run (`budget`).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// What running a pipeline needs: the checked config, the loaded plugins and

@@ -371,6 +371,7 @@ mod tests {
             plan: None,
             follow_up_of: None,
             resynthesis_of: None,
+            client: None,
             kind: Some(AnswerKind::Synthesis),
             summary: None,
             answer: None,

@@ -19,6 +19,7 @@ pub struct Begin {
     pub request: Arc<Request>,
     pub follow_up_of: Option<String>,
     pub resynthesis_of: Option<String>,
+    pub client: Option<String>,
     pub started_at: i64,
     pub deadline_at: i64,
 }

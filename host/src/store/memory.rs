@@ -14,6 +14,8 @@ pub struct Memory {
     max: usize,
     ttl: Duration,
     kept: Mutex<Kept>,
+    /// What this process's runs hold against their clients' budgets.
+    pub ledger: super::spend::Ledger,
 }
 
 #[derive(Default)]
@@ -29,6 +31,7 @@ impl Memory {
             max,
             ttl,
             kept: Mutex::new(Kept::default()),
+            ledger: Default::default(),
         }
     }
 
@@ -83,6 +86,10 @@ impl Memory {
             query.before.is_none_or(|Cursor(before)| *seq < before)
                 && query.pipeline.as_ref().is_none_or(|p| &run.pipeline == p)
                 && query.since.is_none_or(|since| run.started_at >= since)
+                && query
+                    .client
+                    .as_ref()
+                    .is_none_or(|c| run.client.as_ref() == Some(c))
                 && text.as_ref().is_none_or(|t| {
                     run.prompt.to_lowercase().contains(t)
                         || run
@@ -127,5 +134,6 @@ fn summary(run: &StoredRun) -> RunSummary {
         summary: run.summary.clone(),
         follow_up_of: run.follow_up_of.clone(),
         resynthesis_of: run.resynthesis_of.clone(),
+        client: run.client.clone(),
     }
 }

@@ -20,6 +20,7 @@ mod postgres;
 mod recorder;
 mod retention;
 mod row;
+mod spend;
 mod sqlite;
 
 use std::fmt;
@@ -33,6 +34,7 @@ use tokio::sync::mpsc;
 pub use event::now_ms;
 pub use recorder::{Links, Recorder};
 pub use retention::{Pruned, Retention};
+pub use spend::{Ask, Period, Verdict};
 pub use sqlite::location::path as path_for;
 
 use crate::config::{Limits, Loaded};
@@ -130,6 +132,9 @@ pub struct Query {
     pub text: Option<String>,
     /// Runs started at or after this unix time in milliseconds.
     pub since: Option<i64>,
+    /// Runs made by this client only (`chorus runs --client`, and every
+    /// listing for a client that is not an admin).
+    pub client: Option<String>,
     pub limit: usize,
 }
 
@@ -140,6 +145,7 @@ impl Default for Query {
             pipeline: None,
             text: None,
             since: None,
+            client: None,
             limit: 20,
         }
     }
@@ -427,6 +433,28 @@ impl Store {
             Backend::Memory(memory, _) => Ok(memory.list(query)),
             Backend::Sqlite(sqlite) => sqlite.list(query),
             Backend::Postgres(pg) => pg.list(query),
+        }
+    }
+
+    /// Admits a run against its client's budgets (see [`spend`]), or says
+    /// which budget it does not fit. Blocking.
+    pub fn reserve(&self, ask: &Ask) -> Result<Verdict, StoreError> {
+        match &self.backend {
+            Backend::Memory(memory, _) => Ok(memory.ledger.reserve(ask)),
+            Backend::Sqlite(sqlite) => sqlite.reserve(ask),
+            Backend::Postgres(pg) => pg.reserve(ask),
+        }
+    }
+
+    /// The run admitted as `id` ended having cost `cost_usd`. Blocking.
+    pub fn settle(&self, id: &str, cost_usd: f64) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Memory(memory, _) => {
+                memory.ledger.settle(id, cost_usd);
+                Ok(())
+            }
+            Backend::Sqlite(sqlite) => sqlite.settle(id, cost_usd),
+            Backend::Postgres(pg) => pg.settle(id, cost_usd),
         }
     }
 

@@ -26,6 +26,8 @@ const END_WAIT: Duration = Duration::from_secs(10);
 pub struct Links {
     pub follow_up_of: Option<String>,
     pub resynthesis_of: Option<String>,
+    /// Who makes the run.
+    pub client: Option<String>,
 }
 
 #[derive(Clone)]
@@ -143,6 +145,7 @@ impl Shared {
                     request,
                     follow_up_of: self.links.follow_up_of.clone(),
                     resynthesis_of: self.links.resynthesis_of.clone(),
+                    client: self.links.client.clone(),
                     started_at,
                     deadline_at: started_at.saturating_add(limit),
                 };
@@ -244,6 +247,7 @@ pub(super) fn stored(
         plan: plan.map(|p| plan_to_value(p)),
         follow_up_of: begin.follow_up_of.clone(),
         resynthesis_of: begin.resynthesis_of.clone(),
+        client: begin.client.clone(),
         kind: None,
         summary: None,
         answer: None,

@@ -11,7 +11,7 @@ use crate::record::RunStatus;
 pub const RUN_COLUMNS: &str =
     "seq, id, pipeline, status, deadline_at, started_at, finished_at, prompt,
     options, plan, follow_up_of, resynthesis_of, kind, summary, answer, notes, details, error,
-    elapsed_ms, prompt_tokens, completion_tokens, cost_usd, owner, cost_estimated";
+    elapsed_ms, prompt_tokens, completion_tokens, cost_usd, owner, cost_estimated, client";
 
 /// Characters of the prompt a listing shows.
 pub const PROMPT_LINE: usize = 72;

@@ -88,6 +88,9 @@ on_both_backends!(
     two_handles_on_one_store_see_each_others_runs,
 );
 
+#[path = "tests_clients.rs"]
+mod clients;
+
 /// A run of `n` panel calls, as its events and its final record.
 struct Fixture {
     request: Arc<Request>,
@@ -225,6 +228,7 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
         Links {
             follow_up_of: Some("earlier".into()),
             resynthesis_of: None,
+            client: Some("alice".into()),
         },
         Duration::from_secs(60),
     );
@@ -236,6 +240,7 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
     assert_eq!(partial.prompt, "Why is the sky blue?");
     assert_eq!(partial.options, json!({"agents": 2}));
     assert_eq!(partial.follow_up_of.as_deref(), Some("earlier"));
+    assert_eq!(partial.client.as_deref(), Some("alice"));
     assert_eq!(
         partial.plan.as_ref().unwrap()["synthesizers"],
         json!(["synth"])

@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 use super::Viewer;
 use super::auth::{Guard, Who, behind_tls};
 use super::layout::{page, problem};
+use crate::client::Client;
 use crate::pipeline::{Event, Merger, Progress};
 
 /// How long the browser waits for a re-synthesis to begin.
@@ -136,7 +137,11 @@ pub async fn resynthesize(
     });
     let chorus = viewer.chorus.clone();
     let source = id.clone();
-    let run = tokio::spawn(async move { chorus.resynthesize(&source, merger, progress).await });
+    let run = tokio::spawn(async move {
+        chorus
+            .resynthesize(&Client::local(), &source, merger, progress)
+            .await
+    });
     let new_id = tokio::time::timeout(START_WAIT, new_id).await;
     match new_id {
         Ok(Ok(new_id)) => {

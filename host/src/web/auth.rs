@@ -78,7 +78,7 @@ impl Guard {
     pub fn new(access: Arc<Access>, one_time: Option<&str>) -> Result<Self, String> {
         let one_time = one_time.map(Token::new).transpose()?;
         Ok(Self {
-            sign_in: access.token.is_some() || one_time.is_some(),
+            sign_in: access.needs_token() || one_time.is_some(),
             access,
             one_time: Mutex::new(one_time),
             sessions: Mutex::new(VecDeque::new()),
@@ -86,10 +86,11 @@ impl Guard {
         })
     }
 
-    /// Whether `given` signs a browser in: the server's token, or the
-    /// one-time token (which it uses up).
+    /// Whether `given` signs a browser in: an admin client's token (the
+    /// viewer shows every run, so only those who may read every run may
+    /// use it), or the one-time token (which it uses up).
     pub fn signs_in(&self, given: &str) -> bool {
-        if self.access.token.as_ref().is_some_and(|t| t.matches(given)) {
+        if self.access.clients.find(given).is_some_and(|c| c.admin) {
             return true;
         }
         let mut one_time = lock(&self.one_time);
@@ -256,13 +257,23 @@ impl Guard {
             return Ok((Who::Anyone, None));
         }
         if let Some(given) = bearer(headers) {
-            return match &self.access.token {
-                Some(token) if token.matches(given) => Ok((Who::Bearer, None)),
-                _ => {
+            return match self.access.clients.find(given) {
+                Some(client) if client.admin => Ok((Who::Bearer, None)),
+                Some(client) => {
+                    tracing::info!(target: crate::app::AUDIT, client = %client.name, reason = "not an admin", "the run viewer refused a client");
+                    Err(Box::new(refused(
+                        StatusCode::FORBIDDEN,
+                        format!(
+                            "chorus: the run viewer shows every client's runs, and `{}` is not an admin client; read your own runs over MCP (resources/list).\n",
+                            client.name
+                        ),
+                    )))
+                }
+                None => {
                     tracing::info!("the run viewer refused a wrong bearer token");
                     let mut response = refused(
                         StatusCode::UNAUTHORIZED,
-                        "chorus: the bearer token is wrong: send `Authorization: Bearer <token>` with the server's CHORUS_TOKEN.\n".into(),
+                        "chorus: the bearer token is wrong: send `Authorization: Bearer <token>` with the server's CHORUS_TOKEN (or an admin client's token).\n".into(),
                     );
                     response.headers_mut().insert(
                         header::WWW_AUTHENTICATE,
@@ -316,13 +327,14 @@ fn same_origin(origin: &str, host: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::http::{Hosts, Origins};
+    use crate::mcp::http::{Clients, Hosts, Origins};
 
     fn guard(token: Option<&str>, one_time: Option<&str>) -> Guard {
         let access = Access {
-            token: token.map(|t| Token::new(t).unwrap()),
+            clients: Clients::new(&[], token, |_| None).unwrap(),
             hosts: Hosts::new(["127.0.0.1"]).unwrap(),
             origins: Origins::default(),
+            open: crate::client::Client::local(),
         };
         Guard::new(Arc::new(access), one_time).unwrap()
     }

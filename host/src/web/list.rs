@@ -55,6 +55,7 @@ impl Filters {
             pipeline: text(&self.pipeline),
             text: text(&self.text),
             since,
+            client: None,
             limit: PAGE,
         })
     }

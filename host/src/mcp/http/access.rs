@@ -6,8 +6,10 @@
 //! 2. a browser's `Origin`, when there is one, is an allowed origin (MCP's
 //!    transport spec: a present, invalid Origin gets 403; requests without
 //!    one — every non-browser client — pass);
-//! 3. the bearer token, when the server has one (401 with
-//!    `WWW-Authenticate: Bearer` otherwise), compared in constant time.
+//! 3. the bearer token, when the server has any (401 with
+//!    `WWW-Authenticate: Bearer` otherwise): it names the client (see
+//!    [`Clients`]), which is put in the request's extensions for MCP and
+//!    the run viewer to hold to its grants.
 //!
 //! Each refusal says what was wrong and what to do about it: as a JSON-RPC
 //! error to an MCP client (one that accepts `application/json`), so the
@@ -26,7 +28,9 @@ use axum::response::Response;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::clients::Clients;
 use crate::app::AUDIT;
+use crate::client::Client;
 
 /// The server's bearer token. Only its digest is kept, so the secret is in
 /// no struct, log or error; comparing digests also hides its length.
@@ -45,6 +49,10 @@ impl Token {
         Ok(Self {
             digest: Sha256::digest(secret.as_bytes()).into(),
         })
+    }
+
+    pub(super) fn digest(&self) -> [u8; 32] {
+        self.digest
     }
 
     /// Whether `given` is the token, in time independent of where they differ.
@@ -191,23 +199,57 @@ fn canonical_origin(text: &str) -> Option<String> {
 /// Everything [`check`] needs.
 #[derive(Debug)]
 pub struct Access {
-    pub token: Option<Token>,
+    pub clients: Clients,
     pub hosts: Hosts,
     pub origins: Origins,
+    /// Who a request is when the server has no token (loopback only).
+    pub open: Arc<Client>,
 }
 
-/// The middleware: refuses what [`Access`] does not allow, passes the rest.
-pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Next) -> Response {
+/// The middleware: refuses what [`Access`] does not allow, passes the rest
+/// with its [`Client`] in the request's extensions.
+pub async fn check(
+    State(access): State<Arc<Access>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     // Decided before awaiting: a borrowed request would make the future
     // not Send (a body is not Sync).
-    let refusal = access.refusal(&request);
-    match refusal {
-        Some(refusal) => refusal,
-        None => next.run(request).await,
+    let decided = access.client(&request);
+    match decided {
+        Err(refusal) => *refusal,
+        Ok(client) => {
+            request.extensions_mut().insert(client);
+            next.run(request).await
+        }
     }
 }
 
 impl Access {
+    /// Whether the server takes tokens at all.
+    pub fn needs_token(&self) -> bool {
+        self.clients.any()
+    }
+
+    /// The request's client, or the response refusing it.
+    fn client(&self, request: &Request) -> Result<Arc<Client>, Box<Response>> {
+        if let Some(refusal) = self.refusal(request) {
+            return Err(Box::new(refusal));
+        }
+        if !self.clients.any() {
+            return Ok(self.open.clone());
+        }
+        // `refusal` found the token; found again, as what it names.
+        bearer(request.headers())
+            .and_then(|given| self.clients.find(given))
+            .ok_or_else(|| {
+                Box::new(plain(
+                    StatusCode::UNAUTHORIZED,
+                    "chorus: unknown token\n".into(),
+                ))
+            })
+    }
+
     fn refusal(&self, request: &Request) -> Option<Response> {
         let headers = request.headers();
         let host = headers
@@ -252,28 +294,21 @@ impl Access {
                 ));
             }
         }
-        let token = self.token.as_ref()?;
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| {
-                let (scheme, credentials) = value.trim().split_once(' ')?;
-                scheme
-                    .eq_ignore_ascii_case("bearer")
-                    .then(|| credentials.trim())
-            });
-        match given {
-            Some(given) if token.matches(given) => None,
+        if !self.clients.any() {
+            return None;
+        }
+        match bearer(headers) {
+            Some(given) if self.clients.find(given).is_some() => None,
             Some(_) => {
-                tracing::info!(target: AUDIT, "refused a request with a wrong bearer token");
+                tracing::info!(target: AUDIT, client = "-", reason = "unknown or revoked token", "refused a request with a wrong bearer token");
                 Some(unauthorized(
                     headers,
-                    super::discovery::challenge(headers, "The bearer token sent is wrong."),
-                    "chorus: the bearer token is wrong: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
+                    super::discovery::challenge(headers, "The bearer token sent is wrong or revoked."),
+                    "chorus: the bearer token is wrong or revoked: send `Authorization: Bearer <token>` with the token the server's operator gave you (CHORUS_TOKEN, or your own from [[http.clients]]).\n",
                 ))
             }
             None => Some({
-                tracing::info!(target: AUDIT, "refused a request without a bearer token");
+                tracing::info!(target: AUDIT, client = "-", reason = "no token", "refused a request without a bearer token");
                 unauthorized(
                     headers,
                     super::discovery::challenge(headers, "No bearer token was sent."),
@@ -282,6 +317,19 @@ impl Access {
             }),
         }
     }
+}
+
+/// The credentials of `Authorization: Bearer <token>`, if that is sent.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| {
+            let (scheme, credentials) = value.trim().split_once(' ')?;
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then(|| credentials.trim())
+        })
 }
 
 fn unauthorized(headers: &HeaderMap, challenge: HeaderValue, message: &'static str) -> Response {

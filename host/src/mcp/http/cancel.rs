@@ -237,9 +237,14 @@ pub async fn track(
     let caller = Caller::of(peer, &parts.headers);
     let request = Request::from_parts(parts, Body::from(bytes));
     match message {
-        Message::Request { id } => {
+        Message::Request { id, tool_call } => {
             let registration = in_flight.register(caller.key(id.clone()));
             let mut request = request;
+            if tool_call {
+                request
+                    .extensions_mut()
+                    .insert(super::clients::ToolCall { id: id.clone() });
+            }
             request
                 .extensions_mut()
                 .insert(StopCall(registration.token.clone()));

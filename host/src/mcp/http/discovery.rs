@@ -29,6 +29,7 @@ use serde::Serialize;
 
 use super::PATH;
 use super::access::{self, Access};
+use super::clients::Clients;
 
 /// What every refusal of a sign-in says: the sentence clients show.
 pub const STATIC_TOKEN: &str = "chorus takes a static bearer token, not an OAuth sign-in: \
@@ -46,13 +47,14 @@ const OPENID: &str = "/.well-known/openid-configuration";
 /// but not its token; none when the server has no token (no client is
 /// refused, and there would be nothing true to say).
 pub fn routes(access: &Access) -> Router {
-    if access.token.is_none() {
+    if !access.needs_token() {
         return Router::new();
     }
     let open = Arc::new(Access {
-        token: None,
+        clients: Clients::none(),
         hosts: access.hosts.clone(),
         origins: access.origins.clone(),
+        open: access.open.clone(),
     });
     let mut router = Router::new()
         // RFC 9728 §3.1: the well-known string goes before the resource's

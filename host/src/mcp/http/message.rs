@@ -26,8 +26,9 @@ pub const INVALID_REQUEST: i64 = -32600;
 #[derive(Debug)]
 pub enum Message {
     /// A request, with its id as JSON text (so `1` and `"1"` differ, as
-    /// they do on the wire).
-    Request { id: String },
+    /// they do on the wire); `tool_call` when it is `tools/call` (which
+    /// starts a run, and counts against a client's runs per minute).
+    Request { id: String, tool_call: bool },
     /// `notifications/cancelled` naming a request.
     Cancelled { request_id: String },
     /// Any other notification, a response, or an error.
@@ -113,7 +114,10 @@ pub fn classify(body: &[u8]) -> Result<Message, Invalid> {
     }
     let id = envelope.id.filter(|id| !id.is_null());
     match (envelope.method.as_deref(), id) {
-        (Some(_), Some(id)) => Ok(Message::Request { id: id.to_string() }),
+        (Some(method), Some(id)) => Ok(Message::Request {
+            id: id.to_string(),
+            tool_call: method == "tools/call",
+        }),
         (Some("notifications/cancelled"), None) => Ok(envelope
             .params
             .and_then(|params| params.request_id)
@@ -157,9 +161,11 @@ mod tests {
     fn messages_are_told_apart() {
         let request =
             br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":[1,{"y":2}]}}"#;
-        assert!(matches!(classify(request), Ok(Message::Request { id }) if id == "7"));
+        assert!(
+            matches!(classify(request), Ok(Message::Request { id, tool_call: true }) if id == "7")
+        );
         let string_id = br#"{"jsonrpc":"2.0","id":"7","method":"ping"}"#;
-        assert!(matches!(classify(string_id), Ok(Message::Request { id }) if id == "\"7\""));
+        assert!(matches!(classify(string_id), Ok(Message::Request { id, .. }) if id == "\"7\""));
         let cancel = br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"x"}}"#;
         assert!(
             matches!(classify(cancel), Ok(Message::Cancelled { request_id }) if request_id == "7")

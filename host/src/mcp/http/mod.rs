@@ -6,6 +6,7 @@
 //! - [`access`]: the Host and Origin checks and the bearer token;
 //! - [`discovery`]: the OAuth discovery documents clients ask for after a
 //!   401, saying chorus takes a static bearer token;
+//! - [`clients`]: which client a token names;
 //! - [`cancel`]: `notifications/cancelled` from pre-2026 clients;
 //! - [`listen`]: accepting connections, with a header timeout and limits;
 //! - [`message`]: what a POST carries, and errors for what is no message;
@@ -17,6 +18,7 @@
 mod access;
 mod cancel;
 mod discovery;
+mod clients;
 mod listen;
 mod message;
 mod setup;
@@ -38,6 +40,7 @@ use super::Server;
 use super::transport::Session;
 use crate::app::Chorus;
 pub use access::{Access, Hosts, Origins, Token};
+pub use clients::Clients;
 pub use setup::{Options, SetupError};
 
 /// The path MCP is served at.
@@ -103,6 +106,7 @@ pub async fn serve_pages(listener: tokio::net::TcpListener, app: Router, chorus:
 
 fn router(server: Server, options: &Options, max_body: usize, pages: Router) -> Router {
     let metrics = server.chorus().metrics.clone();
+    let gate = server.chorus().gate.clone();
     // rmcp gets no shutdown token of its own: ending the session stops
     // every call, whose response then ends its stream the ordinary way.
     let config = StreamableHttpServerConfig::default()
@@ -133,6 +137,10 @@ fn router(server: Server, options: &Options, max_body: usize, pages: Router) -> 
             }),
         )
         .route_service(PATH, mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            gate,
+            clients::per_minute,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             in_flight,
             cancel::track,

@@ -1,13 +1,17 @@
 //! What `serve --http` is asked to do, checked before anything listens:
 //! the address (`127.0.0.1:8080`, `0.0.0.0:8080`, `chorus.lan:8080`, or a
-//! bare port for loopback), the token (required anywhere but loopback:
-//! whoever reaches the port would spend the API keys' credit), and the
-//! Host names and browser origins accepted.
+//! bare port for loopback), the tokens (`CHORUS_TOKEN` and each
+//! `[[http.clients]]` entry's; at least one is required anywhere but
+//! loopback: whoever reaches the port would spend the API keys' credit),
+//! and the Host names and browser origins accepted.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
-use super::access::{Access, Hosts, Origins, Token};
+use super::access::{Access, Hosts, Origins};
+use super::clients::Clients;
+use crate::client::Client;
+use crate::config::HttpClient;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -15,7 +19,7 @@ pub enum SetupError {
     Address { given: String, reason: String },
     #[error(
         "refusing to serve on {addr} without a token: anyone who can reach it could run pipelines on your API keys. \
-         Set CHORUS_TOKEN to a long random secret (e.g. `export CHORUS_TOKEN=$(openssl rand -hex 32)`) and give it \
+         Give each person a token in [[http.clients]], or set CHORUS_TOKEN to a long random secret (e.g. `export CHORUS_TOKEN=$(openssl rand -hex 32)`) and give it \
          to your clients as `Authorization: Bearer <token>`; or listen on 127.0.0.1 only."
     )]
     Unprotected { addr: SocketAddr },
@@ -42,15 +46,25 @@ impl Options {
         allow_hosts: &[String],
         allow_origins: &[String],
     ) -> Result<Self, SetupError> {
+        Self::with_clients(listen, token, &[], allow_hosts, allow_origins)
+    }
+
+    /// As `new`, with the clients of `[[http.clients]]` (their `token_env`
+    /// read from the environment now).
+    pub fn with_clients(
+        listen: &str,
+        token: Option<&str>,
+        clients: &[HttpClient],
+        allow_hosts: &[String],
+        allow_origins: &[String],
+    ) -> Result<Self, SetupError> {
         let (addr, name) = parse_listen(listen).map_err(|reason| SetupError::Address {
             given: listen.to_owned(),
             reason,
         })?;
-        let token = token
-            .map(Token::new)
-            .transpose()
+        let clients = Clients::new(clients, token, |var| std::env::var(var).ok())
             .map_err(SetupError::Token)?;
-        if token.is_none() && !addr.ip().is_loopback() {
+        if !clients.any() && !addr.ip().is_loopback() {
             return Err(SetupError::Unprotected { addr });
         }
         let mut names = vec!["localhost".to_owned(), "127.0.0.1".into(), "::1".into()];
@@ -67,9 +81,10 @@ impl Options {
         Ok(Self {
             addr,
             access: Arc::new(Access {
-                token,
+                clients,
                 hosts,
                 origins,
+                open: Client::local(),
             }),
         })
     }
@@ -85,8 +100,13 @@ impl Options {
 
     /// Who may use the server, for the startup message.
     pub fn describe(&self) -> String {
-        let who = if self.access.token.is_some() {
-            "requests need `Authorization: Bearer $CHORUS_TOKEN`"
+        let clients;
+        let who = if self.access.needs_token() {
+            clients = format!(
+                "requests need `Authorization: Bearer <token>` (clients: {})",
+                self.access.clients.describe()
+            );
+            clients.as_str()
         } else {
             "no CHORUS_TOKEN: any program on this machine may use it"
         };

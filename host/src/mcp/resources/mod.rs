@@ -24,6 +24,7 @@ use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::json;
 
 use crate::app::Chorus;
+use crate::client::Client;
 use crate::record::{RunSummary, StoredCall, StoredRun};
 use crate::store::{CallLookup, Cursor, Lookup, Query};
 
@@ -120,12 +121,16 @@ fn parse(uri: &str) -> Result<Address<'_>, String> {
 }
 
 /// One page of runs, newest first; `cursor` continues an earlier page.
-pub async fn list(chorus: &Chorus, cursor: Option<&str>) -> Result<ListResourcesResult, McpError> {
+pub async fn list(
+    chorus: &Chorus,
+    client: &Client,
+    cursor: Option<&str>,
+) -> Result<ListResourcesResult, McpError> {
     let before = cursor
         .map(str::parse::<Cursor>)
         .transpose()
         .map_err(|e| McpError::invalid_params(e, None))?;
-    let (runs, next) = page(chorus, before).await?;
+    let (runs, next) = page(chorus, client, before).await?;
     let resources = runs
         .iter()
         .map(|run| {
@@ -145,10 +150,12 @@ pub async fn list(chorus: &Chorus, cursor: Option<&str>) -> Result<ListResources
 
 async fn page(
     chorus: &Chorus,
+    client: &Client,
     before: Option<Cursor>,
 ) -> Result<(Vec<RunSummary>, Option<Cursor>), McpError> {
     let query = Query {
         before,
+        client: client.only_own().map(str::to_owned),
         limit: PAGE,
         ..Default::default()
     };
@@ -207,11 +214,15 @@ pub fn templates() -> ListResourceTemplatesResult {
     ])
 }
 
-pub async fn read(chorus: &Chorus, uri: &str) -> Result<ReadResourceResult, McpError> {
+pub async fn read(
+    chorus: &Chorus,
+    client: &Client,
+    uri: &str,
+) -> Result<ReadResourceResult, McpError> {
     let address = parse(uri).map_err(|e| McpError::resource_not_found(e, None))?;
     let contents = match address {
         Address::Runs { before } => {
-            let (runs, next) = page(chorus, before).await?;
+            let (runs, next) = page(chorus, client, before).await?;
             let listing = json!({
                 "runs": runs,
                 "next": next.map(|c| format!("{RUNS_URI}?before={c}")),
@@ -219,11 +230,11 @@ pub async fn read(chorus: &Chorus, uri: &str) -> Result<ReadResourceResult, McpE
             json_contents(uri, fit::whole(&listing))?
         }
         Address::Run(id) => {
-            let record = to_value(&run(chorus, uri, id).await?)?;
+            let record = to_value(&run(chorus, client, uri, id).await?)?;
             json_contents(uri, fit::run(record, uri))?
         }
         Address::Answer(id, number) => {
-            let run = run(chorus, uri, id).await?;
+            let run = run(chorus, client, uri, id).await?;
             let answer = run.answer.ok_or_else(|| {
                 McpError::resource_not_found(
                     format!(
@@ -237,12 +248,12 @@ pub async fn read(chorus: &Chorus, uri: &str) -> Result<ReadResourceResult, McpE
             text_part(&uri_of_text(uri), &answer, number, "text/markdown")?
         }
         Address::Call(id, n) => {
-            let call = call(chorus, id, n, true).await?;
+            let call = call(chorus, client, id, n, true).await?;
             let call_uri = format!("{}/calls/{n}", self::uri(id));
             json_contents(uri, fit::call(to_value(&call)?, &call_uri))?
         }
         Address::Reply(id, n, number) => {
-            let call = call(chorus, id, n, false).await?;
+            let call = call(chorus, client, id, n, false).await?;
             let reply = call.call.reply.ok_or_else(|| {
                 McpError::resource_not_found(
                     format!(
@@ -327,10 +338,15 @@ fn text_part(
 /// One call of the run `id` (exact), read without the run's other calls.
 async fn call(
     chorus: &Chorus,
+    client: &Client,
     id: &str,
     n: u32,
     with_request: bool,
 ) -> Result<StoredCall, McpError> {
+    if !client.admin {
+        // Another client's run is unknown, its calls too.
+        run(chorus, client, &uri(id), id).await?;
+    }
     match chorus.find_call(id, n, with_request).await {
         Ok(CallLookup::Found(call)) => Ok(call),
         Ok(CallLookup::NoSuchCall { calls }) => Err(McpError::resource_not_found(
@@ -354,8 +370,8 @@ fn unknown_run(chorus: &Chorus, uri: &str) -> McpError {
 
 /// The run with exactly this id (a resource does not name runs by prefix),
 /// without its requests.
-async fn run(chorus: &Chorus, uri: &str, id: &str) -> Result<StoredRun, McpError> {
-    match chorus.find_run(id, false).await {
+async fn run(chorus: &Chorus, client: &Client, uri: &str, id: &str) -> Result<StoredRun, McpError> {
+    match chorus.find_run_for(client, id, false).await {
         Ok(Lookup::Found(run)) if run.run_id == id => Ok(run),
         Ok(_) => Err(unknown_run(chorus, uri)),
         Err(e) => Err(McpError::internal_error(e.to_string(), None)),

@@ -14,7 +14,9 @@
 //!   called), so an abandoned task's run and upstream requests stop then,
 //!   and a finished one is forgotten a TTL later;
 //! - a finished task's result is read back from the run store
-//!   ([`results`]), not held in memory.
+//!   ([`results`]), not held in memory;
+//! - a task is its client's: another client (not an admin) asking for it
+//!   hears of an unknown task, as for an id that never was.
 
 mod results;
 
@@ -37,6 +39,11 @@ use super::progress::Live;
 use super::tools::{self, Call};
 use super::transport::Session;
 use crate::app::Chorus;
+use crate::client::Client;
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// How often a client should poll `tasks/get`, in milliseconds.
 const POLL_INTERVAL_MS: u64 = 1_000;
@@ -45,6 +52,8 @@ type Registry = Arc<Mutex<HashMap<String, Arc<Live>>>>;
 
 pub struct Tasks {
     manager: TaskManager,
+    /// The client that started each task not yet forgotten.
+    owners: Arc<Mutex<HashMap<String, String>>>,
     /// The state of each task still running, for its status message.
     live: Registry,
     results: Arc<Results>,
@@ -55,6 +64,7 @@ impl Tasks {
     pub fn new(ttl: Duration) -> Self {
         Self {
             manager: TaskManager::new(),
+            owners: Arc::default(),
             live: Registry::default(),
             results: Arc::default(),
             ttl,
@@ -76,6 +86,7 @@ impl Tasks {
             .with_status_message("starting");
         let (manager, registry) = (self.manager.clone(), self.live.clone());
         let (results, ttl) = (self.results.clone(), self.ttl);
+        let (owners, owner) = (self.owners.clone(), call.client.name.clone());
         let task = self.manager.spawn(options, move |context| {
             let live = Live::new();
             let id = context.task_id().to_owned();
@@ -99,24 +110,47 @@ impl Tasks {
                 };
                 let ended = run(context, chorus, call, live, session, notifier, &results).await;
                 // Forgotten (and its result freed) a TTL after it ends.
-                expire_after(notifier_manager, ttl, move || results.forget(&id));
+                expire_after(notifier_manager, ttl, move || {
+                    results.forget(&id);
+                    lock(&owners).remove(&id);
+                });
                 ended
             })
         });
+        lock(&self.owners).insert(task.task_id.clone(), owner);
         expire_after(self.manager.clone(), self.ttl, || ());
         task
     }
 
+    /// Refuses a task `client` did not start, as rmcp refuses an unknown id.
+    fn owned(&self, client: &Client, id: &str) -> Result<(), McpError> {
+        let owner = lock(&self.owners).get(id).cloned();
+        if client.admin || owner.is_none_or(|owner| owner == client.name) {
+            return Ok(());
+        }
+        Err(McpError::invalid_params(
+            format!("unknown task: {id}"),
+            None,
+        ))
+    }
+
     /// `tasks/get`, with the live status message of a running task, and
     /// a finished one's result read back from the store.
-    pub async fn get(&self, chorus: &Chorus, id: &str) -> Result<DetailedTask, McpError> {
+    pub async fn get(
+        &self,
+        chorus: &Chorus,
+        client: &Client,
+        id: &str,
+    ) -> Result<DetailedTask, McpError> {
+        self.owned(client, id)?;
         let mut task = with_live_status(&self.manager, &self.live, id)?;
         self.results.fill(chorus, &mut task).await;
         Ok(task)
     }
 
     /// `tasks/cancel`: the run stops; the task ends `cancelled`.
-    pub fn cancel(&self, id: &str) -> Result<(), McpError> {
+    pub fn cancel(&self, client: &Client, id: &str) -> Result<(), McpError> {
+        self.owned(client, id)?;
         self.manager.cancel_task(id)
     }
 

@@ -152,8 +152,8 @@ async fn insert_run(tx: &Transaction<'_>, begin: &Begin, owner: &str) -> Result<
     let request = &begin.request;
     tx.execute(
         "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
-                           follow_up_of, resynthesis_of, owner)
-         VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9)
+                           follow_up_of, resynthesis_of, owner, client)
+         VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10)
          ON CONFLICT (id) DO NOTHING",
         &[
             &request.run_id,
@@ -165,6 +165,7 @@ async fn insert_run(tx: &Transaction<'_>, begin: &Begin, owner: &str) -> Result<
             &begin.follow_up_of,
             &begin.resynthesis_of,
             &owner,
+            &begin.client,
         ],
     )
     .await?;

@@ -11,6 +11,7 @@ mod apply;
 mod read;
 mod retention;
 mod schema;
+mod spend;
 pub mod target;
 mod writer;
 
@@ -25,6 +26,7 @@ use tokio_postgres::NoTls;
 use super::event::{Msg, now_ms};
 use super::memory::Memory;
 use super::retention::{Pruned, Retention};
+use super::spend::{Ask, Verdict};
 use super::{CallLookup, Exchange, Lookup, Page, Query, StoreError};
 use crate::record::StoredRun;
 pub use target::Target;
@@ -372,6 +374,18 @@ impl Postgres {
     pub fn exchanges(&self, id: &str, most: usize) -> Result<Vec<Exchange>, StoreError> {
         let id = id.to_owned();
         self.read(move |client| async move { read::exchanges(&**client, &id, most).await })
+    }
+
+    /// Admits a run against its client's budgets, or says why not.
+    pub fn reserve(&self, ask: &Ask) -> Result<Verdict, StoreError> {
+        let ask = ask.clone();
+        self.read(move |mut client| async move { spend::reserve(&mut client, &ask).await })
+    }
+
+    /// A run's cost replaces its worst case.
+    pub fn settle(&self, id: &str, cost_usd: f64) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.read(move |client| async move { spend::settle(&**client, &id, cost_usd).await })
     }
 
     pub fn list(&self, query: &Query) -> Result<Page, StoreError> {

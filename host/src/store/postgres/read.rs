@@ -165,7 +165,7 @@ fn run_row(row: &Row, now: i64) -> StoredRun {
     StoredRun {
         run_id: row.get(1),
         pipeline: row.get(2),
-        status: status_of(row, 3, 4, 22, 24, now),
+        status: status_of(row, 3, 4, 22, 25, now),
         started_at: row.get(5),
         finished_at: row.get(6),
         prompt: row.get(7),
@@ -188,6 +188,7 @@ fn run_row(row: &Row, now: i64) -> StoredRun {
             cost_usd: row.get::<_, Option<f64>>(21).unwrap_or(0.0),
             cost_estimated: row.get(23),
         },
+        client: row.get(24),
         calls: Vec::new(),
     }
 }
@@ -303,6 +304,9 @@ pub async fn list(client: &impl GenericClient, query: &Query, now: i64) -> Resul
     if let Some(pipeline) = &query.pipeline {
         bind("pipeline = ?", Box::new(pipeline.clone()));
     }
+    if let Some(client) = &query.client {
+        bind("client = ?", Box::new(client.clone()));
+    }
     if let Some(since) = query.since {
         bind("started_at >= ?", Box::new(since));
     }
@@ -318,7 +322,7 @@ pub async fn list(client: &impl GenericClient, query: &Query, now: i64) -> Resul
     };
     let sql = format!(
         "SELECT seq, id, pipeline, status, deadline_at, kind, started_at, elapsed_ms, cost_usd,
-                substr(prompt, 1, 400), summary, follow_up_of, resynthesis_of, owner, {}
+                substr(prompt, 1, 400), summary, follow_up_of, resynthesis_of, owner, {}, client
          FROM runs {filter} ORDER BY seq DESC LIMIT {}",
         lost(),
         limit + 1
@@ -345,6 +349,7 @@ pub async fn list(client: &impl GenericClient, query: &Query, now: i64) -> Resul
                     summary: row.get(10),
                     follow_up_of: row.get(11),
                     resynthesis_of: row.get(12),
+                    client: row.get(15),
                 },
             )
         })

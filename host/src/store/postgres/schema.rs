@@ -8,7 +8,7 @@ use tokio_postgres::Client;
 use super::{Failure, LOCK_MIGRATE};
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// Version 1: runs and their calls, as the SQLite store keeps them (texts
 /// of any length inline: PostgreSQL stores long ones out of line itself).
@@ -85,6 +85,21 @@ CREATE TABLE instances (
     started_at   BIGINT NOT NULL,            -- unix ms, the database's clock
     heartbeat_at BIGINT NOT NULL
 );
+"#;
+
+/// Version 3: who made each run, and what each client's runs hold against
+/// its budgets (see `store::spend`), as in the SQLite store's version 6.
+const V3: &str = r#"
+ALTER TABLE runs ADD COLUMN client TEXT;
+CREATE INDEX runs_by_client ON runs (client, seq);
+CREATE TABLE spend (
+    id           TEXT PRIMARY KEY,
+    client       TEXT NOT NULL,
+    at           BIGINT NOT NULL,
+    reserved_usd DOUBLE PRECISION NOT NULL,
+    cost_usd     DOUBLE PRECISION
+);
+CREATE INDEX spend_by_client ON spend (client, at);
 "#;
 
 /// The schema version this chorus writes.

@@ -7,6 +7,7 @@ pub(super) mod location;
 mod read;
 pub(super) mod retention;
 pub(super) mod schema;
+mod spend;
 pub(super) mod texts;
 pub(super) mod writer;
 
@@ -19,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::event::{Msg, now_ms};
 use super::retention::{Pruned, Retention};
+use super::spend::{Ask, Verdict};
 use super::{CallLookup, Exchange, Lookup, Page, Query, StoreError};
 use crate::record::StoredRun;
 
@@ -30,6 +32,9 @@ pub struct Sqlite {
     pub sender: Option<mpsc::Sender<Msg>>,
     readers: Readers,
     done: Mutex<std::sync::mpsc::Receiver<()>>,
+    /// The budgets' connection (see `store::spend`), opened when first
+    /// needed; one admission of this process at a time.
+    spend: Mutex<Option<Connection>>,
 }
 
 /// Dropping the last handle lets the writer finish what it was sent; the
@@ -63,6 +68,7 @@ impl Sqlite {
             sender: Some(sender),
             readers: Readers::new(path, false, first),
             done: Mutex::new(done),
+            spend: Mutex::new(None),
         })
     }
 
@@ -83,6 +89,7 @@ impl Sqlite {
             path,
             sender: None,
             done: Mutex::new(done),
+            spend: Mutex::new(None),
         })
     }
 
@@ -126,6 +133,36 @@ impl Sqlite {
     pub fn prune_at(&self, retention: &Retention, now: i64) -> Result<Pruned, StoreError> {
         let mut conn = schema::open(&self.path)?;
         retention::prune(&mut conn, retention, now).map_err(|source| StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Admits a run against its client's budgets, or says why not.
+    pub fn reserve(&self, ask: &Ask) -> Result<Verdict, StoreError> {
+        self.spending(|conn| spend::reserve(conn, ask))
+    }
+
+    /// A run's cost replaces its worst case.
+    pub fn settle(&self, id: &str, cost_usd: f64) -> Result<(), StoreError> {
+        self.spending(|conn| spend::settle(conn, id, cost_usd))
+    }
+
+    fn spending<T>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        if self.sender.is_none() {
+            return Err(StoreError::Unavailable(
+                "the store is open for reading only".into(),
+            ));
+        }
+        let mut slot = self.spend.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(schema::open_writer(&self.path)?);
+        }
+        let conn = slot.as_mut().expect("opened above");
+        work(conn).map_err(|source| StoreError::Sqlite {
             path: self.path.clone(),
             source,
         })

@@ -163,6 +163,7 @@ fn run_row(row: &Row<'_>, now: i64) -> rusqlite::Result<StoredRun> {
             cost_usd: row.get::<_, Option<f64>>(21)?.unwrap_or(0.0),
             cost_estimated: row.get::<_, Option<bool>>(23)?.unwrap_or(false),
         },
+        client: row.get(24)?,
         calls: Vec::new(),
     })
 }
@@ -280,6 +281,9 @@ pub fn list(conn: &Connection, query: &Query, now: i64) -> rusqlite::Result<Page
     if let Some(since) = query.since {
         bind("started_at >= ?", since.into());
     }
+    if let Some(client) = &query.client {
+        bind("client = ?", client.clone().into());
+    }
     if let Some(text) = &query.text {
         let pattern = format!("%{}%", escape_like(text));
         bind(
@@ -295,7 +299,7 @@ pub fn list(conn: &Connection, query: &Query, now: i64) -> rusqlite::Result<Page
     };
     let sql = format!(
         "SELECT seq, id, pipeline, status, deadline_at, kind, started_at, elapsed_ms, cost_usd,
-                substr(prompt, 1, 400), summary, follow_up_of, resynthesis_of, owner
+                substr(prompt, 1, 400), summary, follow_up_of, resynthesis_of, owner, client
          FROM runs {filter} ORDER BY seq DESC LIMIT {}",
         limit + 1
     );
@@ -326,6 +330,7 @@ pub fn list(conn: &Connection, query: &Query, now: i64) -> rusqlite::Result<Page
                     summary: row.get(10)?,
                     follow_up_of: row.get(11)?,
                     resynthesis_of: row.get(12)?,
+                    client: row.get(14)?,
                 },
             ))
         })?

@@ -14,7 +14,7 @@ use crate::store::StoreError;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5];
+const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5, V6];
 
 /// Version 1: runs, and the calls of each run.
 pub(in crate::store) const V1: &str = r#"
@@ -93,6 +93,22 @@ ALTER TABLE calls ADD COLUMN cached_tokens INTEGER;
 ALTER TABLE calls ADD COLUMN cache_write_tokens INTEGER;
 "#;
 
+/// Version 6: who made each run (`[[http.clients]]`, or the local user),
+/// and what each client's runs hold against its budgets (see
+/// `store::spend`).
+const V6: &str = r#"
+ALTER TABLE runs ADD COLUMN client TEXT;  -- NULL: made before runs named their client
+CREATE INDEX runs_by_client ON runs (client, seq);
+CREATE TABLE spend (
+    id           TEXT PRIMARY KEY,
+    client       TEXT NOT NULL,
+    at           INTEGER NOT NULL,            -- unix ms, when the run was admitted
+    reserved_usd REAL NOT NULL,               -- the run's worst case
+    cost_usd     REAL                         -- what it cost, once it ended
+);
+CREATE INDEX spend_by_client ON spend (client, at);
+"#;
+
 /// The schema version this chorus writes.
 pub fn version() -> i64 {
     MIGRATIONS.len() as i64
@@ -153,6 +169,11 @@ fn connect(path: &Path, flags: OpenFlags) -> Result<Connection, StoreError> {
             source,
         })?;
     Ok(conn)
+}
+
+/// A second read-write connection to an open store (`store::spend`'s).
+pub fn open_writer(path: &Path) -> Result<Connection, StoreError> {
+    connect(path, OpenFlags::SQLITE_OPEN_READ_WRITE)
 }
 
 /// A read-only connection to an existing store (no pragma, no migration).

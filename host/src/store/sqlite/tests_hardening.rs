@@ -156,6 +156,7 @@ fn begin(prompt: String) -> Begin {
         }),
         follow_up_of: None,
         resynthesis_of: None,
+        client: None,
         started_at: 0,
         deadline_at: i64::MAX,
     }

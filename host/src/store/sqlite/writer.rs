@@ -286,8 +286,8 @@ fn insert_run(tx: &Transaction<'_>, begin: &Begin) -> rusqlite::Result<()> {
     let request = &begin.request;
     tx.prepare_cached(
         "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
-                           follow_up_of, resynthesis_of, owner)
-         VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                           follow_up_of, resynthesis_of, owner, client)
+         VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
          ON CONFLICT (id) DO NOTHING",
     )?
     .execute(params![
@@ -300,6 +300,7 @@ fn insert_run(tx: &Transaction<'_>, begin: &Begin) -> rusqlite::Result<()> {
         begin.follow_up_of,
         begin.resynthesis_of,
         crate::store::owner::this_process(),
+        begin.client,
     ])?;
     Ok(())
 }

@@ -1,0 +1,71 @@
+use super::*;
+use crate::client::Limits;
+
+fn client(limits: Limits) -> Client {
+    Client {
+        name: "bob".into(),
+        admin: false,
+        pipelines: None,
+        limits,
+    }
+}
+
+fn memory() -> Store {
+    Store::in_memory(&crate::config::Limits::default(), "test")
+}
+
+#[test]
+fn runs_per_minute_say_when_one_more_fits() {
+    let gate = Gate::new();
+    let bob = client(Limits {
+        runs_per_minute: Some(2),
+        ..Limits::default()
+    });
+    assert!(gate.per_minute(&bob).is_ok());
+    assert!(gate.per_minute(&bob).is_ok());
+    let wait = gate.per_minute(&bob).unwrap_err();
+    assert!(wait > Duration::from_secs(58) && wait <= MINUTE, "{wait:?}");
+    assert!(gate.per_minute(&client(Limits::default())).is_ok());
+}
+
+#[test]
+fn concurrent_runs_are_bounded_and_freed_when_a_run_ends() {
+    let gate = Gate::new();
+    let store = memory();
+    let bob = client(Limits {
+        concurrent_runs: Some(1),
+        ..Limits::default()
+    });
+    let first = gate.admit(&bob, &store, None).unwrap();
+    let refused = gate.admit(&bob, &store, None).err().unwrap();
+    assert!(refused.contains("max_concurrent_runs = 1"), "{refused}");
+    first.settle(Some(0.0));
+    assert!(gate.admit(&bob, &store, None).is_ok());
+}
+
+#[test]
+fn a_budget_admits_worst_cases_that_fit_and_names_the_reset() {
+    let gate = Gate::new();
+    let store = memory();
+    let bob = client(Limits {
+        usd_per_day: Some(0.10),
+        ..Limits::default()
+    });
+    let passes: Vec<Pass> = (0..4)
+        .map(|_| gate.admit(&bob, &store, Some(0.025)).unwrap())
+        .collect();
+    let refused = gate.admit(&bob, &store, Some(0.025)).err().unwrap();
+    assert!(
+        refused.contains("daily budget")
+            && refused.contains("max_usd_per_day")
+            && refused.contains("resets at")
+            && refused.contains("T00:00:00Z"),
+        "{refused}"
+    );
+    // A run that cost less than its worst case gives the rest back.
+    let mut passes = passes.into_iter();
+    passes.next().unwrap().settle(Some(0.001));
+    assert!(gate.admit(&bob, &store, Some(0.02)).is_ok());
+    let no_ceiling = gate.admit(&bob, &store, None).err().unwrap();
+    assert!(no_ceiling.contains("limits.max_cost_usd"), "{no_ceiling}");
+}
