@@ -303,7 +303,10 @@ impl Access {
                 tracing::info!(target: AUDIT, client = "-", reason = "unknown or revoked token", "refused a request with a wrong bearer token");
                 Some(unauthorized(
                     headers,
-                    super::discovery::challenge(headers, "The bearer token sent is wrong or revoked."),
+                    super::discovery::challenge(
+                        headers,
+                        "The bearer token sent is wrong or revoked.",
+                    ),
                     "chorus: the bearer token is wrong or revoked: send `Authorization: Bearer <token>` with the token the server's operator gave you (CHORUS_TOKEN, or your own from [[http.clients]]).\n",
                 ))
             }

@@ -17,8 +17,8 @@
 
 mod access;
 mod cancel;
-mod discovery;
 mod clients;
+mod discovery;
 mod listen;
 mod message;
 mod setup;
