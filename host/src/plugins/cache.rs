@@ -79,7 +79,12 @@ impl CompileCache {
         }
         let component = compile(engine, name, wasm, "first load; cached afterwards")?;
         if let Err(e) = entry.write(&component) {
-            tracing::warn!("cannot write the plugin cache in {}: {e:#}", dir.display());
+            // A read-only or sandboxed home: the plugin still runs, compiled
+            // again on the next start.
+            tracing::info!(
+                "cannot write the plugin cache in {} ({e:#}); `{name}` is kept in memory only",
+                dir.display()
+            );
         }
         Ok((component, Source::Compiled))
     }
