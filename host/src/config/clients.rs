@@ -193,30 +193,20 @@ mod tests {
 
     use crate::config::{ConfigError, Loaded};
 
-    const BASE: &str = r#"
-[limits]
-max_cost_usd = 0.5
-[providers.p]
-base_url = "http://127.0.0.1:9/v1"
-[models.m]
-[plugins.s]
-builtin = "static-panel"
-[plugins.r]
-builtin = "passthrough"
-[plugins.y]
-builtin = "synthesize"
-[pipelines.ask]
-description = "d"
-selector = "s"
-prompter = "r"
-synthesizer = "y"
-"#;
+    /// The config tests' minimal configuration, with a ceiling per run
+    /// (which a budget needs).
+    fn base() -> String {
+        format!(
+            "[limits]\nmax_cost_usd = 0.5\n{}",
+            super::super::tests::MINIMAL
+        )
+    }
 
     const SHA: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
 
     fn parse(clients: &str) -> Result<Loaded, ConfigError> {
         Loaded::parse(
-            &format!("{BASE}\n{clients}"),
+            &format!("{}\n{clients}", base()),
             "test.toml",
             PathBuf::from("."),
         )
@@ -341,7 +331,7 @@ admin = true
     fn a_budget_needs_a_ceiling_per_run() {
         let text = format!(
             "{}\n[[http.clients]]\nname = \"a\"\ntoken_env = \"T\"\nmax_usd_per_day = 1\n",
-            BASE.replace("max_cost_usd = 0.5", "")
+            base().replace("max_cost_usd = 0.5", "")
         );
         let error = Loaded::parse(&text, "test.toml", PathBuf::from(".")).unwrap_err();
         assert!(error.message.contains("limits.max_cost_usd"), "{error}");
