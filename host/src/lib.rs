@@ -10,6 +10,7 @@
 //! and `text`, the leaf that cuts strings.
 
 pub mod app;
+pub mod attach;
 pub mod budget;
 pub mod cli;
 pub mod client;

@@ -1,7 +1,8 @@
-//! Cutting text to a limit and writing bytes as hex: the one place that
-//! knows a cut must fall on a character boundary. Everything that shortens
-//! outside text (provider replies, plugin output, prompts, answers) cuts
-//! here, so none of it can panic inside a multi-byte character.
+//! Cutting text to a limit, writing bytes as hex and sizes for people:
+//! the one place that knows a cut must fall on a character boundary.
+//! Everything that shortens outside text (provider replies, plugin output,
+//! prompts, answers) cuts here, so none of it can panic inside a
+//! multi-byte character.
 
 use std::fmt::Write;
 
@@ -32,6 +33,16 @@ pub fn hex(bytes: &[u8]) -> String {
         let _ = write!(out, "{b:02x}");
     }
     out
+}
+
+/// A size for people: `1.5 KiB`, `2.0 MiB`, `12 bytes`.
+pub fn show_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / f64::from(1u32 << 30)),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20)),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} bytes"),
+    }
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use crate::budget::{Gate, Pass};
 use crate::client::Client;
 use crate::config::{ConfigError, Loaded};
 use crate::metrics::{Flight, Metrics};
-use crate::pipeline::{Merger, Progress, RunError, Runner, events, options};
+use crate::pipeline::{Merger, Progress, Question, RunError, Runner, events, options};
 use crate::record::{RunRecord, StoredRun};
 use crate::store::{CallLookup, Links, Lookup, Page, Query, Recorder, Store, StoreError};
 
@@ -130,7 +130,7 @@ impl Chorus {
         &self,
         client: &Arc<Client>,
         pipeline: &str,
-        prompt: String,
+        question: Question,
         mut options: Map<String, Value>,
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
@@ -157,7 +157,7 @@ impl Chorus {
             progress,
             |runner, progress| async move {
                 runner
-                    .run_continuing(pipeline, prompt, options, conversation, progress)
+                    .run_continuing(pipeline, question, options, conversation, progress)
                     .await
             },
         )
@@ -386,12 +386,12 @@ impl Chorus {
     pub async fn dry_run(
         &self,
         pipeline: &str,
-        prompt: String,
+        question: Question,
         options: Map<String, Value>,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
         self.runner()
-            .dry_run(pipeline, prompt, options, progress)
+            .dry_run(pipeline, question, options, progress)
             .await
     }
 }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::app::Chorus;
+use crate::attach;
 use crate::client::Client;
 use crate::pipeline::Event;
 use crate::record::{AnswerKind, CallRecord, RunRecord, show_usd};
@@ -39,6 +40,15 @@ pub struct Args {
     /// placeholder answers, the worst-case cost — without calling any model.
     #[arg(long)]
     dry_run: bool,
+    /// Attach a file: an image (PNG, JPEG, WebP, GIF), a PDF, audio, or a
+    /// text file (repeatable). `-` reads the bytes from stdin (give the
+    /// prompt as an argument then, and its type with --attach-type).
+    #[arg(long, value_name = "FILE")]
+    attach: Vec<std::path::PathBuf>,
+    /// The media type of the `--attach -` bytes, e.g. `image/png`: checked
+    /// against what the bytes are.
+    #[arg(long, value_name = "MIME")]
+    attach_type: Option<String>,
     /// A pipeline option, e.g. `-o agents=8` (repeatable; see `chorus check`).
     #[arg(long = "option", short = 'o', value_name = "NAME=VALUE", value_parser = parse_option)]
     options: Vec<(String, serde_json::Value)>,
@@ -77,6 +87,48 @@ fn read_prompt(input: impl Read, limit: usize) -> Result<String, String> {
     })
 }
 
+/// The `--attach` files, read (whatever the user names: the CLI is theirs)
+/// and held to the configured limits.
+fn attachments(args: &Args, limits: &attach::Limits) -> Result<attach::Attachments, String> {
+    let stdin_prompt = args.prompt.as_deref().is_none_or(|p| p == "-");
+    let mut sources = Vec::with_capacity(args.attach.len());
+    for path in &args.attach {
+        if path.as_os_str() != "-" {
+            sources.push(attach::Source::Path(path.clone()));
+            continue;
+        }
+        if stdin_prompt {
+            return Err(
+                "`--attach -` reads the attachment from stdin: give the prompt as an argument"
+                    .into(),
+            );
+        }
+        let Some(claimed) = &args.attach_type else {
+            return Err("`--attach -` needs --attach-type, e.g. --attach-type image/png".into());
+        };
+        let mut bytes = Vec::new();
+        let cap = limits.max_attachment_bytes as u64 + 1;
+        std::io::stdin()
+            .lock()
+            .take(cap)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read the attachment from stdin: {e}"))?;
+        if let Ok((_, found)) = attach::sniff::sniff(&bytes)
+            && found != claimed.as_str()
+            && !(found == "text/plain" && claimed.starts_with("text/"))
+        {
+            return Err(format!(
+                "the bytes on stdin are {found}, not {claimed} (--attach-type)"
+            ));
+        }
+        sources.push(attach::Source::Bytes {
+            bytes,
+            name: Some("stdin".to_owned()),
+        });
+    }
+    attach::load(sources, &attach::Access::Anywhere, limits)
+}
+
 pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
     let prompt = match args.prompt.as_deref() {
         Some(p) if p != "-" => p.to_owned(),
@@ -90,6 +142,18 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
                 }
             }
         }
+    };
+    let limits = chorus.runner().loaded.config.limits.attachments();
+    let attachments = match attachments(&args, &limits) {
+        Ok(attachments) => attachments,
+        Err(message) => {
+            eprintln!("chorus: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let question = crate::pipeline::Question {
+        text: prompt,
+        attachments,
     };
     let runner = chorus.runner();
     let Some(pipeline) = args
@@ -110,7 +174,7 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
         let options = args.options.into_iter().collect();
-        return super::dry_run::run(&chorus, pipeline, prompt, options, args.json).await;
+        return super::dry_run::run(&chorus, pipeline, question, options, args.json).await;
     }
     if let Some(code) = first_contact(&chorus).await {
         return code;
@@ -123,7 +187,7 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
     }
     let local = Client::local();
     let outcome = tokio::select! {
-        outcome = chorus.run(&local, pipeline, prompt, options, progress) => outcome,
+        outcome = chorus.run(&local, pipeline, question, options, progress) => outcome,
         _ = tokio::signal::ctrl_c() => {
             eprintln!("chorus: cancelled");
             return ExitCode::from(130);

@@ -33,7 +33,7 @@ struct Call {
 pub async fn run(
     chorus: &Chorus,
     pipeline: &str,
-    prompt: String,
+    question: crate::pipeline::Question,
     options: Map<String, Value>,
     json: bool,
 ) -> ExitCode {
@@ -51,7 +51,7 @@ pub async fn run(
             }
         })
     };
-    let record = match chorus.dry_run(pipeline, prompt, options, progress).await {
+    let record = match chorus.dry_run(pipeline, question, options, progress).await {
         Ok(record) => record,
         Err(e) => {
             eprintln!("chorus: {e}");
@@ -105,6 +105,7 @@ fn as_json(record: &RunRecord, plan: Option<&Plan>, calls: &[Call]) -> Value {
             "label": c.request.label,
             "model": c.request.model,
             "messages": c.request.messages,
+            "attachments": c.request.attachments.infos(),
             "sampling": c.request.sampling,
             "worst_case_usd": c.worst.as_ref().ok(),
             "worst_case_unknown": c.worst.as_ref().err(),

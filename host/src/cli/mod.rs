@@ -198,6 +198,7 @@ impl Panel {
                 .unwrap_or_default(),
             pipeline: text(&pipeline.map(str::to_owned)),
             base_url: text(&self.base_url),
+            attachment_dirs: Vec::new(),
         }
     }
 }

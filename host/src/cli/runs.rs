@@ -18,7 +18,8 @@ use crate::record::{RunStatus, StoredRun};
 use crate::store::{Cursor, Lookup, Query, Retention, Store, StoreError, now_ms};
 
 mod render;
-use render::{bytes, dollars, local_time, short_id_width, show};
+use crate::text::show_bytes;
+use render::{dollars, local_time, short_id_width, show};
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -222,9 +223,9 @@ fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode,
                 out,
                 "removed {} run(s) ({}); kept {} run(s) ({}) in {}",
                 pruned.removed,
-                bytes(pruned.removed_bytes),
+                show_bytes(pruned.removed_bytes),
                 pruned.kept,
-                bytes(pruned.kept_bytes),
+                show_bytes(pruned.kept_bytes),
                 store.describe().trim_start_matches("the run store at ")
             )?;
         }
@@ -477,7 +478,7 @@ mod tests {
         assert_eq!(dollars(0.003), "$0.0030");
         assert_eq!(dollars(0.00001), "<$0.0001");
         assert_eq!(dollars(0.0), "$0.0000");
-        assert_eq!(bytes(1536), "1.5 KiB");
-        assert_eq!(bytes(12), "12 bytes");
+        assert_eq!(show_bytes(1536), "1.5 KiB");
+        assert_eq!(show_bytes(12), "12 bytes");
     }
 }

@@ -39,6 +39,11 @@ pub struct Args {
     /// With --http they are also at /metrics there, behind the token.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// A directory an MCP client on stdio may attach files from, besides the
+    /// roots it shares; repeatable (adds to [limits] attachment_dirs).
+    /// Over HTTP no path is ever read.
+    #[arg(long = "allow-dir", value_name = "DIR")]
+    allow_dirs: Vec<std::path::PathBuf>,
     #[command(flatten)]
     panel: super::Panel,
     /// The pipeline whose panel --models changes, and the default one.
@@ -62,7 +67,8 @@ impl Args {
 
 pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
     let watch = !args.no_watch;
-    let overrides = args.panel.overrides(args.pipeline.as_deref());
+    let mut overrides = args.panel.overrides(args.pipeline.as_deref());
+    overrides.attachment_dirs = args.allow_dirs.clone();
     let metrics = args.metrics.as_deref();
     let Some(listen) = args.http else {
         return stdio(config, watch, &overrides, metrics).await;

@@ -3,6 +3,7 @@
 //! Every error names the file, the key and what would be valid, because the
 //! person reading it is usually looking at an MCP client's log, not a debugger.
 
+mod attachments;
 mod clients;
 mod fallbacks;
 mod fan_out;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use attachments::MODALITIES;
 pub use clients::{HttpClient, sha256_hex};
 pub use fallbacks::chains as fallback_chains;
 pub use files::{MAX_CONFIG_BYTES, MAX_PLUGIN_BYTES, read_regular_file};

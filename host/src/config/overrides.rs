@@ -27,6 +27,8 @@ pub struct Overrides {
     pub pipeline: Option<String>,
     /// A new `base_url` for the (only) provider.
     pub base_url: Option<String>,
+    /// Directories added to `limits.attachment_dirs` (`serve --allow-dir`).
+    pub attachment_dirs: Vec<std::path::PathBuf>,
 }
 
 /// A comma-separated list of model ids: `a, b,c` -> `[a, b, c]`.
@@ -56,6 +58,15 @@ impl Overrides {
     /// Changes `config`; `(key, message)` when it cannot, the message saying
     /// which flag or variable to fix.
     pub fn apply(&self, config: &mut Config) -> Result<(), (String, String)> {
+        for dir in &self.attachment_dirs {
+            let dir = std::path::absolute(dir).map_err(|e| {
+                (
+                    "limits.attachment_dirs".to_owned(),
+                    format!("--allow-dir {}: {e}", dir.display()),
+                )
+            })?;
+            config.limits.attachment_dirs.push(dir);
+        }
         if let Some(url) = &self.base_url {
             set_base_url(config, url)?;
         }

@@ -68,6 +68,26 @@ pub struct Limits {
     /// own deadline. Also sizes the plugins' instance pool, so it caps the
     /// plugins' memory at this many times their largest `max_memory_mib`.
     pub max_concurrent_runs: u32,
+    /// Largest attachment accepted, in bytes.
+    pub max_attachment_bytes: usize,
+    /// Attachments one run may carry.
+    pub max_attachments: usize,
+    /// All of one run's attachments together, in bytes.
+    pub max_attachments_bytes: usize,
+    /// Directories an MCP client on stdio may attach files from, besides
+    /// the roots it shares (`chorus serve --allow-dir` adds to them).
+    pub attachment_dirs: Vec<PathBuf>,
+}
+
+impl Limits {
+    /// What one run may attach.
+    pub fn attachments(&self) -> crate::attach::Limits {
+        crate::attach::Limits {
+            max_attachments: self.max_attachments,
+            max_attachment_bytes: self.max_attachment_bytes,
+            max_attachments_bytes: self.max_attachments_bytes,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -81,6 +101,10 @@ impl Default for Limits {
             task_ttl: Duration::from_secs(3600),
             max_cost_usd: None,
             max_concurrent_runs: 64,
+            max_attachment_bytes: 20 << 20,
+            max_attachments: 10,
+            max_attachments_bytes: 50 << 20,
+            attachment_dirs: Vec::new(),
         }
     }
 }
@@ -287,6 +311,11 @@ pub struct Model {
     /// plugins ask it for JSON of a schema. Wins over the catalog.
     #[serde(default)]
     pub supported_parameters: Option<Vec<String>>,
+    /// What the model takes as input (`text`, `image`, `file`, `audio`),
+    /// when its provider's catalog does not say (or says wrong). Wins over
+    /// the catalog.
+    #[serde(default)]
+    pub input: Option<Vec<String>>,
     /// JSON fields merged into every request body for this model, over the
     /// provider's `extra_body` and the plugins' sampling: e.g. OpenRouter's
     /// `reasoning = { effort = "high" }`, `max_tokens`, `provider = { … }`.
@@ -349,6 +378,38 @@ pub struct Pipeline {
     /// `{ "ID" = ["fallback", …] }` (an empty list: no fallback here).
     #[serde(default)]
     pub fallbacks: BTreeMap<String, Vec<String>>,
+    /// What a panel member that cannot take an attachment's kind gets.
+    #[serde(default)]
+    pub attachments_for_text_models: ForTextModels,
+    /// The model (of [models]) that describes attachments for those that
+    /// cannot see them; the cheapest that can see them all when unset.
+    #[serde(default)]
+    pub describer: Option<String>,
+}
+
+/// `attachments_for_text_models`: what a panel member gets when it cannot
+/// take an attachment's kind (an image, a PDF, audio).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ForTextModels {
+    /// It is left out of the panel; the notes and the call list say why.
+    Skip,
+    /// A model that can see the attachments first describes them; the
+    /// member gets the description, marked as one.
+    #[default]
+    Describe,
+    /// The run fails at planning, before anything is spent.
+    Fail,
+}
+
+impl ForTextModels {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Skip => "skip",
+            Self::Describe => "describe",
+            Self::Fail => "fail",
+        }
+    }
 }
 
 /// One option of a pipeline's tool.

@@ -382,6 +382,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
     }
 
     super::fallbacks::check(config)?;
+    super::attachments::check(config)?;
 
     for (name, pipeline) in &config.pipelines {
         let valid_tool_name = !name.is_empty()

@@ -217,6 +217,7 @@ async fn judged(llm: &Llm, model: &str, item: &Reference<'_>, answer: &str) -> G
             ..Sampling::default()
         },
         response_format: None,
+        attachments: Default::default(),
     };
     match llm.complete(&request).await.outcome {
         Ok(reply) => {

@@ -217,7 +217,7 @@ async fn ask(
                 .run(
                     &Client::local(),
                     name,
-                    question,
+                    crate::pipeline::Question::text(question),
                     serde_json::Map::new(),
                     ignore(),
                 )

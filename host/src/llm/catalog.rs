@@ -59,6 +59,11 @@ pub struct Listed {
     pub cache_write_price: Option<f64>,
     #[serde(default)]
     pub supported_parameters: Vec<String>,
+    /// What the model takes as input (`text`, `image`, `file`, `audio`),
+    /// from OpenRouter's `architecture.input_modalities`; empty when the
+    /// provider does not say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub input_modalities: Vec<String>,
 }
 
 /// A provider's list, and where it came from.
@@ -383,6 +388,13 @@ struct WireModel<'a> {
     pricing: Option<WirePricing>,
     top_provider: Option<WireTop>,
     supported_parameters: Strings,
+    architecture: Option<WireArchitecture>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct WireArchitecture {
+    input_modalities: Strings,
 }
 
 #[derive(Deserialize, Default)]
@@ -441,6 +453,7 @@ pub fn parse(body: &[u8]) -> Result<Vec<Listed>, String> {
                 cache_read_price: per_million(pricing.input_cache_read),
                 cache_write_price: per_million(pricing.input_cache_write),
                 supported_parameters: m.supported_parameters.0,
+                input_modalities: m.architecture.unwrap_or_default().input_modalities.0,
             })
         })
         .collect())

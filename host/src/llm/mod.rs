@@ -60,6 +60,10 @@ pub struct ModelInfo {
     /// Request parameters the provider says the model accepts (`None`:
     /// not known).
     pub supported_parameters: Option<Vec<String>>,
+    /// What the model takes as input (`text`, `image`, `file`, `audio`):
+    /// `[models] input`, else the catalog's; `None`: nobody says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_modalities: Option<Vec<String>>,
     /// Where the prices come from, when there are any.
     pub prices_source: Option<PriceSource>,
     /// Whether the provider's catalog lists the model (`None`: no catalog).
@@ -96,6 +100,16 @@ impl ModelInfo {
             }
             _ => FormatSent::None,
         }
+    }
+
+    /// Whether the model takes `kind` as it is: text always; the rest when
+    /// its input modalities list it.
+    pub fn takes(&self, kind: crate::attach::Kind) -> bool {
+        kind == crate::attach::Kind::Text
+            || self
+                .input_modalities
+                .as_deref()
+                .is_some_and(|m| m.iter().any(|k| k == kind.modality()))
     }
 
     /// USD for these token counts, when both prices are known.
@@ -345,6 +359,11 @@ impl Llm {
                         .supported_parameters
                         .clone()
                         .or_else(|| listed.map(|l| l.supported_parameters.clone())),
+                    input_modalities: m.input.clone().or_else(|| {
+                        listed
+                            .filter(|l| !l.input_modalities.is_empty())
+                            .map(|l| l.input_modalities.clone())
+                    }),
                     prices_source,
                     listed: catalog.as_ref().map(|_| listed.is_some()),
                 };

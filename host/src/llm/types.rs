@@ -41,6 +41,10 @@ pub struct ChatRequest {
     /// Ask for JSON, or JSON of a schema; `None` for free text. Sent only
     /// to models that accept it (see `FormatSent`).
     pub response_format: Option<ResponseFormat>,
+    /// Images, PDFs and audio the model sees as they are, sent with the
+    /// last user message (text attachments and descriptions are in the
+    /// messages already). Shared by every call of the run.
+    pub attachments: crate::attach::Attachments,
 }
 
 /// How a reply must be written when a plugin reads it as data.
@@ -212,10 +216,13 @@ pub enum FailureKind {
     /// The model spent its whole token budget (often on reasoning) and
     /// wrote no answer.
     TokenLimit,
+    /// Never sent: the model cannot take the run's attachments (an image,
+    /// a PDF, audio) and the pipeline leaves such models out.
+    UnsupportedInput,
 }
 
 impl FailureKind {
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::Timeout,
         Self::RateLimited,
         Self::HttpStatus,
@@ -228,6 +235,7 @@ impl FailureKind {
         Self::MissingApiKey,
         Self::Cut,
         Self::TokenLimit,
+        Self::UnsupportedInput,
     ];
 
     /// The kind whose `as_str` is `text` (as a stored record spells it).
@@ -249,6 +257,7 @@ impl FailureKind {
             Self::MissingApiKey => "missing-api-key",
             Self::Cut => "cut",
             Self::TokenLimit => "token-limit",
+            Self::UnsupportedInput => "unsupported-input",
         }
     }
 }

@@ -23,6 +23,7 @@ use super::secret::Scrubber;
 use super::types::{
     ChatRequest, Failure, FailureKind, FormatSent, Message, Reply, ResponseFormat, Usage,
 };
+use crate::attach::{Attachment, Attachments, Body, Kind};
 use crate::text::ellipsized;
 use lenient::{Content, First, Text, WireError, WireUsage};
 
@@ -41,48 +42,125 @@ fn prefix_end(messages: &[Message]) -> Option<usize> {
 }
 
 /// The messages as sent: the one at `mark` (if any) as a content block
-/// carrying `cache_control: {"type": "ephemeral"}`.
+/// carrying `cache_control: {"type": "ephemeral"}`, and the last user
+/// message followed by the attachments' parts, when there are any.
 struct Messages<'a> {
     messages: &'a [Message],
     mark: Option<usize>,
+    attachments: &'a Attachments,
 }
 
 impl Serialize for Messages<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
         #[derive(Serialize)]
-        struct Marked<'a> {
+        struct Parts<'a> {
             role: super::types::Role,
-            content: [Block<'a>; 1],
+            content: Vec<Part<'a>>,
         }
-        #[derive(Serialize)]
-        struct Block<'a> {
-            r#type: &'static str,
-            text: &'a str,
-            cache_control: CacheControl,
-        }
-        #[derive(Serialize)]
-        struct CacheControl {
-            r#type: &'static str,
-        }
+        let attach_at = (!self.attachments.is_empty())
+            .then(|| {
+                self.messages
+                    .iter()
+                    .rposition(|m| m.role == super::types::Role::User)
+            })
+            .flatten();
         let mut seq = serializer.serialize_seq(Some(self.messages.len()))?;
         for (i, message) in self.messages.iter().enumerate() {
-            if Some(i) == self.mark {
-                seq.serialize_element(&Marked {
-                    role: message.role,
-                    content: [Block {
-                        r#type: "text",
-                        text: &message.content,
-                        cache_control: CacheControl {
-                            r#type: "ephemeral",
-                        },
-                    }],
-                })?;
-            } else {
+            let marked = Some(i) == self.mark;
+            if !marked && Some(i) != attach_at {
                 seq.serialize_element(message)?;
+                continue;
             }
+            let mut content = vec![Part::Text {
+                text: &message.content,
+                cache_control: marked.then_some(CacheControl {
+                    r#type: "ephemeral",
+                }),
+            }];
+            if Some(i) == attach_at {
+                content.extend(self.attachments.binary().map(Part::of));
+            }
+            seq.serialize_element(&Parts {
+                role: message.role,
+                content,
+            })?;
         }
         seq.end()
+    }
+}
+
+#[derive(Serialize)]
+struct CacheControl {
+    r#type: &'static str,
+}
+
+/// One content part of a message, as OpenAI-compatible providers take it.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text {
+        text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+    ImageUrl {
+        image_url: Url,
+    },
+    /// OpenRouter's (and OpenAI's) PDF input.
+    File {
+        file: File<'a>,
+    },
+    InputAudio {
+        input_audio: Audio<'a>,
+    },
+}
+
+#[derive(Serialize)]
+struct Url {
+    url: String,
+}
+
+#[derive(Serialize)]
+struct File<'a> {
+    filename: &'a str,
+    file_data: String,
+}
+
+#[derive(Serialize)]
+struct Audio<'a> {
+    data: &'a str,
+    format: &'a str,
+}
+
+impl<'a> Part<'a> {
+    fn of(attachment: &'a Attachment) -> Self {
+        match attachment.kind {
+            Kind::Pdf => Self::File {
+                file: File {
+                    filename: &attachment.name,
+                    file_data: attachment.url(),
+                },
+            },
+            Kind::Audio => match &attachment.body {
+                Body::Base64(data) => Self::InputAudio {
+                    input_audio: Audio {
+                        data,
+                        format: attachment.audio_format(),
+                    },
+                },
+                _ => Self::ImageUrl {
+                    image_url: Url {
+                        url: attachment.url(),
+                    },
+                },
+            },
+            Kind::Image | Kind::Text => Self::ImageUrl {
+                image_url: Url {
+                    url: attachment.url(),
+                },
+            },
+        }
     }
 }
 
@@ -135,6 +213,7 @@ pub fn request_body(
         messages: Messages {
             messages: &request.messages,
             mark: prefix_end(&request.messages).filter(|_| caches_when_told(&request.model)),
+            attachments: &request.attachments,
         },
         stream,
     };
@@ -379,3 +458,5 @@ pub fn excerpt(body: &[u8], scrubber: &Scrubber) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_attachments;

@@ -13,6 +13,7 @@
 //!   MCP Apps.
 
 mod app;
+mod attachments;
 mod changes;
 pub mod http;
 mod progress;

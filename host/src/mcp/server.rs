@@ -20,7 +20,7 @@ use super::progress::Reporter;
 use super::tasks::Tasks;
 use super::tools::Call;
 use super::transport::Session;
-use super::{app, changes, resources, tools};
+use super::{app, attachments, changes, resources, tools};
 use crate::app::Chorus;
 use crate::client::Client;
 
@@ -246,9 +246,21 @@ impl ServerHandler for Server {
                 None,
             ));
         }
-        let call = match Call::parse(name.clone(), request.arguments, client) {
+        let call = match Call::parse(name.clone(), request.arguments.clone(), client) {
             Ok(call) => call,
             Err(message) => return Ok(tools::refusal(&name, &message).into()),
+        };
+        let over_http = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .is_some();
+        let limits = &self.chorus.runner().loaded.config.limits;
+        let call = match attachments::load(call, &request, &context, limits, over_http).await {
+            attachments::Next::Ready(call) => call,
+            attachments::Next::Ask(ask) => return Ok(CallToolResponse::InputRequired(ask)),
+            attachments::Next::Refuse(message) => {
+                return Ok(tools::refusal(&name, &message).into());
+            }
         };
         // Tasks are part of MCP 2026-07-28: a client on an older version may
         // declare the extension (the Inspector CLI does) without being able

@@ -12,9 +12,10 @@ use serde_json::{Value, json};
 
 use super::resources::RUN_URI_PREFIX;
 use crate::app::Chorus;
+use crate::attach;
 use crate::client::Client;
 use crate::config::Pipeline;
-use crate::pipeline::{Merger, Progress, RunError, Runner, options};
+use crate::pipeline::{Merger, Progress, Question, RunError, Runner, options};
 use crate::record::{AnswerKind, RunRecord, Totals};
 
 /// The result's shape, kept compact: every tool repeats it in `tools/list`,
@@ -173,8 +174,14 @@ pub struct Call {
 }
 
 pub enum Work {
-    /// A pipeline on a prompt (`options` may hold the built-in ones).
-    Run { prompt: String, options: JsonObject },
+    /// A pipeline on a question (`options` may hold the built-in ones);
+    /// `sources` are the attachments named, read by `attachments::load`
+    /// into the question before the run.
+    Run {
+        question: Question,
+        options: JsonObject,
+        sources: Vec<attach::Source>,
+    },
     /// A kept run's answers merged again.
     Resynthesize { run_id: String, merger: Merger },
 }
@@ -191,8 +198,13 @@ impl Call {
             let (run_id, merger) = resynthesis_arguments(arguments)?;
             Work::Resynthesize { run_id, merger }
         } else {
-            let (prompt, options) = split_arguments(arguments)?;
-            Work::Run { prompt, options }
+            let (prompt, mut options) = split_arguments(arguments)?;
+            let sources = attach::take(&mut options)?;
+            Work::Run {
+                question: Question::text(prompt),
+                options,
+                sources,
+            }
         };
         Ok(Self { tool, work, client })
     }
@@ -204,9 +216,11 @@ impl Call {
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
         match self.work {
-            Work::Run { prompt, options } => {
+            Work::Run {
+                question, options, ..
+            } => {
                 chorus
-                    .run(&self.client, &self.tool, prompt, options, progress)
+                    .run(&self.client, &self.tool, question, options, progress)
                     .await
             }
             Work::Resynthesize { run_id, merger } => {

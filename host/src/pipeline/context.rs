@@ -18,10 +18,11 @@ mod recording;
 #[cfg(test)]
 pub use recording::call_record;
 
+use super::attachments::{DESCRIBE, Descriptions, RunAttachments, descriptions};
 use super::budget::{Budget, Ceiling, Reservation};
 use super::events::{Event, Progress, Stage, TOKENS_EVERY};
-use super::follow_up;
 use super::stragglers::{self, Ended, Policy};
+use super::{FAN_OUT, follow_up};
 use crate::config::{FanOut, show_duration};
 use crate::llm::{
     Attempts, CallHooks, ChatRequest, Completion, Failure, FailureKind, Llm, Message, ModelInfo,
@@ -75,6 +76,10 @@ pub struct RunContext {
     /// The stage rank of the run's next batch of calls: one more per batch,
     /// so a run further along gets the providers' permits first.
     next_rank: AtomicU32,
+    /// The run's attachments, placed on every request (see `attachments`).
+    attachments: Option<Arc<RunAttachments>>,
+    /// Their descriptions, written once, by the first batch that needs them.
+    descriptions: tokio::sync::OnceCell<Arc<Descriptions>>,
 }
 
 /// A call's live state, readable after it is cut.
@@ -111,7 +116,81 @@ impl RunContext {
             history: Vec::new(),
             run_seq: next_run_seq(),
             next_rank: AtomicU32::new(0),
+            attachments: None,
+            descriptions: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// Every request of the run will carry `attachments` (see
+    /// `pipeline::attachments`).
+    pub fn with_attachments(mut self, attachments: Option<Arc<RunAttachments>>) -> Self {
+        self.attachments = attachments;
+        self
+    }
+
+    /// Holds the fan-out's models to the pipeline's policy for attachments,
+    /// before anything is spent; what it decided goes in the notes.
+    pub fn plan_attachments(&self, requests: &[ChatRequest]) -> Result<(), String> {
+        let Some(attachments) = &self.attachments else {
+            return Ok(());
+        };
+        let panel: Vec<&str> = requests.iter().map(|r| r.model.as_str()).collect();
+        for note in attachments.plan(&self.llm, &panel)? {
+            self.note(note);
+        }
+        Ok(())
+    }
+
+    /// The attachments placed on each request; `Some(failure)` for those
+    /// left out. Descriptions are written first where a model needs them.
+    async fn place_attachments(
+        &self,
+        stage: &str,
+        requests: &mut [ChatRequest],
+    ) -> Vec<Option<Failure>> {
+        let Some(attachments) = self.attachments.as_ref().filter(|_| stage != DESCRIBE) else {
+            return vec![None; requests.len()];
+        };
+        let descriptions = if attachments.needs_descriptions(&self.llm, requests) {
+            Some(self.describe(attachments).await)
+        } else {
+            None
+        };
+        requests
+            .iter_mut()
+            .map(|request| {
+                attachments
+                    .place(
+                        request,
+                        stage == FAN_OUT,
+                        &self.llm,
+                        descriptions.as_deref(),
+                    )
+                    .err()
+            })
+            .collect()
+    }
+
+    /// The attachments described, once per run, by its describer.
+    async fn describe(&self, attachments: &RunAttachments) -> Arc<Descriptions> {
+        let made = self.descriptions.get_or_init(|| async {
+            match attachments.describer(&self.llm) {
+                Ok(describer) => {
+                    let requests = attachments.describe_requests(&describer);
+                    let completions = Box::pin(self.fan_out(DESCRIBE, requests)).await;
+                    descriptions(describer, &attachments.all, completions)
+                }
+                Err(why) => Arc::new(Descriptions {
+                    model: String::new(),
+                    by_id: attachments
+                        .all
+                        .binary()
+                        .map(|a| (a.id, Err(why.clone())))
+                        .collect(),
+                }),
+            }
+        });
+        made.await.clone()
     }
 
     /// Every request of the run will carry `history` (a follow-up's
@@ -179,7 +258,8 @@ impl RunContext {
     /// Runs `requests` all at once (each provider's concurrency cap still
     /// applies) under the fan-out policy and the budgets, and returns their
     /// outcomes in request order.
-    pub async fn fan_out(&self, stage: &str, requests: Vec<ChatRequest>) -> Vec<Completion> {
+    pub async fn fan_out(&self, stage: &str, mut requests: Vec<ChatRequest>) -> Vec<Completion> {
+        let left_out = self.place_attachments(stage, &mut requests).await;
         let stage: Arc<str> = Arc::from(stage);
         let policy = self.policy();
         let priority = Priority {
@@ -191,12 +271,18 @@ impl RunContext {
         enum Admission {
             Send(u32, Reservation),
             Skip(u32, String),
+            LeftOut(u32, Failure),
             Refuse,
         }
         let admitted: Vec<(Admission, Arc<ChatRequest>)> = requests
             .into_iter()
-            .map(|mut request| {
+            .zip(left_out)
+            .map(|(mut request, left_out)| {
                 follow_up::insert(&mut request.messages, &self.history);
+                if let Some(failure) = left_out {
+                    let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                    return (Admission::LeftOut(id, failure), Arc::new(request));
+                }
                 let admission = match self.admit() {
                     None => Admission::Refuse,
                     Some(id) => match self.budget.reserve(&self.llm, &request) {
@@ -231,6 +317,12 @@ impl RunContext {
                     completion.id = Some(*id);
                     self.record(*id, &stage, &completion, None);
                     skipped.push(request.model.clone());
+                    outcomes.push(Some(completion));
+                }
+                Admission::LeftOut(id, failure) => {
+                    let mut completion = self.failed(request, failure.clone(), Duration::ZERO);
+                    completion.id = Some(*id);
+                    self.record(*id, &stage, &completion, None);
                     outcomes.push(Some(completion));
                 }
                 Admission::Send(id, reservation) => {

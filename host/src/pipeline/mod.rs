@@ -6,6 +6,7 @@
 //! first line. Knows nothing about MCP, the terminal, or where records are
 //! kept.
 
+mod attachments;
 mod budget;
 mod checks;
 mod context;
@@ -25,6 +26,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use attachments::RunAttachments;
 pub use budget::worst_case_usd;
 pub use events::{Event, Progress, Stage};
 pub use follow_up::{Conversation, Turn};
@@ -38,6 +40,9 @@ use crate::record::RunRecord;
 use checks::{check_roles, roles, side_by_side};
 use context::RunContext;
 use run::{Setup, ceiling};
+
+/// The stage of the panel's calls: the requests the prompter made.
+pub const FAN_OUT: &str = "fan-out";
 
 /// Time a run gets past its deadline to turn what it has into an answer.
 const WRAP_UP: Duration = Duration::from_secs(5);
@@ -64,6 +69,10 @@ pub enum RunError {
     /// A follow-up or re-synthesis names a run that is not kept.
     #[error("no run `{id}`: {why}")]
     UnknownRun { id: String, why: String },
+    /// The attachments cannot be sent to this run's models as its pipeline
+    /// says (`attachments_for_text_models`), or could not be read.
+    #[error("{0}")]
+    Attachments(String),
     /// A follow-up or re-synthesis names a run it cannot build on.
     #[error("run `{id}` {problem}")]
     UnusableRun { id: String, problem: String },
@@ -74,6 +83,23 @@ pub enum RunError {
     /// The client's grants or limits do not allow the run (`budget`).
     #[error("{0}")]
     Refused(String),
+}
+
+/// What a run is asked: the prompt, and what it came with.
+#[derive(Debug, Clone, Default)]
+pub struct Question {
+    pub text: String,
+    pub attachments: crate::attach::Attachments,
+}
+
+impl Question {
+    /// A question of text alone.
+    pub fn text(text: String) -> Self {
+        Self {
+            text,
+            attachments: crate::attach::Attachments::default(),
+        }
+    }
 }
 
 /// What running a pipeline needs: the checked config, the loaded plugins and
@@ -145,8 +171,14 @@ impl Runner {
         options: serde_json::Map<String, Value>,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
-        self.run_continuing(pipeline_name, prompt, options, None, progress)
-            .await
+        self.run_continuing(
+            pipeline_name,
+            Question::text(prompt),
+            options,
+            None,
+            progress,
+        )
+        .await
     }
 
     /// Runs `pipeline` on `prompt` as the next turn of `conversation` (a
@@ -154,14 +186,14 @@ impl Runner {
     pub async fn run_continuing(
         &self,
         pipeline_name: &str,
-        prompt: String,
+        question: Question,
         options: serde_json::Map<String, Value>,
         conversation: Option<Conversation>,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
         self.run_as(
             pipeline_name,
-            prompt,
+            question,
             options,
             conversation,
             progress,
@@ -178,17 +210,21 @@ impl Runner {
     pub async fn dry_run(
         &self,
         pipeline_name: &str,
-        prompt: String,
+        question: Question,
         options: serde_json::Map<String, Value>,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
-        self.run_as(pipeline_name, prompt, options, None, progress, true)
+        self.run_as(pipeline_name, question, options, None, progress, true)
             .await
     }
+
     async fn run_as(
         &self,
         pipeline_name: &str,
-        prompt: String,
+        Question {
+            text: prompt,
+            attachments,
+        }: Question,
         options: serde_json::Map<String, Value>,
         conversation: Option<Conversation>,
         progress: Progress,
@@ -200,6 +236,15 @@ impl Runner {
         let options =
             options::resolve(&pipeline.options, options).map_err(RunError::InvalidOptions)?;
         let ceiling = ceiling(limits.max_cost_usd, &options).map_err(RunError::InvalidOptions)?;
+        let attachments = (!attachments.is_empty()).then(|| {
+            Arc::new(RunAttachments::new(
+                attachments,
+                pipeline_name,
+                pipeline.attachments_for_text_models,
+                pipeline.describer.clone(),
+                &prompt,
+            ))
+        });
         let request = Arc::new(Request {
             run_id: uuid::Uuid::now_v7().to_string(),
             pipeline: pipeline_name.to_owned(),
@@ -223,6 +268,7 @@ impl Runner {
                 .and_then(Conversation::note)
                 .into_iter()
                 .collect(),
+            attachments,
         };
         let mut record = self
             .wrapped(setup, progress, |context| async move {
@@ -276,12 +322,15 @@ impl Runner {
         context.emit(Event::Stage(Stage::Prompt));
         let prompts = prompter.prompt(host(), request, &plan).await?;
         self.check_prompts(prompter, &prompts, context.calls_left())?;
+        context
+            .plan_attachments(&prompts.requests)
+            .map_err(RunError::Attachments)?;
 
         context.emit(Event::Stage(Stage::FanOut));
         context.emit(Event::FanOut {
             calls: prompts.requests.len(),
         });
-        let completions = context.fan_out("fan-out", prompts.requests).await;
+        let completions = context.fan_out(FAN_OUT, prompts.requests).await;
 
         context.emit(Event::Stage(Stage::Synthesize));
         let limit = self.copy_limit(synthesizer, &plan, &completions);

@@ -50,6 +50,14 @@ fn builtin_schema() -> Map<String, Value> {
             "description": "The run_id of an earlier run to follow up: the models see its question and answer first."
         }),
     );
+    properties.insert(
+        crate::attach::source::ARGUMENT.into(),
+        json!({
+            "type": "array",
+            "description": "Files the question is about: images, PDFs, audio, text. Each {\"path\": …} (a file in a directory you share; not over HTTP), {\"url\": \"https://…\"}, {\"data\": BASE64, \"mime_type\": …, \"name\": …}, or an MCP image/resource content block.",
+            "items": {"type": ["object", "string"]}
+        }),
+    );
     properties
 }
 

@@ -106,6 +106,7 @@ impl Runner {
             dry_run: false,
             answered_by: merge.synthesizer.name.clone(),
             lead_notes,
+            attachments: None,
         };
         let synthesizer = merge.synthesizer;
         let mut record = self
@@ -221,7 +222,7 @@ fn reuse(source: &StoredRun) -> (Vec<CallRecord>, Vec<Completion>) {
         .calls
         .iter()
         .map(|c| &c.call)
-        .filter(|c| c.stage == "fan-out")
+        .filter(|c| c.stage == super::FAN_OUT)
         .collect();
     fan_out.sort_by_key(|c| c.id);
     fan_out

@@ -39,6 +39,8 @@ pub(super) struct Setup {
     pub answered_by: String,
     /// Notes that open the result, ahead of the answer's own.
     pub lead_notes: Vec<String>,
+    /// What the question came with, and what the pipeline does with it.
+    pub attachments: Option<Arc<super::attachments::RunAttachments>>,
 }
 
 impl Runner {
@@ -64,7 +66,8 @@ impl Runner {
         let context = Arc::new(
             RunContext::new(self.llm.clone(), progress, limits)
                 .with_history(setup.history)
-                .with_reused(setup.reused),
+                .with_reused(setup.reused)
+                .with_attachments(setup.attachments),
         );
         let _slot = self.run_slot(&context, setup.run_timeout).await?;
         let (answer, fan_out) =

@@ -54,6 +54,7 @@ impl Runner {
             dry_run: false,
             answered_by: "chorus".to_owned(),
             lead_notes: Vec::new(),
+            attachments: None,
         };
         let chat = ChatRequest {
             label: "panel".to_owned(),
@@ -64,11 +65,12 @@ impl Runner {
             }],
             sampling: Sampling::default(),
             response_format: None,
+            attachments: Default::default(),
         };
         self.wrapped(setup, progress, |context| async move {
             context.emit(Event::Stage(Stage::FanOut));
             context.emit(Event::FanOut { calls: 1 });
-            let completions = context.fan_out("fan-out", vec![chat]).await;
+            let completions = context.fan_out(super::FAN_OUT, vec![chat]).await;
             let answered = completions
                 .iter()
                 .find_map(|c| Some((c.id?, c.outcome.as_ref().ok()?.content.clone())));

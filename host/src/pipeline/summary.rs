@@ -24,7 +24,7 @@ pub(super) fn summary(answer: &Answer, fan_out: &[Completion], calls: &[CallReco
     // When nothing answered, say why once per distinct cause, not once
     // per model: a missing key or a dead host reads as one line.
     let mut causes: Vec<(String, Vec<&str>)> = Vec::new();
-    for call in calls.iter().filter(|c| c.stage == "fan-out") {
+    for call in calls.iter().filter(|c| c.stage == super::FAN_OUT) {
         let Some(error) = &call.error else { continue };
         let cause = error.to_string();
         match causes.iter_mut().find(|(c, _)| *c == cause) {
@@ -44,7 +44,7 @@ fn summary_line(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -
     // label a panel's; they count among the answers.
     let later: Vec<&CallRecord> = calls
         .iter()
-        .filter(|c| c.stage != "fan-out" && is_panel_label(&c.label))
+        .filter(|c| c.stage != super::FAN_OUT && is_panel_label(&c.label))
         .collect();
     let n = fan_out.len() + later.len();
     let answered = fan_out.iter().filter(|c| c.outcome.is_ok()).count()

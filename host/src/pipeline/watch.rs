@@ -329,6 +329,7 @@ mod tests {
                 messages: vec![],
                 sampling: Default::default(),
                 response_format: None,
+                attachments: Default::default(),
             }),
         }
     }

@@ -83,6 +83,10 @@ pub fn request_json(request: &ChatRequest) -> String {
         sampling: &'a crate::llm::Sampling,
         #[serde(skip_serializing_if = "Option::is_none")]
         response_format: Option<&'a crate::llm::ResponseFormat>,
+        /// What the model was sent as it is: names, types, sizes and
+        /// hashes, never the bytes.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<crate::attach::Info>,
     }
     serde_json::to_string(&Kept {
         label: &request.label,
@@ -90,6 +94,7 @@ pub fn request_json(request: &ChatRequest) -> String {
         messages: &request.messages,
         sampling: &request.sampling,
         response_format: request.response_format.as_ref(),
+        attachments: request.attachments.infos(),
     })
     .expect("a chat request serializes")
 }

@@ -130,6 +130,7 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 sampling: Sampling::default(),
                 // The second asks for JSON, and its provider was asked.
                 response_format: (i == 1).then_some(crate::llm::ResponseFormat::JsonObject),
+                attachments: Default::default(),
             })
         })
         .collect();

@@ -136,15 +136,6 @@ pub(super) fn dollars(usd: f64) -> String {
     }
 }
 
-pub(super) fn bytes(n: u64) -> String {
-    match n {
-        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / f64::from(1u32 << 30)),
-        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20)),
-        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{n} bytes"),
-    }
-}
-
 /// What the provider's prompt cache did for a call, when it said:
 /// `  (800 of 1000 prompt tokens cached, 150 written to the cache)`.
 pub(super) fn prompt_cache(call: &crate::record::CallRecord) -> String {

@@ -224,6 +224,7 @@ fn the_request_body_layers_extra_body_sampling_and_params() {
             ..Sampling::default()
         },
         response_format: None,
+        attachments: Default::default(),
     };
     let extra = json!({"transforms": [], "temperature": 1.0, "model": "evil/override"});
     let params = json!({"reasoning": {"effort": "high"}, "max_tokens": 20000, "stream": false});
@@ -260,6 +261,7 @@ fn asking_for(format: Option<ResponseFormat>) -> ChatRequest {
         }],
         sampling: Sampling::default(),
         response_format: format,
+        attachments: Default::default(),
     }
 }
 
@@ -346,6 +348,7 @@ fn what_a_model_takes_follows_its_supported_parameters() {
         tags: vec![],
         max_output_tokens: None,
         supported_parameters: params.map(|p| p.iter().map(|s| (*s).to_owned()).collect()),
+        input_modalities: None,
         prices_source: None,
         listed: None,
     };
@@ -541,6 +544,7 @@ fn conversation(model: &str, messages: &[(Role, &str)]) -> serde_json::Value {
             .collect(),
         sampling: Sampling::default(),
         response_format: None,
+        attachments: Default::default(),
     };
     body_of(&request, json!({}), FormatSent::None)
 }
@@ -603,6 +607,7 @@ fn cached_and_written_tokens_are_priced_at_the_cache_prices() {
         tags: vec![],
         max_output_tokens: None,
         supported_parameters: None,
+        input_modalities: None,
         prices_source: None,
         listed: None,
     };

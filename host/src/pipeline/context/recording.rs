@@ -209,7 +209,7 @@ pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord 
         Err(failure) => {
             let status = match failure.kind {
                 FailureKind::Cut => "cut",
-                FailureKind::OverBudget => "skipped",
+                FailureKind::OverBudget | FailureKind::UnsupportedInput => "skipped",
                 _ => "failed",
             };
             (None, Some(call_error(failure)), status, None, None)

@@ -250,6 +250,7 @@ macro_rules! adapters {
                         .collect(),
                     sampling: r.sampling.into(),
                     response_format,
+                    attachments: Default::default(),
                 })
             }
         }
@@ -301,6 +302,10 @@ macro_rules! adapters {
                     K::MissingApiKey => Self::MissingApiKey,
                     K::Cut => Self::Cut,
                     K::TokenLimit => Self::TokenLimit,
+                    // Not in contracts 0.2–0.3: what a provider answers
+                    // such a request with (404, "no endpoints support
+                    // image input"); the message says which.
+                    K::UnsupportedInput => Self::HttpStatus,
                 }
             }
         }

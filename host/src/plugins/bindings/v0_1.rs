@@ -243,6 +243,7 @@ impl From<wit::ChatRequest> for llm::ChatRequest {
             sampling: r.sampling.into(),
             // Before 0.3 a request could not ask for a response format.
             response_format: None,
+            attachments: Default::default(),
         }
     }
 }
@@ -264,6 +265,9 @@ impl From<llm::FailureKind> for wit::FailureKind {
             // Not in contract 0.1: the nearest kind; the message says which.
             K::Cut => Self::Cancelled,
             K::TokenLimit => Self::MalformedResponse,
+            // What a provider answers such a request with: 404, "no
+            // endpoints support image input".
+            K::UnsupportedInput => Self::HttpStatus,
         }
     }
 }

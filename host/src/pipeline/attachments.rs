@@ -1,0 +1,312 @@
+//! Where a run's attachments go. Every call of the run carries them with
+//! its last user message: text files inlined with their names; images,
+//! PDFs and audio as they are to each model that takes them (`[models]
+//! input`, else the catalog's input modalities). A panel member that
+//! cannot take one gets what the pipeline's `attachments_for_text_models`
+//! says — a description written first by a model that can (`describe`,
+//! the default), nothing because it is left out (`skip`), or the run
+//! refuses at planning, before anything is spent (`fail`). Each choice is
+//! said in the result's notes.
+
+use std::sync::Arc;
+
+use crate::attach::{Attachment, Attachments, Body, Kind};
+use crate::config::ForTextModels;
+use crate::llm::{ChatRequest, Failure, FailureKind, Llm, Message, ModelInfo, Role, Sampling};
+use crate::text::cut_at_char_boundary;
+
+/// The stage (and label) of the describer's calls.
+pub const DESCRIBE: &str = "describe";
+
+/// The most a description may run to, in tokens: bounds its worst case.
+const DESCRIPTION_TOKENS: u32 = 2048;
+
+/// How much of the question the describer sees, for context.
+const QUESTION_FOR_DESCRIBER: usize = 2000;
+
+/// A run's attachments and what its pipeline does with models that cannot
+/// take them.
+#[derive(Debug)]
+pub struct RunAttachments {
+    pub all: Attachments,
+    policy: ForTextModels,
+    /// `pipelines.NAME.attachments_for_text_models`, for messages.
+    policy_key: String,
+    /// `pipelines.NAME.describer`, when set.
+    describer: Option<String>,
+    /// The question, for the describer's context.
+    question: String,
+}
+
+/// A description of each binary attachment (by id), or why there is none.
+#[derive(Debug, Default)]
+pub struct Descriptions {
+    pub model: String,
+    pub by_id: Vec<(u32, Result<String, String>)>,
+}
+
+impl RunAttachments {
+    pub fn new(
+        all: Attachments,
+        pipeline: &str,
+        policy: ForTextModels,
+        describer: Option<String>,
+        question: &str,
+    ) -> Self {
+        Self {
+            all,
+            policy,
+            policy_key: format!("pipelines.{pipeline}.attachments_for_text_models"),
+            describer,
+            question: cut_at_char_boundary(question, QUESTION_FOR_DESCRIBER).to_owned(),
+        }
+    }
+
+    /// The binary attachments `model` cannot take as they are.
+    fn unseen<'a>(&'a self, model: Option<&ModelInfo>) -> Vec<&'a Attachment> {
+        self.all
+            .binary()
+            .filter(|a| !model.is_some_and(|m| m.takes(a.kind)))
+            .collect()
+    }
+
+    /// Holds the panel (the fan-out's models) to the policy before anything
+    /// is spent: the notes to add, or why the run cannot go on.
+    pub fn plan(&self, llm: &Llm, panel: &[&str]) -> Result<Vec<String>, String> {
+        let mut notes = Vec::new();
+        let blind: Vec<(&str, Option<ModelInfo>)> = panel
+            .iter()
+            .map(|id| (*id, llm.model(id)))
+            .filter(|(_, info)| !self.unseen(info.as_ref()).is_empty())
+            .collect();
+        let unknown: Vec<&str> = blind
+            .iter()
+            .filter(|(_, info)| info.as_ref().is_none_or(|i| i.input_modalities.is_none()))
+            .map(|(id, _)| *id)
+            .collect();
+        if !unknown.is_empty() {
+            notes.push(format!(
+                "Treated as text-only, since neither the catalog nor [models] says what they take: {} (set [models.\"…\"] input = [\"text\", \"image\", …] to say).",
+                unknown.join(", ")
+            ));
+        }
+        if blind.is_empty() {
+            return Ok(notes);
+        }
+        let cannot = blind
+            .iter()
+            .map(|(id, info)| self.cannot(id, info.as_ref()))
+            .collect::<Vec<_>>()
+            .join("; ");
+        match self.policy {
+            ForTextModels::Fail => Err(format!(
+                "{cannot}, and {} = \"fail\": use models that can, or set it to \"describe\" or \"skip\"",
+                self.policy_key
+            )),
+            ForTextModels::Skip if blind.len() == panel.len() => Err(format!(
+                "no panel member can take the attachments ({cannot}); with {} = \"skip\" every one would be left out: use models that can, or set it to \"describe\"",
+                self.policy_key
+            )),
+            ForTextModels::Skip => {
+                notes.push(format!(
+                    "Left out of the panel ({} = \"skip\"): {cannot}.",
+                    self.policy_key
+                ));
+                Ok(notes)
+            }
+            ForTextModels::Describe => {
+                let describer = self.describer(llm)?;
+                notes.push(format!(
+                    "{describer} described the attachments for those that cannot see them: {cannot}."
+                ));
+                Ok(notes)
+            }
+        }
+    }
+
+    /// `m cannot take image input (it takes: text)`.
+    fn cannot(&self, id: &str, info: Option<&ModelInfo>) -> String {
+        let mut kinds: Vec<&str> = self
+            .unseen(info)
+            .iter()
+            .map(|a| a.kind.modality())
+            .collect();
+        kinds.dedup();
+        let takes = info
+            .and_then(|i| i.input_modalities.as_ref())
+            .map_or_else(|| "not known".to_owned(), |m| m.join(", "));
+        format!(
+            "{id} cannot take {} input (it takes: {takes})",
+            kinds.join("/")
+        )
+    }
+
+    /// The model that describes: the pipeline's `describer`, or the
+    /// cheapest of [models] that takes every kind attached.
+    pub fn describer(&self, llm: &Llm) -> Result<String, String> {
+        let sees_all = |info: &ModelInfo| self.all.binary().all(|a| info.takes(a.kind));
+        let kinds: Vec<&str> = self.all.binary().map(|a| a.kind.modality()).collect();
+        if let Some(id) = &self.describer {
+            return match llm.model(id) {
+                Some(info) if sees_all(&info) => Ok(id.clone()),
+                info => Err(format!(
+                    "the describer {}; choose one that takes {} input",
+                    self.cannot(id, info.as_ref()),
+                    kinds.join("/")
+                )),
+            };
+        }
+        let price = |i: &ModelInfo| match (i.input_price, i.output_price) {
+            (Some(a), Some(b)) => a + b,
+            _ => f64::INFINITY,
+        };
+        llm.catalog()
+            .into_iter()
+            .filter(|info| sees_all(info))
+            .min_by(|a, b| price(a).total_cmp(&price(b)))
+            .map(|info| info.id)
+            .ok_or_else(|| {
+                format!(
+                    "no model of [models] can take {} input to describe the attachments for those that cannot: add one that can (with [models.\"…\"] input = [\"text\", \"{}\"] if its catalog does not say), or set {} = \"skip\"",
+                    kinds.join("/"),
+                    kinds.first().copied().unwrap_or("image"),
+                    self.policy_key
+                )
+            })
+    }
+
+    /// Whether any of `requests` goes to a model that will need the
+    /// descriptions.
+    pub fn needs_descriptions(&self, llm: &Llm, requests: &[ChatRequest]) -> bool {
+        self.policy == ForTextModels::Describe
+            && requests
+                .iter()
+                .any(|r| !self.unseen(llm.model(&r.model).as_ref()).is_empty())
+    }
+
+    /// The describer's requests: one per binary attachment.
+    pub fn describe_requests(&self, describer: &str) -> Vec<ChatRequest> {
+        self.all
+            .binary()
+            .map(|a| ChatRequest {
+                label: DESCRIBE.to_owned(),
+                model: describer.to_owned(),
+                messages: vec![
+                    Message {
+                        role: Role::System,
+                        content: "You describe an attachment for other AI models that cannot see it. They will answer the user's question from your description alone, so be faithful and complete: transcribe every piece of visible or spoken text verbatim; describe layout, diagrams (boxes, arrows, labels), charts (axes, series, values) and tables (as markdown); say what is unclear. Do not answer the question and do not add what is not there.".to_owned(),
+                    },
+                    Message {
+                        role: Role::User,
+                        content: format!(
+                            "The user's question, for context only:\n{}\n\nDescribe attachment {}.",
+                            self.question,
+                            a.label()
+                        ),
+                    },
+                ],
+                sampling: Sampling {
+                    temperature: Some(0.0),
+                    max_tokens: Some(DESCRIPTION_TOKENS),
+                    ..Sampling::default()
+                },
+                response_format: None,
+                attachments: self.all.only(|b| b.id == a.id),
+            })
+            .collect()
+    }
+
+    /// Puts the attachments on `request`: text inlined, what the model takes
+    /// attached, the rest described (or mentioned). `Err` when the model is
+    /// to be left out (`skip`, on the panel's own calls).
+    pub fn place(
+        &self,
+        request: &mut ChatRequest,
+        panel: bool,
+        llm: &Llm,
+        descriptions: Option<&Descriptions>,
+    ) -> Result<(), Failure> {
+        let info = llm.model(&request.model);
+        let unseen = self.unseen(info.as_ref());
+        if panel && self.policy == ForTextModels::Skip && !unseen.is_empty() {
+            return Err(Failure::new(
+                FailureKind::UnsupportedInput,
+                format!(
+                    "not asked: {} ({} = \"skip\")",
+                    self.cannot(&request.model, info.as_ref()),
+                    self.policy_key
+                ),
+            ));
+        }
+        let mut text = String::new();
+        for a in self.all.iter() {
+            match (&a.body, unseen.iter().any(|u| u.id == a.id)) {
+                (Body::Text(contents), _) => {
+                    text.push_str(&format!(
+                        "\n\n--- Attachment {} ---\n{contents}\n--- end of attachment #{} ---",
+                        a.label(),
+                        a.id
+                    ));
+                }
+                (_, false) => {}
+                (_, true) => text.push_str(&stand_in(a, descriptions)),
+            }
+        }
+        if let Some(last) = request.messages.iter_mut().rfind(|m| m.role == Role::User) {
+            last.content.push_str(&text);
+        }
+        request.attachments = self
+            .all
+            .only(|a| a.kind != Kind::Text && !unseen.iter().any(|u| u.id == a.id));
+        Ok(())
+    }
+}
+
+/// What a model that cannot see `a` reads in its place.
+fn stand_in(a: &Attachment, descriptions: Option<&Descriptions>) -> String {
+    let found = descriptions.and_then(|d| {
+        d.by_id
+            .iter()
+            .find(|(id, _)| *id == a.id)
+            .map(|(_, got)| (d.model.as_str(), got))
+    });
+    match found {
+        Some((model, Ok(description))) => format!(
+            "\n\n--- Attachment {}: you cannot see it; this description by {model} stands in for it ---\n{description}\n--- end of the description of attachment #{} ---",
+            a.label(),
+            a.id
+        ),
+        Some((_, Err(why))) => format!(
+            "\n\n(Attachment {} came with the question, but you cannot see it, and it could not be described: {why}.)",
+            a.label()
+        ),
+        None => format!(
+            "\n\n(Attachment {} came with the question, but you cannot see it.)",
+            a.label()
+        ),
+    }
+}
+
+/// The descriptions from the describer's completions, in request order.
+pub fn descriptions(
+    describer: String,
+    all: &Attachments,
+    completions: Vec<crate::llm::Completion>,
+) -> Arc<Descriptions> {
+    let by_id = all
+        .binary()
+        .zip(completions)
+        .map(|(a, c)| {
+            let got = match c.outcome {
+                Ok(reply) if !reply.content.trim().is_empty() => Ok(reply.content.to_string()),
+                Ok(_) => Err("the describer wrote nothing".to_owned()),
+                Err(failure) => Err(format!("the describer failed: {}", failure.message)),
+            };
+            (a.id, got)
+        })
+        .collect();
+    Arc::new(Descriptions {
+        model: describer,
+        by_id,
+    })
+}
