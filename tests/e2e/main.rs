@@ -7,6 +7,7 @@ mod support;
 mod adaptive;
 mod analysis;
 mod apps;
+mod attachments;
 mod cancel;
 mod catalog;
 mod cli;
