@@ -428,3 +428,53 @@ async fn chorus_ask_attaches_what_its_user_names() {
         format!("data:image/gif;base64,{}", b64(GIF))
     );
 }
+
+/// A 2026-07-28 client (no server-to-client requests): a call naming a
+/// path gets an `input_required` result asking for its roots, and the
+/// same call again with the client's answer runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_2026_client_is_asked_for_its_roots_in_an_input_required_result() {
+    let mock = Mock::start().await;
+    catalog(&mock);
+    script(&mock);
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("shape.gif"), GIF).unwrap();
+    let root_uri = url::Url::from_directory_path(root.path().canonicalize().unwrap()).unwrap();
+    let mut raw = Raw::start(&config(&mock, "", "")).await;
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {"roots": {}},
+    });
+    let params = |extra: Value| {
+        let mut params = json!({"_meta": meta, "name": "ask",
+            "arguments": {"prompt": "What is it?", "attachments": [{"path": "shape.gif"}]}});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        params
+    };
+    raw.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params(json!({}))}),
+    )
+    .await;
+    let (asked, _) = raw.response(&json!(1)).await;
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked:#}");
+    assert_eq!(
+        result["inputRequests"]["roots"]["method"], "roots/list",
+        "{asked:#}"
+    );
+    assert!(mock.requests().is_empty());
+
+    let answer = json!({"inputResponses": {"roots": {"roots": [{"uri": root_uri.as_str()}]}}});
+    raw.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params(answer)}))
+        .await;
+    let (done, _) = raw.response(&json!(2)).await;
+    assert_eq!(done["result"]["isError"], false, "{done:#}");
+    assert_eq!(
+        image_parts(last_user(&mock.requests_for(SEES)[0].body)).len(),
+        1
+    );
+}
