@@ -1,6 +1,9 @@
 """Drives `chorus serve` with the official Python SDK (PyPI `mcp` 2.x).
 
-Usage: python python_client.py basic|long legacy|auto
+Usage: python python_client.py basic|long|image legacy|auto
+
+- image: sends an MCP image content block (a 1x1 GIF) as an attachment
+  argument of `ask` and reports the answer.
 
 - legacy: the 2025-11-25 initialize handshake; calls are answered in place,
   with progress notifications.
@@ -29,7 +32,7 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, Request, RequestParams, Result
+from mcp_types import CallToolResult, ImageContent, Request, RequestParams, Result
 from pydantic import ConfigDict, Field
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -151,6 +154,16 @@ async def main(scenario: str, mode: str) -> dict[str, Any]:
             async def on_progress(value: float, total: float | None, message: str | None) -> None:
                 progress.append((value, total, message))
 
+            if scenario == "image":
+                gif = "R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAICRAEAOw=="
+                block = ImageContent(type="image", data=gif, mime_type="image/gif")
+                result = await client.call_tool(
+                    "ask",
+                    {"prompt": "What shape is this?", "attachments": [block.model_dump(by_alias=True, exclude_none=True)]},
+                )
+                assert not result.is_error, result
+                report["answer"] = result.structured_content["answer"]
+                return report
             tool = "ask" if scenario == "basic" else "slow"
             started = time.monotonic()
             result = await client.call_tool(

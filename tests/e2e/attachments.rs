@@ -478,3 +478,24 @@ async fn a_2026_client_is_asked_for_its_roots_in_an_input_required_result() {
         1
     );
 }
+
+/// The official Python SDK sends an MCP image content block as the
+/// argument, and the run comes back.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_sdk_sends_an_image_block_and_gets_the_run_back() {
+    use crate::clients::{python, python_script, run_client};
+    let mock = Mock::start().await;
+    catalog(&mock);
+    script(&mock);
+    let file = write_config(&config(&mock, "", ""));
+    let report = run_client(&python(), &[&python_script(), "image", "legacy"], &file).await;
+    assert_eq!(report["answer"], "merged: a square", "{report}");
+    let sees = mock.requests_for(SEES);
+    let url = &image_parts(last_user(&sees[0].body))[0]["image_url"]["url"];
+    assert!(
+        url.as_str()
+            .unwrap()
+            .starts_with("data:image/gif;base64,R0lGODlh"),
+        "{url}"
+    );
+}

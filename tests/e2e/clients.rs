@@ -112,7 +112,7 @@ synthesizer = "synthesize"
 
 /// Runs a client to its end; its report (the last stdout line, JSON). The
 /// client's output is shown only if it fails.
-async fn run_client(program: &Path, args: &[&str], config: &ConfigFile) -> Value {
+pub async fn run_client(program: &Path, args: &[&str], config: &ConfigFile) -> Value {
     run_client_with(program, args, config, &[]).await
 }
 
@@ -162,11 +162,11 @@ fn node() -> PathBuf {
     PathBuf::from("node")
 }
 
-fn python() -> PathBuf {
+pub fn python() -> PathBuf {
     clients().join("venv/bin/python")
 }
 
-fn python_script() -> String {
+pub fn python_script() -> String {
     root()
         .join("tests/clients/python_client.py")
         .to_string_lossy()
