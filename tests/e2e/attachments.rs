@@ -499,3 +499,55 @@ async fn the_python_sdk_sends_an_image_block_and_gets_the_run_back() {
         "{url}"
     );
 }
+
+/// `chorus eval` items carry attachments, named relative to the dataset.
+#[tokio::test(flavor = "multi_thread")]
+async fn eval_items_carry_their_attachments() {
+    let mock = Mock::start().await;
+    catalog(&mock);
+    script(&mock);
+    let file = write_config(&config(&mock, "", ""));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("images")).unwrap();
+    std::fs::write(dir.path().join("images/shape.gif"), GIF).unwrap();
+    let dataset = dir.path().join("shapes.jsonl");
+    std::fs::write(
+        &dataset,
+        r#"{"id": "shape", "question": "What shape?", "expected": "square", "grader": "regex", "attachments": ["images/shape.gif"]}
+{"id": "lost", "question": "And this?", "expected": "x", "attachments": ["images/missing.png"]}
+"#,
+    )
+    .unwrap();
+    let output = command(&[
+        "eval",
+        dataset.to_str().unwrap(),
+        "--config",
+        file.path.to_str().unwrap(),
+        "--pipelines",
+        "ask",
+        "--concurrency",
+        "1",
+        "--json",
+    ])
+    .output()
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&output.stderr)));
+    let outcomes = report["outcomes"].as_array().unwrap();
+    let shape = outcomes.iter().find(|o| o["item"] == "shape").unwrap();
+    assert_eq!(shape["grade"]["pass"], true, "{report:#}");
+    let lost = outcomes.iter().find(|o| o["item"] == "lost").unwrap();
+    assert!(
+        lost["error"].as_str().unwrap().contains("missing.png"),
+        "{report:#}"
+    );
+    let sees = mock.requests_for(SEES);
+    assert_eq!(
+        sees.len(),
+        1,
+        "only the item whose attachment was read was asked"
+    );
+    assert_eq!(image_parts(last_user(&sees[0].body)).len(), 1);
+}

@@ -34,6 +34,9 @@ pub struct Item {
     pub choices: Vec<String>,
     /// For `regex`: `expected`, compiled once when the dataset is read.
     pub pattern: Option<regex::Regex>,
+    /// Files (relative to the dataset's folder) or https URLs the question
+    /// comes with, read when the item is asked.
+    pub attachments: Vec<String>,
 }
 
 impl Item {
@@ -63,13 +66,15 @@ struct Line {
     tolerance: Option<f64>,
     rubric: Option<String>,
     choices: Option<Vec<String>>,
+    #[serde(default)]
+    attachments: Vec<String>,
 }
 
 /// The largest dataset file read, in bytes.
 const MAX_DATASET_BYTES: u64 = 64 << 20;
 
 const SHAPE: &str = "each line is an object with `question`, `expected` (or `answer`), \
-                     and optionally `id`, `grader`, `tolerance`, `rubric`, `choices`";
+                     and optionally `id`, `grader`, `tolerance`, `rubric`, `choices`, `attachments`";
 
 /// Reads a dataset, or says which line is wrong and why.
 pub fn read(path: &Path) -> Result<Vec<Item>, String> {
@@ -79,7 +84,17 @@ pub fn read(path: &Path) -> Result<Vec<Item>, String> {
             String::from_utf8(bytes)
                 .map_err(|_| format!("the dataset {} is not UTF-8 text", path.display()))
         })?;
-    parse(&text).map_err(|e| format!("{}:{e}", path.display()))
+    let mut items = parse(&text).map_err(|e| format!("{}:{e}", path.display()))?;
+    // Attachments are named relative to the dataset's folder.
+    let folder = path.parent().unwrap_or(Path::new("."));
+    for item in &mut items {
+        for attachment in &mut item.attachments {
+            if !attachment.starts_with("https://") {
+                *attachment = folder.join(&*attachment).display().to_string();
+            }
+        }
+    }
+    Ok(items)
 }
 
 /// Parses JSON Lines; errors read `LINE: what is wrong`.
@@ -154,6 +169,7 @@ fn item(line: Line, number: usize) -> Result<Item, String> {
         rubric: line.rubric,
         choices,
         pattern: None,
+        attachments: line.attachments,
     };
     item.pattern = item.grader.check(&item.reference())?;
     Ok(item)

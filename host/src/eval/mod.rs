@@ -211,18 +211,32 @@ async fn ask(
     let started = std::time::Instant::now();
     let question = item.question.clone();
     let ignore = crate::pipeline::events::ignore;
+    let attachments = match attachments(chorus, item).await {
+        Ok(attachments) => attachments,
+        Err(error) => {
+            outcome.error = Some(error);
+            outcome.grade.why = "no answer: its attachments could not be read".to_owned();
+            return outcome;
+        }
+    };
     let run = match target {
         Target::Pipeline(name) => {
             chorus
                 .run(
                     &Client::local(),
                     name,
-                    crate::pipeline::Question::text(question),
+                    crate::pipeline::Question {
+                        text: question,
+                        attachments,
+                    },
                     serde_json::Map::new(),
                     ignore(),
                 )
                 .await
         }
+        Target::Model(_) if !attachments.is_empty() => Err(crate::pipeline::RunError::Attachments(
+            "this item has attachments, and a single model cannot take them yet: evaluate a pipeline".to_owned(),
+        )),
         Target::Model(model) => {
             chorus
                 .ask_model(&Client::local(), model, question, ignore())
@@ -260,6 +274,31 @@ async fn ask(
     outcome
 }
 
+/// An item's attachments, read (the dataset's author named them) and held
+/// to the configured limits.
+async fn attachments(chorus: &Chorus, item: &Item) -> Result<crate::attach::Attachments, String> {
+    use crate::attach::{Access, Source, load};
+    if item.attachments.is_empty() {
+        return Ok(Default::default());
+    }
+    let sources: Vec<Source> = item
+        .attachments
+        .iter()
+        .map(|named| match named.strip_prefix("https://") {
+            Some(_) => Source::Url {
+                url: named.clone(),
+                mime: None,
+                name: None,
+            },
+            None => Source::Path(named.into()),
+        })
+        .collect();
+    let limits = chorus.runner().loaded.config.limits.attachments();
+    tokio::task::spawn_blocking(move || load(sources, &Access::Anywhere, &limits))
+        .await
+        .map_err(|e| format!("reading the attachments failed: {e}"))?
+}
+
 fn millis(elapsed: std::time::Duration) -> u64 {
     u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
 }
@@ -272,6 +311,7 @@ fn question_hash(item: &Item) -> String {
         &format!("{:?}", item.grader),
         &format!("{:?}", item.tolerance),
         item.rubric.as_deref().unwrap_or(""),
+        &item.attachments.join("\n"),
     ] {
         hasher.update(part.as_bytes());
         hasher.update([0]);
