@@ -261,12 +261,15 @@ impl ServerHandler for Server {
                 .client_capabilities()
                 .is_some_and(|capabilities| capabilities.supports_tasks());
         if wants_task {
-            let task = self.tasks.start(
-                self.chorus.clone(),
-                call,
-                context.peer.clone(),
-                self.session.clone(),
-            );
+            let task = self
+                .tasks
+                .start(
+                    self.chorus.clone(),
+                    call,
+                    context.peer.clone(),
+                    self.session.clone(),
+                )
+                .await;
             return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
         }
         self.call_now(call, context).await
@@ -290,7 +293,9 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let client = self.client(&context);
-        self.tasks.cancel(&client, &request.task_id)
+        self.tasks
+            .cancel(&self.chorus, &client, &request.task_id)
+            .await
     }
 
     async fn list_resources(

@@ -16,9 +16,12 @@
 //! - a finished task's result is read back from the run store
 //!   ([`results`]), not held in memory;
 //! - a task is its client's: another client (not an admin) asking for it
-//!   hears of an unknown task, as for an id that never was.
+//!   hears of an unknown task, as for an id that never was;
+//! - a task is kept in the run store too ([`shared`]), so every instance
+//!   on one store answers `tasks/get` and `tasks/cancel` for it.
 
 mod results;
+mod shared;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -71,8 +74,9 @@ impl Tasks {
         }
     }
 
-    /// Starts `call` as a task and returns it (status `working`).
-    pub fn start(
+    /// Starts `call` as a task and returns it (status `working`), once
+    /// the store has it (or a bounded wait for the store has passed).
+    pub async fn start(
         &self,
         chorus: Arc<Chorus>,
         call: Call,
@@ -87,6 +91,7 @@ impl Tasks {
         let (manager, registry) = (self.manager.clone(), self.live.clone());
         let (results, ttl) = (self.results.clone(), self.ttl);
         let (owners, owner) = (self.owners.clone(), call.client.name.clone());
+        let mirror = (chorus.clone(), self.live.clone(), self.results.clone());
         let task = self.manager.spawn(options, move |context| {
             let live = Live::new();
             let id = context.task_id().to_owned();
@@ -117,8 +122,20 @@ impl Tasks {
                 ended
             })
         });
-        lock(&self.owners).insert(task.task_id.clone(), owner);
+        lock(&self.owners).insert(task.task_id.clone(), owner.clone());
         expire_after(self.manager.clone(), self.ttl, || ());
+        let (chorus, registry, results) = mirror;
+        shared::Mirror {
+            chorus,
+            manager: self.manager.clone(),
+            registry,
+            results,
+            id: task.task_id.clone(),
+            client: owner,
+            ttl: self.ttl,
+        }
+        .start()
+        .await;
         task
     }
 
@@ -143,15 +160,26 @@ impl Tasks {
         id: &str,
     ) -> Result<DetailedTask, McpError> {
         self.owned(client, id)?;
-        let mut task = with_live_status(&self.manager, &self.live, id)?;
-        self.results.fill(chorus, &mut task).await;
-        Ok(task)
+        match with_live_status(&self.manager, &self.live, id) {
+            Ok(mut task) => {
+                self.results.fill(chorus, &mut task).await;
+                Ok(task)
+            }
+            // Not run here: perhaps by another instance on the store.
+            Err(unknown) => shared::get(chorus, &self.results, client, id)
+                .await?
+                .ok_or(unknown),
+        }
     }
 
-    /// `tasks/cancel`: the run stops; the task ends `cancelled`.
-    pub fn cancel(&self, client: &Client, id: &str) -> Result<(), McpError> {
+    /// `tasks/cancel`: the run stops (here, or on the instance running
+    /// it); the task ends `cancelled`.
+    pub async fn cancel(&self, chorus: &Chorus, client: &Client, id: &str) -> Result<(), McpError> {
         self.owned(client, id)?;
-        self.manager.cancel_task(id)
+        match self.manager.cancel_task(id) {
+            Ok(()) => Ok(()),
+            Err(unknown) => shared::cancel(chorus, client, id).await?.ok_or(unknown),
+        }
     }
 
     /// The session is over: every task stops and is forgotten.
