@@ -14,6 +14,7 @@ mod clients;
 mod dist;
 mod dry_run;
 mod eval;
+mod failover;
 mod failures;
 mod fairness;
 mod fallbacks;
