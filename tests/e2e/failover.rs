@@ -13,7 +13,7 @@ use crate::teams::{ALICE, BOB, client, modern, rpc, team_in};
 
 /// A store of its own in the shared PostgreSQL, alice and bob as clients,
 /// and every panel model hanging until its request is dropped.
-fn hanging(mock: &Mock, url: &str) -> String {
+pub(crate) fn hanging(mock: &Mock, url: &str) -> String {
     for model in PANEL {
         mock.script(model, [Step::Hang]);
     }
@@ -21,12 +21,12 @@ fn hanging(mock: &Mock, url: &str) -> String {
     team_in(mock, &clients, &format!("url = \"{url}\""))
 }
 
-async fn instance(config: &std::path::Path) -> HttpServer {
+pub(crate) async fn instance(config: &std::path::Path) -> HttpServer {
     let env = [("PGPASSWORD", "pg-canary-51c0ffee")];
     HttpServer::start_with_env("127.0.0.1:0", config, None, &[], &env).await
 }
 
-async fn start_task(server: &HttpServer) -> String {
+pub(crate) async fn start_task(server: &HttpServer) -> String {
     let ask = json!({"name": "ask", "arguments": {"prompt": "q"}});
     let created = rpc(server, ALICE, modern(1, "tools/call", ask)).await;
     created["result"]["taskId"]
@@ -45,7 +45,7 @@ async fn get(server: &HttpServer, token: &str, task: &str) -> Value {
 }
 
 /// Polls `tasks/get` on `server` until the task is no longer working.
-async fn ended(server: &HttpServer, task: &str, limit: Duration) -> Value {
+pub(crate) async fn ended(server: &HttpServer, task: &str, limit: Duration) -> Value {
     let deadline = Instant::now() + limit;
     loop {
         let reply = get(server, ALICE, task).await;

@@ -12,6 +12,7 @@ mod catalog;
 mod cli;
 mod clients;
 mod dist;
+mod drain;
 mod dry_run;
 mod eval;
 mod failover;

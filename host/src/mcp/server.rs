@@ -66,6 +66,12 @@ impl Server {
         changes::announce_to_session(&self.chorus, peer, self.session.clone());
     }
 
+    /// Waits (at most `within`) until every task has ended and its end is
+    /// in the store.
+    pub async fn settle(&self, within: std::time::Duration) {
+        self.tasks.settle(within).await;
+    }
+
     /// Stops every task (the session is over).
     pub fn shutdown(&self) {
         self.tasks.shutdown();
@@ -92,7 +98,10 @@ impl Server {
                 return Err(McpError::invalid_request("the call was cancelled", None));
             }
             () = self.session.ended() => {
-                return Err(McpError::invalid_request("the client went away", None));
+                return Err(McpError::invalid_request(
+                    "the call was stopped: the client went away, or this chorus is shutting down",
+                    None,
+                ));
             }
         };
         let kept = tools::kept(&outcome);

@@ -469,6 +469,14 @@ impl Store {
         }
     }
 
+    /// Gives back this instance's lease (PostgreSQL) at a graceful
+    /// shutdown, once its runs are written. Blocking.
+    pub fn release(&self) {
+        if let Backend::Postgres(pg) = &self.backend {
+            pg.release();
+        }
+    }
+
     /// Waits until everything recorded so far is written.
     pub async fn flush(&self) -> Result<(), String> {
         match &self.backend {

@@ -24,6 +24,7 @@ mod results;
 mod shared;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -61,7 +62,13 @@ pub struct Tasks {
     live: Registry,
     results: Arc<Results>,
     ttl: Duration,
+    /// Tasks whose state is still being mirrored into the store.
+    mirrors: Arc<AtomicUsize>,
 }
+
+/// What a task stopped by the end of its session says.
+const STOPPED: &str = "the task was stopped: this chorus is shutting down (or the client's \
+     session ended) before its run finished; call the tool again";
 
 impl Tasks {
     pub fn new(ttl: Duration) -> Self {
@@ -71,6 +78,7 @@ impl Tasks {
             live: Registry::default(),
             results: Arc::default(),
             ttl,
+            mirrors: Arc::default(),
         }
     }
 
@@ -133,6 +141,7 @@ impl Tasks {
             id: task.task_id.clone(),
             client: owner,
             ttl: self.ttl,
+            mirrors: self.mirrors.clone(),
         }
         .start()
         .await;
@@ -179,6 +188,17 @@ impl Tasks {
         match self.manager.cancel_task(id) {
             Ok(()) => Ok(()),
             Err(unknown) => shared::cancel(chorus, client, id).await?.ok_or(unknown),
+        }
+    }
+
+    /// Waits (at most `within`) until no task runs and every task's end
+    /// has been written to the store.
+    pub async fn settle(&self, within: Duration) {
+        let started = Instant::now();
+        while started.elapsed() < within
+            && (self.manager.running_task_count() > 0 || self.mirrors.load(Ordering::SeqCst) > 0)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
@@ -238,7 +258,11 @@ async fn run(
             notifier.when_settled();
             return Err(TaskExit::Cancelled);
         }
-        () = session.ended() => return Err(TaskExit::Cancelled),
+        () = session.ended() => {
+            context.set_status_message(STOPPED.to_owned());
+            notifier.when_settled();
+            return Err(TaskExit::Error(McpError::internal_error(STOPPED, None)));
+        }
     };
     live.watch().finish();
     if tools::kept(&outcome) {

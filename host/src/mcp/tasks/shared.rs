@@ -7,6 +7,7 @@
 //! other instance answers `tasks/get` and `tasks/cancel` from the store.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rmcp::ErrorData as McpError;
@@ -36,6 +37,17 @@ pub struct Mirror {
     pub id: String,
     pub client: String,
     pub ttl: Duration,
+    /// Mirrors following a task, for a shutdown to wait for.
+    pub mirrors: Arc<AtomicUsize>,
+}
+
+/// Counts a mirror following its task.
+struct Following(Arc<AtomicUsize>);
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Mirror {
@@ -48,10 +60,12 @@ impl Mirror {
         if let Some(row) = self.row(&owner, expires_at) {
             let _ = tokio::time::timeout(FIRST_WRITE, self.put(row)).await;
         }
+        self.mirrors.fetch_add(1, Ordering::SeqCst);
         tokio::spawn(self.follow(owner, expires_at));
     }
 
     async fn follow(self, owner: String, expires_at: i64) {
+        let _following = Following(self.mirrors.clone());
         let mut cancels = self.chorus.store.task_cancels();
         let mut written = Instant::now();
         loop {

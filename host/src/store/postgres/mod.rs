@@ -439,6 +439,23 @@ impl Postgres {
         })
     }
 
+    /// Stops renewing this instance's lease and gives it back.
+    pub fn release(&self) {
+        if let Some(heartbeat) = &self.heartbeat {
+            heartbeat.abort();
+        }
+        let instance = self.instance.clone();
+        let released = self.read(move |client| async move {
+            client
+                .execute("DELETE FROM instances WHERE id = $1", &[&instance])
+                .await?;
+            Ok(())
+        });
+        if let Err(e) = released {
+            tracing::debug!("the run store's lease was not given back: {e}");
+        }
+    }
+
     pub async fn flush(&self) -> Result<(), String> {
         let (ack, written) = oneshot::channel();
         let sender = self.sender.as_ref().ok_or("the store is closed")?;
