@@ -1,6 +1,7 @@
 //! Tasks from any instance: several `chorus serve --http` on one
 //! PostgreSQL store answer for each other's tasks — polled on one, cancelled
-//! on another (the owner's upstream requests close within a second), and a
+//! on another (the owner's upstream requests close within a second), its
+//! whole result given anywhere once it ends, and a
 //! task whose instance is killed reads `failed`, saying so, on the others.
 
 use std::time::{Duration, Instant};
@@ -132,5 +133,34 @@ async fn a_task_whose_instance_is_killed_reads_failed_on_another_within_the_leas
         killed.elapsed() < Duration::from_secs(30),
         "{:?}",
         killed.elapsed()
+    );
+}
+
+/// A finished task's whole result (the answer read back from the run in
+/// the store, not the slim copy the owner holds) is given on any instance.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_finished_on_one_instance_gives_its_whole_result_on_another() {
+    let Some(cluster) = crate::support::postgres::shared() else {
+        return;
+    };
+    let mock = Mock::start().await;
+    let config = write_config(&hanging(&mock, &cluster.database()));
+    for model in PANEL {
+        mock.script(model, [Step::answer("ok")]);
+    }
+    mock.script(SYNTH, [Step::answer("merged answer")]);
+    let (a, b) = tokio::join!(instance(&config.path), instance(&config.path));
+    let task = start_task(&a).await;
+    let state = ended(&b, &task, Duration::from_secs(20)).await;
+    assert_eq!(state["status"], "completed", "{state}");
+    let result = &state["result"];
+    assert_eq!(result["isError"], false, "{state}");
+    assert_eq!(
+        result["structuredContent"]["answer"], "merged answer",
+        "{state}"
+    );
+    assert!(
+        !state.to_string().contains("no longer holds the answer"),
+        "{state}"
     );
 }
