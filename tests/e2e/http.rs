@@ -20,7 +20,8 @@ fn hanging(mock: &Mock) -> ConfigFile {
     for model in PANEL {
         mock.script(model, [Step::Hang]);
     }
-    let text = config(mock, "").replace(
+    // No drain: a SIGTERM stops the hanging runs at once.
+    let text = config(mock, "[http]\ndrain_seconds = 0\n").replace(
         "[providers.mock]\n",
         "[providers.mock]\nmax_concurrency = 16\n",
     );

@@ -11,8 +11,8 @@ use sha2::{Digest, Sha256};
 use crate::support::http::{HttpServer, messages, tool_call};
 use crate::support::*;
 
-const ALICE: &str = "alice-token-0c61f2a9d4b8e735";
-const BOB: &str = "bob-token-93e1d7c0a5f2b468";
+pub(crate) const ALICE: &str = "alice-token-0c61f2a9d4b8e735";
+pub(crate) const BOB: &str = "bob-token-93e1d7c0a5f2b468";
 const ROOT: &str = "root-token-5a0e8c3f7d1b9642";
 
 /// Each run may cost at most this (its worst case, reserved by budgets).
@@ -29,7 +29,7 @@ fn team(mock: &Mock, clients: &str, store: &std::path::Path) -> String {
 }
 
 /// As `team`, with `store` the `[store]` table's lines.
-fn team_in(mock: &Mock, clients: &str, store: &str) -> String {
+pub(crate) fn team_in(mock: &Mock, clients: &str, store: &str) -> String {
     let extra = format!(
         r#"
 [pipelines.cheap]
@@ -55,7 +55,7 @@ synthesizer = "synthesize"
         )
 }
 
-fn client(name: &str, token: &str, more: &str) -> String {
+pub(crate) fn client(name: &str, token: &str, more: &str) -> String {
     format!(
         "[[http.clients]]\nname = \"{name}\"\ntoken_sha256 = \"{}\"\n{more}\n",
         sha(token)
@@ -69,7 +69,7 @@ fn answering(mock: &Mock) {
     mock.script(SYNTH, [Step::answer("merged")]);
 }
 
-async fn rpc(server: &HttpServer, token: &str, message: Value) -> Value {
+pub(crate) async fn rpc(server: &HttpServer, token: &str, message: Value) -> Value {
     let mut request = server.post(Some(token), &message);
     // A 2026-07-28 request names its version in a header too.
     if let Some(version) =
@@ -433,7 +433,7 @@ async fn runs_past_the_per_minute_limit_get_429_with_retry_after() {
 }
 
 /// A 2026-07-28 request declaring the tasks extension.
-fn modern(id: u64, method: &str, mut params: Value) -> Value {
+pub(crate) fn modern(id: u64, method: &str, mut params: Value) -> Value {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},

@@ -143,6 +143,9 @@ pub struct Http {
     /// Connections from one address that have not yet made an accepted
     /// request; past it, that address's oldest such connection is closed.
     pub max_connections_per_peer: usize,
+    /// On SIGTERM or SIGINT, how long runs already going may take to
+    /// finish (new requests are refused meanwhile) before they are stopped.
+    pub drain_seconds: u64,
     /// `[[http.clients]]`: who may use the server, each with a token of its
     /// own; none means the one `CHORUS_TOKEN` (an admin with no limits).
     pub clients: Vec<super::HttpClient>,
@@ -154,6 +157,7 @@ impl Default for Http {
             header_timeout: Duration::from_secs(5),
             max_connections: 512,
             max_connections_per_peer: 64,
+            drain_seconds: 30,
             clients: Vec::new(),
         }
     }

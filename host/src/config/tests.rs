@@ -41,6 +41,7 @@ fn a_minimal_config_gets_defaults() {
     assert_eq!(provider.max_concurrency, 8);
     assert_eq!(provider.retry.max_attempts, 3);
     assert_eq!(loaded.config.limits.max_calls_per_run, 64);
+    assert_eq!(loaded.config.http.drain_seconds, 30);
     assert_eq!(
         loaded.default_pipeline(),
         Some("ask"),
@@ -116,6 +117,11 @@ fn semantic_errors_name_the_key_and_what_is_valid() {
             ),
             "providers.p.max_concurrency",
             "must be from 1 to 1024, got 0",
+        ),
+        (
+            format!("{MINIMAL}\n[http]\ndrain_seconds = 7200\n"),
+            "http.drain_seconds",
+            "must be from 0 to 3600, got 7200",
         ),
         (
             MINIMAL.replace(

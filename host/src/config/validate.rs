@@ -163,6 +163,8 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         1,
         http.max_connections,
     )?;
+    let drain = usize::try_from(http.drain_seconds).unwrap_or(usize::MAX);
+    count("http.drain_seconds", drain, 0, 3600)?;
     super::clients::validate(config)?;
 
     let store = &config.store;

@@ -66,6 +66,12 @@ impl Server {
         changes::announce_to_session(&self.chorus, peer, self.session.clone());
     }
 
+    /// Waits (at most `within`) until every task has ended and its end is
+    /// in the store.
+    pub async fn settle(&self, within: std::time::Duration) {
+        self.tasks.settle(within).await;
+    }
+
     /// Stops every task (the session is over).
     pub fn shutdown(&self) {
         self.tasks.shutdown();
@@ -92,7 +98,10 @@ impl Server {
                 return Err(McpError::invalid_request("the call was cancelled", None));
             }
             () = self.session.ended() => {
-                return Err(McpError::invalid_request("the client went away", None));
+                return Err(McpError::invalid_request(
+                    "the call was stopped: the client went away, or this chorus is shutting down",
+                    None,
+                ));
             }
         };
         let kept = tools::kept(&outcome);
@@ -273,12 +282,15 @@ impl ServerHandler for Server {
                 .client_capabilities()
                 .is_some_and(|capabilities| capabilities.supports_tasks());
         if wants_task {
-            let task = self.tasks.start(
-                self.chorus.clone(),
-                call,
-                context.peer.clone(),
-                self.session.clone(),
-            );
+            let task = self
+                .tasks
+                .start(
+                    self.chorus.clone(),
+                    call,
+                    context.peer.clone(),
+                    self.session.clone(),
+                )
+                .await;
             return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
         }
         self.call_now(call, context).await
@@ -302,7 +314,9 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let client = self.client(&context);
-        self.tasks.cancel(&client, &request.task_id)
+        self.tasks
+            .cancel(&self.chorus, &client, &request.task_id)
+            .await
     }
 
     async fn list_resources(

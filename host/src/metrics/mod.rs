@@ -93,6 +93,11 @@ fn seconds() -> Histogram {
 }
 
 impl Metrics {
+    /// Runs going on now (what the drain of a shutdown waits for).
+    pub fn runs_in_flight(&self) -> i64 {
+        self.in_flight.get()
+    }
+
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("chorus");
         let runs = Family::<RunLabels, Counter>::default();

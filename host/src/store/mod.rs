@@ -22,6 +22,7 @@ mod retention;
 mod row;
 mod spend;
 mod sqlite;
+mod tasks;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -36,6 +37,7 @@ pub use recorder::{Links, Recorder};
 pub use retention::{Pruned, Retention};
 pub use spend::{Ask, Period, Verdict};
 pub use sqlite::location::path as path_for;
+pub use tasks::{LOST as TASK_LOST, StoredTask, TaskRow};
 
 use crate::config::{Limits, Loaded};
 use crate::record::{RunSummary, StoredCall, StoredRun};
@@ -464,6 +466,14 @@ impl Store {
             Backend::Memory(..) => Err(StoreError::Disabled),
             Backend::Sqlite(sqlite) => sqlite.prune(retention),
             Backend::Postgres(pg) => pg.prune(retention),
+        }
+    }
+
+    /// Gives back this instance's lease (PostgreSQL) at a graceful
+    /// shutdown, once its runs are written. Blocking.
+    pub fn release(&self) {
+        if let Backend::Postgres(pg) = &self.backend {
+            pg.release();
         }
     }
 

@@ -91,6 +91,9 @@ on_both_backends!(
 #[path = "tests_clients.rs"]
 mod clients;
 
+#[path = "tests_tasks.rs"]
+mod tasks;
+
 /// A run of `n` panel calls, as its events and its final record.
 struct Fixture {
     request: Arc<Request>,

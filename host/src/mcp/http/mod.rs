@@ -19,6 +19,7 @@ mod access;
 mod cancel;
 mod clients;
 mod discovery;
+mod drain;
 mod listen;
 mod message;
 mod setup;
@@ -65,11 +66,15 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options, pages: Router) -> anyh
     let session = Session::new();
     let server = Server::new(chorus.clone(), session.clone());
     let stop = CancellationToken::new();
-    let app = router(server.clone(), &options, max_body, pages);
+    let (signalled, drain) = (CancellationToken::new(), drain::Drain::default());
+    let app = router(server.clone(), &options, max_body, pages).layer(
+        axum::middleware::from_fn_with_state(drain.clone(), drain::refuse),
+    );
     eprintln!("chorus: serving MCP at http://{local}{PATH}");
     eprintln!("chorus: the run viewer is at http://{local}/");
     eprintln!("chorus: {}", options.describe());
-    tokio::spawn(on_signal(stop.clone()));
+    tokio::spawn(on_signal(signalled.clone()));
+    let drain_for = Duration::from_secs(chorus.runner().loaded.config.http.drain_seconds);
 
     let bounds = listen::Bounds::new(
         &chorus.runner().loaded.config.http,
@@ -77,10 +82,14 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options, pages: Router) -> anyh
     );
     let serving = listen::serve(listener, app, bounds, stop.clone());
     let stopped = async {
-        stop.cancelled().await;
+        signalled.cancelled().await;
+        drain.begin();
+        drain::runs_end(&chorus, drain_for).await;
         // Each call and task watches the session: every upstream request
-        // is dropped now, and every open stream ends with its call.
+        // still open is dropped now, and every open stream ends with its call.
         session.end("shutting down");
+        server.settle(SHUTDOWN_GRACE).await;
+        stop.cancel();
         server.shutdown();
         tokio::time::sleep(SHUTDOWN_GRACE).await;
     };
@@ -88,6 +97,11 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options, pages: Router) -> anyh
         () = serving => {}
         () = stopped => tracing::warn!("connections still open {SHUTDOWN_GRACE:?} after shutdown began; closing them"),
     }
+    if let Err(e) = chorus.store.flush().await {
+        tracing::warn!("the last runs may not be in the store: {e}");
+    }
+    let store = chorus.store.clone();
+    let _ = tokio::task::spawn_blocking(move || store.release()).await;
     eprintln!("chorus: stopped");
     Ok(())
 }
@@ -233,6 +247,6 @@ async fn on_signal(stop: CancellationToken) {
         () = interrupt => {}
         () = terminate => {}
     }
-    eprintln!("chorus: shutting down: stopping every run");
+    eprintln!("chorus: shutting down");
     stop.cancel();
 }

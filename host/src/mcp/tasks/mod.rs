@@ -16,11 +16,15 @@
 //! - a finished task's result is read back from the run store
 //!   ([`results`]), not held in memory;
 //! - a task is its client's: another client (not an admin) asking for it
-//!   hears of an unknown task, as for an id that never was.
+//!   hears of an unknown task, as for an id that never was;
+//! - a task is kept in the run store too ([`shared`]), so every instance
+//!   on one store answers `tasks/get` and `tasks/cancel` for it.
 
 mod results;
+mod shared;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -58,7 +62,13 @@ pub struct Tasks {
     live: Registry,
     results: Arc<Results>,
     ttl: Duration,
+    /// Tasks whose state is still being mirrored into the store.
+    mirrors: Arc<AtomicUsize>,
 }
+
+/// What a task stopped by the end of its session says.
+const STOPPED: &str = "the task was stopped: this chorus is shutting down (or the client's \
+     session ended) before its run finished; call the tool again";
 
 impl Tasks {
     pub fn new(ttl: Duration) -> Self {
@@ -68,11 +78,13 @@ impl Tasks {
             live: Registry::default(),
             results: Arc::default(),
             ttl,
+            mirrors: Arc::default(),
         }
     }
 
-    /// Starts `call` as a task and returns it (status `working`).
-    pub fn start(
+    /// Starts `call` as a task and returns it (status `working`), once
+    /// the store has it (or a bounded wait for the store has passed).
+    pub async fn start(
         &self,
         chorus: Arc<Chorus>,
         call: Call,
@@ -87,6 +99,7 @@ impl Tasks {
         let (manager, registry) = (self.manager.clone(), self.live.clone());
         let (results, ttl) = (self.results.clone(), self.ttl);
         let (owners, owner) = (self.owners.clone(), call.client.name.clone());
+        let mirror = (chorus.clone(), self.live.clone(), self.results.clone());
         let task = self.manager.spawn(options, move |context| {
             let live = Live::new();
             let id = context.task_id().to_owned();
@@ -117,8 +130,21 @@ impl Tasks {
                 ended
             })
         });
-        lock(&self.owners).insert(task.task_id.clone(), owner);
+        lock(&self.owners).insert(task.task_id.clone(), owner.clone());
         expire_after(self.manager.clone(), self.ttl, || ());
+        let (chorus, registry, results) = mirror;
+        shared::Mirror {
+            chorus,
+            manager: self.manager.clone(),
+            registry,
+            results,
+            id: task.task_id.clone(),
+            client: owner,
+            ttl: self.ttl,
+            mirrors: self.mirrors.clone(),
+        }
+        .start()
+        .await;
         task
     }
 
@@ -143,15 +169,37 @@ impl Tasks {
         id: &str,
     ) -> Result<DetailedTask, McpError> {
         self.owned(client, id)?;
-        let mut task = with_live_status(&self.manager, &self.live, id)?;
-        self.results.fill(chorus, &mut task).await;
-        Ok(task)
+        match with_live_status(&self.manager, &self.live, id) {
+            Ok(mut task) => {
+                self.results.fill(chorus, &mut task).await;
+                Ok(task)
+            }
+            // Not run here: perhaps by another instance on the store.
+            Err(unknown) => shared::get(chorus, &self.results, client, id)
+                .await?
+                .ok_or(unknown),
+        }
     }
 
-    /// `tasks/cancel`: the run stops; the task ends `cancelled`.
-    pub fn cancel(&self, client: &Client, id: &str) -> Result<(), McpError> {
+    /// `tasks/cancel`: the run stops (here, or on the instance running
+    /// it); the task ends `cancelled`.
+    pub async fn cancel(&self, chorus: &Chorus, client: &Client, id: &str) -> Result<(), McpError> {
         self.owned(client, id)?;
-        self.manager.cancel_task(id)
+        match self.manager.cancel_task(id) {
+            Ok(()) => Ok(()),
+            Err(unknown) => shared::cancel(chorus, client, id).await?.ok_or(unknown),
+        }
+    }
+
+    /// Waits (at most `within`) until no task runs and every task's end
+    /// has been written to the store.
+    pub async fn settle(&self, within: Duration) {
+        let started = Instant::now();
+        while started.elapsed() < within
+            && (self.manager.running_task_count() > 0 || self.mirrors.load(Ordering::SeqCst) > 0)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// The session is over: every task stops and is forgotten.
@@ -210,7 +258,11 @@ async fn run(
             notifier.when_settled();
             return Err(TaskExit::Cancelled);
         }
-        () = session.ended() => return Err(TaskExit::Cancelled),
+        () = session.ended() => {
+            context.set_status_message(STOPPED.to_owned());
+            notifier.when_settled();
+            return Err(TaskExit::Error(McpError::internal_error(STOPPED, None)));
+        }
     };
     live.watch().finish();
     if tools::kept(&outcome) {

@@ -49,17 +49,23 @@ impl Results {
     /// `task` with its whole result, when the manager holds a slim one and
     /// the store still has the run.
     pub async fn fill(&self, chorus: &Chorus, task: &mut DetailedTask) {
+        if let Some(run_id) = self.run_of(&task.task.task_id) {
+            self.fill_from(chorus, task, &run_id).await;
+        }
+    }
+
+    /// The run whose record is `task`'s result, when its result is slim.
+    pub fn run_of(&self, task: &str) -> Option<String> {
+        let runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        runs.get(task).cloned()
+    }
+
+    /// `task` (holding a slim result) with the whole result of run `run_id`.
+    pub async fn fill_from(&self, chorus: &Chorus, task: &mut DetailedTask, run_id: &str) {
         let TaskPayload::Completed { result } = &mut task.payload else {
             return;
         };
-        let run_id = {
-            let runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-            runs.get(&task.task.task_id).cloned()
-        };
-        let Some(run_id) = run_id else {
-            return;
-        };
-        let record = match chorus.find_run(&run_id, false).await {
+        let record = match chorus.find_run(run_id, false).await {
             Ok(Lookup::Found(run)) if run.run_id == run_id => run.into_record(),
             Ok(_) => None,
             Err(e) => {

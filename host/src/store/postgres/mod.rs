@@ -13,6 +13,7 @@ mod retention;
 mod schema;
 mod spend;
 pub mod target;
+mod tasks;
 mod writer;
 
 use std::future::Future;
@@ -107,6 +108,10 @@ pub struct Postgres {
     /// Renews this instance's lease; stopped before the writer gives it back.
     heartbeat: Option<tokio::task::JoinHandle<()>>,
     runtime: Option<tokio::runtime::Runtime>,
+    /// This instance's id: its lease, and the owner of its tasks.
+    pub instance: String,
+    /// Task cancel requests heard from any instance (see `tasks::listen`).
+    pub cancels: tokio::sync::broadcast::Sender<String>,
 }
 
 /// The last handle lets the writer write what it was sent (a bounded
@@ -134,6 +139,7 @@ impl Postgres {
     /// cannot be reached now is not an error: runs are kept in memory
     /// until it can be (said in the log); a newer schema is.
     pub fn open(target: Target, retention: Retention, capacity: usize) -> Result<Self, StoreError> {
+        let listener = target.config.clone();
         let mut store = Self::connect(target)?;
         let migrated = match store.block(|pool| async move {
             let mut client = pool.get().await.map_err(|e| Failure::Pool(e.to_string()))?;
@@ -148,7 +154,10 @@ impl Postgres {
             }
             Err(e) => return Err(e),
         };
-        let instance = uuid::Uuid::now_v7().to_string();
+        let instance = store.instance.clone();
+        if let Some(runtime) = &store.runtime {
+            runtime.spawn(tasks::listen(listener, store.cancels.clone()));
+        }
         if migrated {
             // The lease is taken before the first run is written.
             let _ = store.block({
@@ -249,6 +258,8 @@ impl Postgres {
             done: Mutex::new(done),
             heartbeat: None,
             runtime: Some(runtime),
+            instance: uuid::Uuid::now_v7().to_string(),
+            cancels: tokio::sync::broadcast::channel(256).0,
         })
     }
 
@@ -376,6 +387,23 @@ impl Postgres {
         self.read(move |client| async move { read::exchanges(&**client, &id, most).await })
     }
 
+    /// Writes a task (see `store::tasks`); says whether it is to be cancelled.
+    pub fn put_task(&self, row: &crate::store::tasks::TaskRow) -> Result<bool, StoreError> {
+        let row = row.clone();
+        self.read(move |client| async move { tasks::put(&**client, &row).await })
+    }
+
+    pub fn task(&self, id: &str) -> Result<Option<crate::store::tasks::StoredTask>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |client| async move { tasks::get(&**client, &id).await })
+    }
+
+    /// Flags task `id` to be cancelled and tells every instance at once.
+    pub fn request_task_cancel(&self, id: &str) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.read(move |client| async move { tasks::request_cancel(&**client, &id).await })
+    }
+
     /// Admits a run against its client's budgets, or says why not.
     pub fn reserve(&self, ask: &Ask) -> Result<Verdict, StoreError> {
         let ask = ask.clone();
@@ -409,6 +437,23 @@ impl Postgres {
             message: "another chorus is applying retention to it right now: try again in a moment"
                 .into(),
         })
+    }
+
+    /// Stops renewing this instance's lease and gives it back.
+    pub fn release(&self) {
+        if let Some(heartbeat) = &self.heartbeat {
+            heartbeat.abort();
+        }
+        let instance = self.instance.clone();
+        let released = self.read(move |client| async move {
+            client
+                .execute("DELETE FROM instances WHERE id = $1", &[&instance])
+                .await?;
+            Ok(())
+        });
+        if let Err(e) = released {
+            tracing::debug!("the run store's lease was not given back: {e}");
+        }
     }
 
     pub async fn flush(&self) -> Result<(), String> {

@@ -8,7 +8,7 @@ use tokio_postgres::Client;
 use super::{Failure, LOCK_MIGRATE};
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Version 1: runs and their calls, as the SQLite store keeps them (texts
 /// of any length inline: PostgreSQL stores long ones out of line itself).
@@ -100,6 +100,23 @@ CREATE TABLE spend (
     cost_usd     DOUBLE PRECISION
 );
 CREATE INDEX spend_by_client ON spend (client, at);
+"#;
+
+/// Version 4: MCP tasks, so every instance answers for every task (see
+/// `store::tasks`); a working task whose owner's lease lapsed was lost.
+const V4: &str = r#"
+CREATE TABLE tasks (
+    id               TEXT PRIMARY KEY,
+    client           TEXT NOT NULL,
+    owner            TEXT NOT NULL,           -- instances.id of the instance running it
+    run_id           TEXT,
+    status           TEXT NOT NULL,           -- working, completed, failed, cancelled
+    detail           TEXT NOT NULL,           -- JSON: the task as tasks/get answers it
+    updated_at       BIGINT NOT NULL,         -- unix ms
+    expires_at       BIGINT NOT NULL,
+    cancel_requested BOOLEAN NOT NULL DEFAULT FALSE
+);
+CREATE INDEX tasks_by_expiry ON tasks (expires_at);
 "#;
 
 /// The schema version this chorus writes.

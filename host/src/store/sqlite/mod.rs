@@ -8,6 +8,7 @@ mod read;
 pub(super) mod retention;
 pub(super) mod schema;
 mod spend;
+mod tasks;
 pub(super) mod texts;
 pub(super) mod writer;
 
@@ -146,6 +147,19 @@ impl Sqlite {
     /// A run's cost replaces its worst case.
     pub fn settle(&self, id: &str, cost_usd: f64) -> Result<(), StoreError> {
         self.spending(|conn| spend::settle(conn, id, cost_usd))
+    }
+
+    /// Writes a task (see `store::tasks`); says whether it is to be cancelled.
+    pub fn put_task(&self, row: &crate::store::tasks::TaskRow) -> Result<bool, StoreError> {
+        self.spending(|conn| tasks::put(conn, row))
+    }
+
+    pub fn task(&self, id: &str) -> Result<Option<crate::store::tasks::StoredTask>, StoreError> {
+        self.read(|conn| tasks::get(conn, id))
+    }
+
+    pub fn request_task_cancel(&self, id: &str) -> Result<(), StoreError> {
+        self.spending(|conn| tasks::request_cancel(conn, id))
     }
 
     fn spending<T>(

@@ -14,7 +14,7 @@ use crate::store::StoreError;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5, V6];
+const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5, V6, V7];
 
 /// Version 1: runs, and the calls of each run.
 pub(in crate::store) const V1: &str = r#"
@@ -107,6 +107,23 @@ CREATE TABLE spend (
     cost_usd     REAL                         -- what it cost, once it ended
 );
 CREATE INDEX spend_by_client ON spend (client, at);
+"#;
+
+/// Version 7: MCP tasks, so processes sharing the file answer for each
+/// other's (see `store::tasks`).
+const V7: &str = r#"
+CREATE TABLE tasks (
+    id               TEXT PRIMARY KEY,
+    client           TEXT NOT NULL,
+    owner            TEXT NOT NULL,           -- host/pid-namespace/pid of the process running it
+    run_id           TEXT,
+    status           TEXT NOT NULL,           -- working, completed, failed, cancelled
+    detail           TEXT NOT NULL,           -- JSON: the task as tasks/get answers it
+    updated_at       INTEGER NOT NULL,        -- unix ms
+    expires_at       INTEGER NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX tasks_by_expiry ON tasks (expires_at);
 "#;
 
 /// The schema version this chorus writes.
