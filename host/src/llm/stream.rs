@@ -52,6 +52,8 @@ struct Delta<'a> {
     reasoning_content: Seen,
     #[serde(default)]
     reasoning_details: Seen,
+    #[serde(default)]
+    annotations: wire::search::Annotations,
 }
 
 /// What one event changed.
@@ -73,6 +75,8 @@ pub struct Assembler {
     finish_reason: Option<String>,
     served_by: Option<String>,
     usage: Option<WireUsage>,
+    /// The deltas' `url_citation` annotations so far.
+    citations: Vec<crate::llm::Citation>,
     /// Tokens of answer or reasoning so far, estimated (see `tokens`).
     tokens: u32,
     done: bool,
@@ -156,6 +160,9 @@ impl Assembler {
                 step.token |= !refusal.is_empty();
                 tokens += estimate_tokens(refusal);
             }
+            let room = wire::search::MAX_CITATIONS.saturating_sub(self.citations.len());
+            self.citations
+                .extend(delta.annotations.0.into_iter().take(room));
             if delta.reasoning.0 || delta.reasoning_content.0 || delta.reasoning_details.0 {
                 step.token = true;
                 tokens += 1;
@@ -201,6 +208,7 @@ impl Assembler {
                 finish_reason: self.finish_reason,
                 served_by: self.served_by,
                 usage: self.usage,
+                citations: self.citations,
             },
             requested_model,
         )

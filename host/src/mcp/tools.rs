@@ -40,7 +40,22 @@ static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
             "elapsed_ms": {"type": "integer"},
             "details": {"type": "object"},
             "follow_up_of": {"type": "string"},
-            "resynthesis_of": {"type": "string"}
+            "resynthesis_of": {"type": "string"},
+            "sources": {
+                "type": "array",
+                "description": "Web sources the models cited (web search), numbered as in the answer's closing Sources list.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "number": {"type": "integer"},
+                        "url": {"type": "string"},
+                        "title": {"type": "string"},
+                        "cited_by": {"type": "array", "items": {"type": "string"}},
+                        "calls": {"type": "array", "items": {"type": "integer"}}
+                    },
+                    "required": ["number", "url", "cited_by", "calls"]
+                }
+            }
         },
         "required": ["pipeline", "kind", "summary", "answer", "notes", "calls", "usage", "elapsed_ms", "details"]
     });

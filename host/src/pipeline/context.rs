@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 mod fallback;
 mod recording;
+mod search;
 
 #[cfg(test)]
 pub use recording::call_record;
@@ -75,6 +76,10 @@ pub struct RunContext {
     /// The stage rank of the run's next batch of calls: one more per batch,
     /// so a run further along gets the providers' permits first.
     next_rank: AtomicU32,
+    /// The run's web search, when it asked for one.
+    search: Option<crate::llm::WebSearch>,
+    /// Providers already named in a note for not searching.
+    unsearched: Mutex<Vec<String>>,
 }
 
 /// A call's live state, readable after it is cut.
@@ -111,7 +116,16 @@ impl RunContext {
             history: Vec::new(),
             run_seq: next_run_seq(),
             next_rank: AtomicU32::new(0),
+            search: None,
+            unsearched: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Every call of the run searches the web as `search` says (models
+    /// configured to search do anyway).
+    pub fn with_search(mut self, search: Option<crate::llm::WebSearch>) -> Self {
+        self.search = search;
+        self
     }
 
     /// Every request of the run will carry `history` (a follow-up's
@@ -199,7 +213,7 @@ impl RunContext {
                 follow_up::insert(&mut request.messages, &self.history);
                 let admission = match self.admit() {
                     None => Admission::Refuse,
-                    Some(id) => match self.budget.reserve(&self.llm, &request) {
+                    Some(id) => match self.reserve(&request) {
                         Ok(reservation) => Admission::Send(id, reservation),
                         Err(why) => Admission::Skip(id, why),
                     },
@@ -320,6 +334,7 @@ impl RunContext {
             on_tokens: &on_tokens,
             on_queued: &on_queued,
             attempts: &live.attempts,
+            search: self.search.as_ref(),
         };
         let (mut completion, request, reservation, tried) = self
             .send_with_fallbacks(id, request.clone(), reservation, live, &hooks)

@@ -223,6 +223,7 @@ impl Runner {
                 .and_then(Conversation::note)
                 .into_iter()
                 .collect(),
+            search: options::web_search(pipeline, &request.options),
         };
         let mut record = self
             .wrapped(setup, progress, |context| async move {

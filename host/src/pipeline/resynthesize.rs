@@ -106,6 +106,7 @@ impl Runner {
             dry_run: false,
             answered_by: merge.synthesizer.name.clone(),
             lead_notes,
+            search: None,
         };
         let synthesizer = merge.synthesizer;
         let mut record = self
@@ -257,6 +258,7 @@ fn reuse(source: &StoredRun) -> (Vec<CallRecord>, Vec<Completion>) {
                 }),
                 reply: outcome.as_ref().ok().map(|r| r.content.clone()),
                 fallback_from: call.fallback_from.clone(),
+                citations: call.citations.clone(),
                 reused_from: Some(CallRef {
                     run_id: source.run_id.clone(),
                     call: call.id,
@@ -284,6 +286,7 @@ fn outcome(call: &CallRecord) -> Result<Reply, Failure> {
             served_by: call.model.clone(),
             finish_reason: None,
             usage: None,
+            citations: call.citations.clone(),
             format_sent: call
                 .format_sent
                 .as_deref()
@@ -353,6 +356,7 @@ mod tests {
                 reused_from: None,
                 format_sent: None,
                 fallback_from: Vec::new(),
+                citations: Vec::new(),
             },
             request: None,
         }

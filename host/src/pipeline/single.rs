@@ -54,6 +54,7 @@ impl Runner {
             dry_run: false,
             answered_by: "chorus".to_owned(),
             lead_notes: Vec::new(),
+            search: None,
         };
         let chat = ChatRequest {
             label: "panel".to_owned(),

@@ -8,7 +8,7 @@ use tokio_postgres::Client;
 use super::{Failure, LOCK_MIGRATE};
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Version 1: runs and their calls, as the SQLite store keeps them (texts
 /// of any length inline: PostgreSQL stores long ones out of line itself).
@@ -100,6 +100,12 @@ CREATE TABLE spend (
     cost_usd     DOUBLE PRECISION
 );
 CREATE INDEX spend_by_client ON spend (client, at);
+"#;
+
+/// Version 4: each call's web citations, as in the SQLite store's
+/// version 7.
+const V4: &str = r#"
+ALTER TABLE calls ADD COLUMN citations TEXT;
 "#;
 
 /// The schema version this chorus writes.

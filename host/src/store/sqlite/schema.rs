@@ -14,7 +14,7 @@ use crate::store::StoreError;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5, V6];
+const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5, V6, V7];
 
 /// Version 1: runs, and the calls of each run.
 pub(in crate::store) const V1: &str = r#"
@@ -107,6 +107,12 @@ CREATE TABLE spend (
     cost_usd     REAL                         -- what it cost, once it ended
 );
 CREATE INDEX spend_by_client ON spend (client, at);
+"#;
+
+/// Version 7: each call's web citations (`url_citation` annotations), from
+/// which a run's numbered sources are rebuilt.
+const V7: &str = r#"
+ALTER TABLE calls ADD COLUMN citations TEXT;  -- JSON array of citations; NULL: none
 "#;
 
 /// The schema version this chorus writes.
