@@ -419,13 +419,8 @@ impl Llm {
                 let searching = search::merged(provider.extra_body(), &search);
                 let extra = searching.as_ref().unwrap_or(provider.extra_body());
                 let send = |format: FormatSent| {
-                    let body = wire::request_body(
-                        request,
-                        extra,
-                        params,
-                        provider.streams(),
-                        format,
-                    );
+                    let body =
+                        wire::request_body(request, extra, params, provider.streams(), format);
                     provider.send(Bytes::from(body), &request.model, hooks)
                 };
                 let outcome = match wire::forced_format(params) {

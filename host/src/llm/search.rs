@@ -73,7 +73,10 @@ pub enum Plan {
     /// Nobody asked.
     Off,
     /// Sent: the fields merged into the body, and the search's price.
-    Send { fields: Map<String, Value>, usd: f64 },
+    Send {
+        fields: Map<String, Value>,
+        usd: f64,
+    },
     /// Asked, but the provider cannot search (`web_search = "none"`).
     Unsupported { provider: String },
 }

@@ -398,6 +398,7 @@ mod tests {
             details: None,
             follow_up_of: Some("r0".into()),
             resynthesis_of: Some("r1".into()),
+            sources: Vec::new(),
         };
         let declared: std::collections::BTreeSet<&String> = OUTPUT_SCHEMA["properties"]
             .as_object()
@@ -437,6 +438,7 @@ mod tests {
             details: None,
             follow_up_of: None,
             resynthesis_of: None,
+            sources: Vec::new(),
         };
         assert_eq!(shown_answer(&record("ééé".into()), 6), None);
         let (text, note) = shown_answer(&record("éééé".into()), 5).unwrap();
@@ -473,6 +475,7 @@ mod tests {
             details: Some(json!([1, 2])),
             follow_up_of: None,
             resynthesis_of: None,
+            sources: Vec::new(),
         };
         assert_eq!(structured(&result)["details"], json!({"value": [1, 2]}));
         result.details = Some(json!({"votes": 3}));

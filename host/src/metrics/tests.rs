@@ -46,6 +46,7 @@ fn record(kind: AnswerKind) -> Arc<RunRecord> {
         details: None,
         follow_up_of: None,
         resynthesis_of: None,
+        sources: Vec::new(),
     })
 }
 

@@ -213,7 +213,7 @@ impl RunContext {
                 follow_up::insert(&mut request.messages, &self.history);
                 let admission = match self.admit() {
                     None => Admission::Refuse,
-                    Some(id) => match self.reserve(&request) {
+                    Some(id) => match self.reserve(&request, self.search_for(&stage)) {
                         Ok(reservation) => Admission::Send(id, reservation),
                         Err(why) => Admission::Skip(id, why),
                     },
@@ -334,7 +334,7 @@ impl RunContext {
             on_tokens: &on_tokens,
             on_queued: &on_queued,
             attempts: &live.attempts,
-            search: self.search.as_ref(),
+            search: self.search_for(stage),
         };
         let (mut completion, request, reservation, tried) = self
             .send_with_fallbacks(id, request.clone(), reservation, live, &hooks)

@@ -108,7 +108,11 @@ pub(super) fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()>
     if !sources.is_empty() {
         writeln!(out, "\nsources")?;
         for s in &sources {
-            let title = s.title.as_deref().map(|t| format!("{t} — ")).unwrap_or_default();
+            let title = s
+                .title
+                .as_deref()
+                .map(|t| format!("{t} — "))
+                .unwrap_or_default();
             writeln!(
                 out,
                 "  {}. {title}{} (cited by {})",

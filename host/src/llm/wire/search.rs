@@ -154,8 +154,10 @@ mod tests {
         );
         // A span out of range, or backwards, is left out.
         let spans = with_spans(
-            read(json!([{"url": "https://s.example", "start_index": 3, "end_index": 99},
-                        {"url": "https://t.example", "start_index": 3, "end_index": 1}])),
+            read(
+                json!([{"url": "https://s.example", "start_index": 3, "end_index": 99},
+                        {"url": "https://t.example", "start_index": 3, "end_index": 1}]),
+            ),
             "short",
         );
         assert!(spans.iter().all(|c| c.cited.is_none()));

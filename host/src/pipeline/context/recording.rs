@@ -25,7 +25,7 @@ impl RunContext {
         request: &ChatRequest,
         reservation: Reservation,
     ) -> Completion {
-        let search = self.llm.search_plan(&request.model, self.search.as_ref());
+        let search = self.llm.search_plan(&request.model, self.search_for(stage));
         let worst = crate::pipeline::budget::worst_case_usd(&self.llm, request)
             .ok()
             .map(|usd| usd + search.usd());

@@ -1,16 +1,29 @@
-//! A call's admission with its web search: the search's price is part of
-//! its worst case, and a provider that cannot search is said out loud in
+//! A call's admission with its web search: the run's search goes to the
+//! panel's calls, the search's price is part of its worst case, and a provider that cannot search is said out loud in
 //! the run's notes (once per provider), not silently dropped.
 
 use super::RunContext;
-use crate::llm::{ChatRequest, SearchPlan};
+use crate::llm::{ChatRequest, SearchPlan, WebSearch};
 use crate::pipeline::budget::Reservation;
 
+/// The stage of the panel's calls: the run's search is theirs (a
+/// synthesizer's or judge's call searches only if its model does).
+const PANEL_STAGE: &str = "fan-out";
+
 impl RunContext {
+    /// The run's web search for calls of `stage`.
+    pub(super) fn search_for(&self, stage: &str) -> Option<&WebSearch> {
+        self.search.as_ref().filter(|_| stage == PANEL_STAGE)
+    }
+
     /// Reserves `request`'s worst case, web search included, or says why
     /// not.
-    pub(super) fn reserve(&self, request: &ChatRequest) -> Result<Reservation, String> {
-        let plan = self.llm.search_plan(&request.model, self.search.as_ref());
+    pub(super) fn reserve(
+        &self,
+        request: &ChatRequest,
+        search: Option<&WebSearch>,
+    ) -> Result<Reservation, String> {
+        let plan = self.llm.search_plan(&request.model, search);
         if let SearchPlan::Unsupported { provider } = &plan {
             let mut named = self.unsearched.lock().unwrap_or_else(|e| e.into_inner());
             if !named.contains(provider) {
