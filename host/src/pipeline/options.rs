@@ -222,11 +222,11 @@ mod tests {
         );
         assert_eq!(
             error(json!({"agent": 4})),
-            "unknown argument `agent`: this tool takes `prompt`, agents, max_cost_usd, follow_up_of"
+            "unknown argument `agent`: this tool takes `prompt`, agents, max_cost_usd, web_search, follow_up_of"
         );
         assert_eq!(
             resolve(&BTreeMap::new(), given(json!({"x": 1}))).unwrap_err(),
-            "unknown argument `x`: this tool takes `prompt`, max_cost_usd, follow_up_of"
+            "unknown argument `x`: this tool takes `prompt`, max_cost_usd, web_search, follow_up_of"
         );
         assert_eq!(
             resolve(&BTreeMap::new(), given(json!({"max_cost_usd": -1}))).unwrap_err(),

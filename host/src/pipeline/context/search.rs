@@ -30,7 +30,8 @@ impl RunContext {
                 named.push(provider.clone());
                 self.note(format!(
                     "web search was asked, but provider `{provider}` cannot search \
-                     (providers.{provider}.web_search = \"none\"): `{}` answered without it.",
+                     (providers.{provider}.web_search = \"none\"): its models answer without \
+                     searching (the first was `{}`).",
                     request.model
                 ));
             }
