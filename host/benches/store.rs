@@ -117,6 +117,7 @@ fn run(i: usize) -> Run {
                 reused_from: None,
                 format_sent: None,
                 fallback_from: Vec::new(),
+                citations: Vec::new(),
             })
         })
         .collect();
@@ -140,6 +141,7 @@ fn run(i: usize) -> Run {
         details: None,
         follow_up_of: None,
         resynthesis_of: None,
+        sources: Vec::new(),
     });
     let plan = Arc::new(Plan {
         panel: PANEL

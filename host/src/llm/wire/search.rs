@@ -81,7 +81,7 @@ fn index(value: Option<&Value>) -> Option<u32> {
         Value::String(s) => s.trim().parse::<f64>().ok()?,
         _ => return None,
     };
-    (n.is_finite() && n >= 0.0 && n <= f64::from(u32::MAX)).then(|| n as u32)
+    (n.is_finite() && n >= 0.0 && n <= f64::from(u32::MAX)).then_some(n as u32)
 }
 
 /// Fills each citation's `cited` span from the answer's text (indices in
