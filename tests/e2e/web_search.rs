@@ -278,3 +278,49 @@ async fn chorus_ask_web_searches_and_runs_show_lists_the_sources_from_the_store(
     assert_eq!(run["sources"][0]["cited_by"], json!(["m1", "m2"]));
     assert_eq!(run["calls"][1]["citations"][1]["cited"], "Go");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dry_run_counts_the_search_in_each_panel_calls_worst_case() {
+    let mock = Mock::start().await;
+    let toml = config(&mock, "")
+        .replace(
+            "[providers.mock]\n",
+            "[providers.mock]\nweb_search_usd_per_request = 1.0\n",
+        )
+        .replace(
+            "context_window = 100000\n",
+            "context_window = 100000\ninput_price = 0.0\noutput_price = 0.0\nmax_output_tokens = 100\n",
+        );
+    let file = write_config(&toml);
+    let config = file.path.to_str().unwrap();
+    let (code, stdout, stderr) = chorus(&[
+        "ask",
+        "--web",
+        "--dry-run",
+        "--json",
+        "--config",
+        config,
+        "q",
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let run: Value = serde_json::from_str(&stdout).unwrap();
+    let worst: Vec<(String, f64)> = run["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["stage"].as_str().unwrap().to_owned(),
+                c["worst_case_usd"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(worst.len(), 6, "{worst:?}");
+    for (stage, usd) in &worst {
+        let expected = if stage == "fan-out" { 1.0 } else { 0.0 };
+        assert_eq!(*usd, expected, "{stage}");
+    }
+    assert_eq!(run["estimated_cost_usd"]["at_most"], 5.0);
+    assert!(mock.requests().is_empty(), "a dry run calls no model");
+}

@@ -16,6 +16,8 @@ mod fallback;
 mod recording;
 mod search;
 
+pub use search::search_of_stage;
+
 #[cfg(test)]
 pub use recording::call_record;
 

@@ -26,6 +26,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use budget::worst_case_usd;
+pub use context::search_of_stage;
 pub use events::{Event, Progress, Stage};
 pub use follow_up::{Conversation, Turn};
 pub use resynthesize::Merger;

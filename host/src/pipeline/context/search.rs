@@ -10,10 +10,15 @@ use crate::pipeline::budget::Reservation;
 /// synthesizer's or judge's call searches only if its model does).
 const PANEL_STAGE: &str = "fan-out";
 
+/// A run's web search (`search`) as it applies to calls of `stage`.
+pub fn search_of_stage<'a>(search: Option<&'a WebSearch>, stage: &str) -> Option<&'a WebSearch> {
+    search.filter(|_| stage == PANEL_STAGE)
+}
+
 impl RunContext {
     /// The run's web search for calls of `stage`.
     pub(super) fn search_for(&self, stage: &str) -> Option<&WebSearch> {
-        self.search.as_ref().filter(|_| stage == PANEL_STAGE)
+        search_of_stage(self.search.as_ref(), stage)
     }
 
     /// Reserves `request`'s worst case, web search included, or says why
