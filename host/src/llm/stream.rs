@@ -160,9 +160,14 @@ impl Assembler {
                 step.token |= !refusal.is_empty();
                 tokens += estimate_tokens(refusal);
             }
-            let room = wire::search::MAX_CITATIONS.saturating_sub(self.citations.len());
-            self.citations
-                .extend(delta.annotations.0.into_iter().take(room));
+            // Some providers repeat the whole list on later chunks.
+            for citation in delta.annotations.0 {
+                if self.citations.len() < wire::search::MAX_CITATIONS
+                    && !self.citations.contains(&citation)
+                {
+                    self.citations.push(citation);
+                }
+            }
             if delta.reasoning.0 || delta.reasoning_content.0 || delta.reasoning_details.0 {
                 step.token = true;
                 tokens += 1;
