@@ -72,6 +72,7 @@ fn run(i: usize) -> Run {
                 messages: vec![user(prompt.clone())],
                 sampling: Sampling::default(),
                 response_format: None,
+                attachments: Default::default(),
             })
         })
         .collect();
@@ -92,6 +93,7 @@ fn run(i: usize) -> Run {
         ],
         sampling: Sampling::default(),
         response_format: None,
+        attachments: Default::default(),
     }));
     let calls: Vec<Arc<CallRecord>> = requests
         .iter()
@@ -117,6 +119,7 @@ fn run(i: usize) -> Run {
                 reused_from: None,
                 format_sent: None,
                 fallback_from: Vec::new(),
+                citations: Vec::new(),
             })
         })
         .collect();
@@ -140,6 +143,7 @@ fn run(i: usize) -> Run {
         details: None,
         follow_up_of: None,
         resynthesis_of: None,
+        sources: Vec::new(),
     });
     let plan = Arc::new(Plan {
         panel: PANEL

@@ -5,6 +5,8 @@
 
 use std::sync::Arc;
 
+pub mod sources;
+
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
@@ -77,6 +79,10 @@ pub struct RunRecord {
     /// The run whose answers this one merged again, without asking the panel.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resynthesis_of: Option<String>,
+    /// The web sources the answer's calls cited, merged and numbered (see
+    /// `sources`); the text answer ends with them as links.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<sources::Source>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -135,6 +141,10 @@ pub struct CallRecord {
     /// each as `model: failure` (see fallback models).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback_from: Vec<String>,
+    /// The answer's `url_citation` annotations (web search): each source
+    /// and the span of the answer citing it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub citations: Vec<crate::llm::Citation>,
 }
 
 /// A call of some run.
@@ -322,6 +332,7 @@ impl StoredRun {
     /// The record its run returned, rebuilt from what the store kept;
     /// `None` for a run that ended without one (failed, or still running).
     pub fn into_record(self) -> Option<RunRecord> {
+        let calls: Vec<CallRecord> = self.calls.into_iter().map(|c| c.call).collect();
         Some(RunRecord {
             run_id: self.run_id,
             pipeline: self.pipeline,
@@ -329,7 +340,8 @@ impl StoredRun {
             summary: self.summary?,
             answer: self.answer.unwrap_or_default(),
             notes: self.notes,
-            calls: self.calls.into_iter().map(|c| c.call).collect(),
+            sources: sources::merged(&calls),
+            calls,
             usage: self.usage,
             elapsed_ms: self.elapsed_ms.unwrap_or_default(),
             details: self.details,
@@ -472,6 +484,7 @@ mod tests {
             reused_from: None,
             format_sent: None,
             fallback_from: Vec::new(),
+            citations: Vec::new(),
         };
         assert!(serde_json::to_value(&call).unwrap().get("reply").is_none());
         let stored = StoredCall {

@@ -51,3 +51,4 @@ mod timeouts;
 mod toolchains;
 mod upstream;
 mod viewer;
+mod web_search;

@@ -67,6 +67,9 @@ pub enum Step {
     /// A well-formed chat completion once the test opens `gate`: holds a
     /// run in flight for exactly as long as the test needs.
     Gated { gate: Gate, text: String },
+    /// A chat completion of `text` carrying `annotations` (web search's
+    /// `url_citation`s): on the message, or on a delta of a stream.
+    Cited { text: String, annotations: Value },
 }
 
 /// Opened once by the test; every request waiting on it then answers.
@@ -101,6 +104,8 @@ pub enum Sse {
     Reasoning(String),
     /// A chunk with `finish_reason`.
     Finish(String),
+    /// A chunk with `delta.annotations`.
+    Annotations(Value),
     /// A chunk with this `usage` object and no choices.
     Usage(Value),
     /// A chunk with an `error` object and `finish_reason: "error"`.
@@ -412,6 +417,19 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
             tokio::time::sleep(delay).await;
             answer(guard, stream, &model, &text)
         }
+        Step::Cited { text, annotations } => {
+            if stream {
+                let mut events: Vec<Sse> = pieces(&text).into_iter().map(Sse::Content).collect();
+                events.push(Sse::Annotations(annotations));
+                events.extend(finish_events());
+                sse(guard, &model, events, false)
+            } else {
+                drop(guard);
+                let mut body = completion(&model, &text);
+                body["choices"][0]["message"]["annotations"] = annotations;
+                json_response(StatusCode::OK, &body)
+            }
+        }
         Step::Status {
             code,
             message,
@@ -561,6 +579,9 @@ fn sse(guard: InFlight, model: &str, events: Vec<Sse>, crlf: bool) -> Response {
                         Sse::Comment(c) => format!(": {c}{end}{end}"),
                         Sse::Content(c) => chunk(delta(&model, json!({"content": c}), None)),
                         Sse::Reasoning(r) => chunk(delta(&model, json!({"reasoning": r}), None)),
+                        Sse::Annotations(a) => {
+                            chunk(delta(&model, json!({"annotations": a}), None))
+                        }
                         Sse::Finish(reason) => chunk(delta(&model, json!({}), Some(&reason))),
                         Sse::Usage(usage) => chunk(json!({
                             "id": "mock-1", "object": "chat.completion.chunk", "model": model,

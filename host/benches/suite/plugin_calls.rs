@@ -44,6 +44,7 @@ fn answered(id: u32, label: String, model: String) -> Completion {
                 ..Usage::default()
             }),
             format_sent: Default::default(),
+            citations: Vec::new(),
         }),
     }
 }

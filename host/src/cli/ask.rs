@@ -52,6 +52,10 @@ pub struct Args {
     /// A pipeline option, e.g. `-o agents=8` (repeatable; see `chorus check`).
     #[arg(long = "option", short = 'o', value_name = "NAME=VALUE", value_parser = parse_option)]
     options: Vec<(String, serde_json::Value)>,
+    /// Let each panel member search the web (the `web_search` option); the
+    /// answer ends with the numbered sources they cited.
+    #[arg(long)]
+    web: bool,
 }
 
 /// `NAME=VALUE`; the value is JSON when it parses as JSON (`8`, `true`),
@@ -129,7 +133,7 @@ fn attachments(args: &Args, limits: &attach::Limits) -> Result<attach::Attachmen
     attach::load(sources, &attach::Access::Anywhere, limits)
 }
 
-pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
+pub async fn run(chorus: Arc<Chorus>, mut args: Args) -> ExitCode {
     let prompt = match args.prompt.as_deref() {
         Some(p) if p != "-" => p.to_owned(),
         _ => {
@@ -168,6 +172,10 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
         );
         return ExitCode::from(2);
     };
+    if args.web {
+        let web = crate::pipeline::options::WEB_SEARCH.to_owned();
+        args.options.push((web, serde_json::Value::Bool(true)));
+    }
     if args.dry_run {
         if args.follow_up.is_some() {
             eprintln!("chorus: --dry-run cannot show a follow-up yet; leave out --follow-up");

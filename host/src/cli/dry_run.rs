@@ -37,6 +37,13 @@ pub async fn run(
     options: Map<String, Value>,
     json: bool,
 ) -> ExitCode {
+    let search = chorus
+        .runner()
+        .pipelines()
+        .find(|(name, _)| *name == pipeline)
+        .and_then(|(_, p)| {
+            crate::pipeline::options::web_search(p, &Value::Object(options.clone()))
+        });
     let seen = Arc::new(Mutex::new(Seen::default()));
     let progress = {
         let seen = seen.clone();
@@ -65,7 +72,10 @@ pub async fn run(
         .calls
         .into_iter()
         .map(|(id, stage, request)| Call {
-            worst: worst_case_usd(llm, &request),
+            worst: worst_case_usd(llm, &request).map(|usd| {
+                let search = crate::pipeline::search_of_stage(search.as_ref(), &stage);
+                usd + llm.search_plan(&request.model, search).usd()
+            }),
             id,
             stage,
             request,

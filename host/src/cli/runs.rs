@@ -234,8 +234,19 @@ fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode,
     Ok(ExitCode::SUCCESS)
 }
 
+/// The run as JSON, with its merged web `sources` (rebuilt from its calls'
+/// citations) when it has any.
 fn to_json(run: &StoredRun) -> String {
-    serde_json::to_string_pretty(run).unwrap_or_default()
+    let mut value = serde_json::to_value(run).unwrap_or_default();
+    let calls: Vec<crate::record::CallRecord> = run.calls.iter().map(|c| c.call.clone()).collect();
+    let sources = crate::record::sources::merged(&calls);
+    if let (false, Some(object)) = (sources.is_empty(), value.as_object_mut()) {
+        object.insert(
+            "sources".into(),
+            serde_json::to_value(sources).unwrap_or_default(),
+        );
+    }
+    serde_json::to_string_pretty(&value).unwrap_or_default()
 }
 
 /// The run `id` names, or a message saying why there is none.
@@ -416,6 +427,7 @@ mod tests {
             reused_from: None,
             format_sent: None,
             fallback_from: Vec::new(),
+            citations: Vec::new(),
         };
         assert_eq!(
             prompt_cache(&call(Some(800), None)),

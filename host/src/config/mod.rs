@@ -12,6 +12,7 @@ mod locate;
 mod origin;
 mod overrides;
 mod schema;
+mod search;
 mod validate;
 
 use std::fmt;
@@ -28,6 +29,7 @@ pub use overrides::{
     BASE_URL_ENV, MODELS_ENV, Overrides, PANEL_PLUGIN, PIPELINE_ENV, SYNTHESIZER_ENV, model_list,
 };
 pub use schema::*;
+pub use search::{SearchContext, SearchStyle};
 pub use validate::{BUILTIN_OPTIONS, FORBIDDEN_HEADERS, RESERVED_TOOLS, check_option, integral};
 
 /// The default configuration compiled into the binary: the repository's

@@ -264,6 +264,17 @@ pub struct Provider {
     pub catalog_ttl: Option<Duration>,
     #[serde(default)]
     pub retry: Retry,
+    /// How this provider is asked to search the web: `"openrouter-plugin"`,
+    /// `"web-search-options"` or `"none"`. Default: the plugin for
+    /// openrouter.ai, `web_search_options` for any other.
+    #[serde(default)]
+    pub web_search: Option<super::search::SearchStyle>,
+    /// What one searching request costs on top of its tokens, in USD, for
+    /// the worst case checked against `max_cost_usd` and for estimates.
+    /// Default: OpenRouter's $0.004 a result for its plugin, $0.05 a
+    /// request for `web_search_options` (see docs/configuration.md).
+    #[serde(default)]
+    pub web_search_usd_per_request: Option<f64>,
 }
 
 /// Retries for 429, 5xx and connection failures, with exponential backoff
@@ -330,6 +341,16 @@ pub struct Model {
     /// provider down after its retries — so its seat is still filled.
     #[serde(default)]
     pub fallbacks: Vec<String>,
+    /// Every call to this model searches the web.
+    #[serde(default)]
+    pub web_search: bool,
+    /// Most search results a call to this model reads (providers that
+    /// take a number). Wins over the pipeline's.
+    #[serde(default)]
+    pub web_search_max_results: Option<u32>,
+    /// `"low"`, `"medium"` or `"high"`. Wins over the pipeline's.
+    #[serde(default)]
+    pub web_search_context: Option<super::search::SearchContext>,
 }
 
 /// A strategy plugin: a WebAssembly component and its settings.
@@ -382,6 +403,16 @@ pub struct Pipeline {
     /// `{ "ID" = ["fallback", …] }` (an empty list: no fallback here).
     #[serde(default)]
     pub fallbacks: BTreeMap<String, Vec<String>>,
+    /// Every panel member of this pipeline's runs searches the web (a
+    /// call's `web_search` argument can switch it on too).
+    #[serde(default)]
+    pub web_search: bool,
+    /// Most search results each searching call reads.
+    #[serde(default)]
+    pub web_search_max_results: Option<u32>,
+    /// `"low"`, `"medium"` or `"high"`.
+    #[serde(default)]
+    pub web_search_context: Option<super::search::SearchContext>,
     /// What a panel member that cannot take an attachment's kind gets.
     #[serde(default)]
     pub attachments_for_text_models: ForTextModels,

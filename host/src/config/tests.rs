@@ -111,6 +111,24 @@ fn semantic_errors_name_the_key_and_what_is_valid() {
             "required when there is more than one provider",
         ),
         (
+            MINIMAL.replace("[models.m]", "[models.m]\nweb_search_max_results = 0"),
+            "models.\"m\".web_search_max_results",
+            "must be from 1 to 25, got 0",
+        ),
+        (
+            format!("{MINIMAL}web_search_max_results = 26\n"),
+            "pipelines.ask.web_search_max_results",
+            "must be from 1 to 25, got 26",
+        ),
+        (
+            MINIMAL.replace(
+                "base_url = \"http://127.0.0.1:9/v1\"",
+                "base_url = \"http://127.0.0.1:9/v1\"\nweb_search_usd_per_request = -1.0",
+            ),
+            "providers.p.web_search_usd_per_request",
+            "must be a price in USD per searching request",
+        ),
+        (
             MINIMAL.replace(
                 "base_url = \"http://127.0.0.1:9/v1\"",
                 "base_url = \"http://127.0.0.1:9/v1\"\nmax_concurrency = 0",

@@ -95,7 +95,7 @@ type Invalid = (String, String);
 pub const RESERVED_TOOLS: &[&str] = &["resynthesize"];
 
 /// Options every pipeline takes, handled by chorus rather than the plugins.
-pub const BUILTIN_OPTIONS: &[&str] = &["max_cost_usd", "follow_up_of"];
+pub const BUILTIN_OPTIONS: &[&str] = &["max_cost_usd", "follow_up_of", "web_search"];
 
 pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
     let names = |keys: &mut dyn Iterator<Item = &String>| {
@@ -212,6 +212,14 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
 
     for (name, p) in &config.providers {
         let key = |k: &str| format!("providers.{name}.{k}");
+        if p.web_search_usd_per_request
+            .is_some_and(|usd| !usd.is_finite() || !(0.0..=MAX_PRICE).contains(&usd))
+        {
+            return Err((
+                key("web_search_usd_per_request"),
+                format!("must be a price in USD per searching request, from 0 to {MAX_PRICE}"),
+            ));
+        }
         if !matches!(p.base_url.scheme(), "http" | "https") {
             return Err((
                 key("base_url"),
@@ -331,6 +339,10 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
             }
             _ => {}
         }
+        search_results(
+            &format!("models.\"{id}\".web_search_max_results"),
+            model.web_search_max_results,
+        )?;
         for (k, price) in [
             ("input_price", model.input_price),
             ("output_price", model.output_price),
@@ -387,6 +399,10 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
     super::attachments::check(config)?;
 
     for (name, pipeline) in &config.pipelines {
+        search_results(
+            &format!("pipelines.{name}.web_search_max_results"),
+            pipeline.web_search_max_results,
+        )?;
         let valid_tool_name = !name.is_empty()
             && name.len() <= 64
             && name
@@ -523,6 +539,17 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
 
 /// How much longer than the longest run an MCP task must live.
 const TASK_TTL_MARGIN: Duration = Duration::from_secs(30);
+
+/// Most search results a call may ask for (OpenRouter's plugin takes
+/// up to this many).
+const MAX_SEARCH_RESULTS: usize = 25;
+
+fn search_results(key: &str, value: Option<u32>) -> Result<(), Invalid> {
+    match value {
+        Some(n) => count(key, n as usize, 1, MAX_SEARCH_RESULTS),
+        None => Ok(()),
+    }
+}
 
 fn count(key: &str, value: usize, min: usize, max: usize) -> Result<(), Invalid> {
     if value < min || value > max {

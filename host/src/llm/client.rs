@@ -49,6 +49,9 @@ pub struct CallHooks<'a> {
     pub on_tokens: OnTokens<'a>,
     pub on_queued: OnQueued<'a>,
     pub attempts: &'a Attempts,
+    /// The run's web search, if it asked for one (a model configured to
+    /// search does so without it).
+    pub search: Option<&'a super::search::WebSearch>,
 }
 
 pub struct ProviderClient {
@@ -66,6 +69,7 @@ pub struct ProviderClient {
     retry: Retry,
     stream: bool,
     max_response_bytes: usize,
+    search: super::search::ProviderSearch,
 }
 
 /// One failed attempt and whether it is worth another.
@@ -157,7 +161,13 @@ impl ProviderClient {
             retry: config.retry.clone(),
             stream: config.stream,
             max_response_bytes: config.max_response_bytes,
+            search: super::search::ProviderSearch::of(config),
         })
+    }
+
+    /// How this provider searches the web.
+    pub fn search(&self) -> super::search::ProviderSearch {
+        self.search
     }
 
     /// Why this provider's key cannot be used, if it cannot.
@@ -265,6 +275,16 @@ impl ProviderClient {
                 finish_reason: reply.finish_reason.map(|r| self.scrubber.scrub_owned(r)),
                 usage: reply.usage,
                 format_sent: reply.format_sent,
+                citations: reply
+                    .citations
+                    .into_iter()
+                    .map(|c| crate::llm::Citation {
+                        url: self.scrubber.scrub_owned(c.url),
+                        title: c.title.map(|t| self.scrubber.scrub_owned(t)),
+                        cited: c.cited.map(|t| self.scrubber.scrub_owned(t)),
+                        ..c
+                    })
+                    .collect(),
             }),
             Err(mut e) => {
                 e.failure.message = self.scrubber.scrub_owned(e.failure.message);

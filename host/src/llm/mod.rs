@@ -8,6 +8,7 @@ mod catalog;
 mod client;
 mod http;
 mod queue;
+mod search;
 mod secret;
 mod sse;
 mod stream;
@@ -28,6 +29,7 @@ pub use catalog::{Catalog, Listed, Origin, Unavailable, closest, show_age, show_
 pub use client::{CallHooks, OnQueued, OnTokens};
 pub use http::KeyProblem;
 pub use queue::{Priority, next_run_seq};
+pub use search::{Citation, Plan as SearchPlan, WebSearch};
 pub use secret::{MIN_RUN, REDACTED, Scrubber, Secret};
 pub use types::*;
 
@@ -254,6 +256,23 @@ impl Llm {
         }
     }
 
+    /// What a call to `model` does about web search, given the run's
+    /// switch (`asked`) and the model's own `web_search`.
+    pub fn search_plan(&self, model: &str, asked: Option<&WebSearch>) -> SearchPlan {
+        let Some(provider_name) = self.provider_of.get(model) else {
+            return SearchPlan::Off;
+        };
+        let Some(provider) = self.providers.get(provider_name) else {
+            return SearchPlan::Off;
+        };
+        search::plan(
+            self.configured.get(model),
+            provider_name,
+            provider.search(),
+            asked,
+        )
+    }
+
     /// Where a provider is, as `host:port` (for first-contact messages).
     pub fn host_of(&self, provider: &str) -> Option<String> {
         self.providers
@@ -382,6 +401,7 @@ impl Llm {
             on_tokens: &|_| {},
             on_queued: &|_| {},
             attempts: &Attempts::default(),
+            search: None,
         };
         self.complete_watched(request, &hooks).await
     }
@@ -414,14 +434,12 @@ impl Llm {
                 let provider = &self.providers[&info.provider];
                 let empty = Map::new();
                 let params = self.params.get(&request.model).unwrap_or(&empty);
+                let search = self.search_plan(&request.model, hooks.search);
+                let searching = search::merged(provider.extra_body(), &search);
+                let extra = searching.as_ref().unwrap_or(provider.extra_body());
                 let send = |format: FormatSent| {
-                    let body = wire::request_body(
-                        request,
-                        provider.extra_body(),
-                        params,
-                        provider.streams(),
-                        format,
-                    );
+                    let body =
+                        wire::request_body(request, extra, params, provider.streams(), format);
                     provider.send(Bytes::from(body), &request.model, hooks)
                 };
                 let outcome = match wire::forced_format(params) {
@@ -443,7 +461,9 @@ impl Llm {
                     }
                 };
                 (
-                    outcome.map(|reply| with_cost(reply, &info, request, attempts.lost())),
+                    outcome.map(|reply| {
+                        with_cost(reply, &info, request, attempts.lost(), search.usd())
+                    }),
                     attempts.started(),
                 )
             }
@@ -490,6 +510,7 @@ fn with_cost(
     model: &ModelInfo,
     request: &ChatRequest,
     (lost_attempts, lost_tokens): (u32, u32),
+    search_usd: f64,
 ) -> Reply {
     let usage = reply.usage.get_or_insert_with(|| Usage {
         prompt_tokens: u32::try_from(estimate_prompt_tokens(request)).unwrap_or(u32::MAX),
@@ -505,7 +526,8 @@ fn with_cost(
             u64::from(usage.completion_tokens),
         )
     {
-        usage.cost = Some(cost);
+        // A provider that reports no cost reports no search charge either.
+        usage.cost = Some(cost + search_usd);
         usage.cost_estimated = true;
     }
     if lost_tokens > 0 {

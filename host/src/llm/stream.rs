@@ -52,6 +52,8 @@ struct Delta<'a> {
     reasoning_content: Seen,
     #[serde(default)]
     reasoning_details: Seen,
+    #[serde(default)]
+    annotations: wire::search::Annotations,
 }
 
 /// What one event changed.
@@ -73,6 +75,8 @@ pub struct Assembler {
     finish_reason: Option<String>,
     served_by: Option<String>,
     usage: Option<WireUsage>,
+    /// The deltas' `url_citation` annotations so far.
+    citations: Vec<crate::llm::Citation>,
     /// Tokens of answer or reasoning so far, estimated (see `tokens`).
     tokens: u32,
     done: bool,
@@ -156,6 +160,14 @@ impl Assembler {
                 step.token |= !refusal.is_empty();
                 tokens += estimate_tokens(refusal);
             }
+            // Some providers repeat the whole list on later chunks.
+            for citation in delta.annotations.0 {
+                if self.citations.len() < wire::search::MAX_CITATIONS
+                    && !self.citations.contains(&citation)
+                {
+                    self.citations.push(citation);
+                }
+            }
             if delta.reasoning.0 || delta.reasoning_content.0 || delta.reasoning_details.0 {
                 step.token = true;
                 tokens += 1;
@@ -201,6 +213,7 @@ impl Assembler {
                 finish_reason: self.finish_reason,
                 served_by: self.served_by,
                 usage: self.usage,
+                citations: self.citations,
             },
             requested_model,
         )

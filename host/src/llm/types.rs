@@ -184,6 +184,8 @@ pub struct Reply {
     pub usage: Option<Usage>,
     /// What was asked of the provider, of the request's `response_format`.
     pub format_sent: FormatSent,
+    /// The answer's `url_citation` annotations, in the order given.
+    pub citations: Vec<super::Citation>,
 }
 
 impl Reply {

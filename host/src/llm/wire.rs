@@ -13,6 +13,7 @@
 //! boundary would otherwise leave a run too short to be recognised.
 
 pub mod lenient;
+pub mod search;
 
 use std::sync::Arc;
 
@@ -283,6 +284,8 @@ struct ChoiceMessage<'a> {
     content: Content,
     #[serde(default, borrow)]
     refusal: Text<'a>,
+    #[serde(default)]
+    annotations: search::Annotations,
 }
 
 /// What an answer is made of, however it arrived (one body or a stream).
@@ -293,6 +296,8 @@ pub struct Parts {
     pub finish_reason: Option<String>,
     pub served_by: Option<String>,
     pub usage: Option<WireUsage>,
+    /// Its `url_citation` annotations (spans not yet read).
+    pub citations: Vec<super::Citation>,
 }
 
 /// Parses a successful (2xx) response body.
@@ -329,6 +334,7 @@ pub fn parse_reply(
             finish_reason: choice.finish_reason.into_string(),
             served_by: response.model.into_string(),
             usage: response.usage,
+            citations: message.annotations.0,
         },
         requested_model,
     )
@@ -355,7 +361,9 @@ pub fn conclude(parts: Parts, requested_model: &str) -> Result<Reply, Failure> {
             )));
         }
     };
+    let citations = search::with_spans(parts.citations, &content);
     Ok(Reply {
+        citations,
         content: Arc::new(content),
         served_by: parts
             .served_by

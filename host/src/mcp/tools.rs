@@ -41,7 +41,22 @@ static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
             "elapsed_ms": {"type": "integer"},
             "details": {"type": "object"},
             "follow_up_of": {"type": "string"},
-            "resynthesis_of": {"type": "string"}
+            "resynthesis_of": {"type": "string"},
+            "sources": {
+                "type": "array",
+                "description": "Web sources the models cited (web search), numbered as in the answer's closing Sources list.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "number": {"type": "integer"},
+                        "url": {"type": "string"},
+                        "title": {"type": "string"},
+                        "cited_by": {"type": "array", "items": {"type": "string"}},
+                        "calls": {"type": "array", "items": {"type": "integer"}}
+                    },
+                    "required": ["number", "url", "cited_by", "calls"]
+                }
+            }
         },
         "required": ["pipeline", "kind", "summary", "answer", "notes", "calls", "usage", "elapsed_ms", "details"]
     });
@@ -397,6 +412,7 @@ mod tests {
             details: None,
             follow_up_of: Some("r0".into()),
             resynthesis_of: Some("r1".into()),
+            sources: Vec::new(),
         };
         let declared: std::collections::BTreeSet<&String> = OUTPUT_SCHEMA["properties"]
             .as_object()
@@ -436,6 +452,7 @@ mod tests {
             details: None,
             follow_up_of: None,
             resynthesis_of: None,
+            sources: Vec::new(),
         };
         assert_eq!(shown_answer(&record("ééé".into()), 6), None);
         let (text, note) = shown_answer(&record("éééé".into()), 5).unwrap();
@@ -472,6 +489,7 @@ mod tests {
             details: Some(json!([1, 2])),
             follow_up_of: None,
             resynthesis_of: None,
+            sources: Vec::new(),
         };
         assert_eq!(structured(&result)["details"], json!({"value": [1, 2]}));
         result.details = Some(json!({"votes": 3}));

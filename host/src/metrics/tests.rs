@@ -26,6 +26,7 @@ fn call(model: &str, status: &str, error: Option<&str>) -> CallRecord {
         reused_from: None,
         format_sent: None,
         fallback_from: Vec::new(),
+        citations: Vec::new(),
         cached_tokens: Some(5),
         cache_write_tokens: None,
     }
@@ -45,6 +46,7 @@ fn record(kind: AnswerKind) -> Arc<RunRecord> {
         details: None,
         follow_up_of: None,
         resynthesis_of: None,
+        sources: Vec::new(),
     })
 }
 

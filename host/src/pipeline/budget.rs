@@ -1,8 +1,8 @@
 //! A run's money: the ceiling (`limits.max_cost_usd`, or a call's lower
 //! `max_cost_usd` option), what has been spent, and what calls in flight
 //! could still cost. A call whose worst case — its prompt (estimated) plus
-//! its `max_tokens`, at the model's prices — would cross the ceiling is not
-//! started; the reason names `max_cost_usd`.
+//! its `max_tokens`, at the model's prices, plus its web search's price —
+//! would cross the ceiling is not started; the reason names `max_cost_usd`.
 
 use std::sync::Mutex;
 
@@ -42,12 +42,18 @@ impl Budget {
         }
     }
 
-    /// Admits `request` or says why not. Without a ceiling, every call is.
-    pub fn reserve(&self, llm: &Llm, request: &ChatRequest) -> Result<Reservation, String> {
+    /// Admits `request` (searching the web for `search_usd` more, if it
+    /// does) or says why not. Without a ceiling, every call is.
+    pub fn reserve(
+        &self,
+        llm: &Llm,
+        request: &ChatRequest,
+        search_usd: f64,
+    ) -> Result<Reservation, String> {
         let Some(ceiling) = &self.ceiling else {
             return Ok(Reservation::default());
         };
-        let worst = worst_case(llm, request).map_err(|why| {
+        let worst = worst_case(llm, request, search_usd).map_err(|why| {
             format!(
                 "not started: its worst-case cost is unknown ({why}), and the run may spend at most {} \
                  (max_cost_usd, from {})",
@@ -59,11 +65,16 @@ impl Budget {
         let total = state.spent + state.in_flight + worst.usd;
         if total > ceiling.usd {
             return Err(format!(
-                "not started: its worst case ({}: ~{} prompt tokens + {} max_tokens) would take the run to {}, \
+                "not started: its worst case ({}: ~{} prompt tokens + {} max_tokens{}) would take the run to {}, \
                  over max_cost_usd = {} (from {}; {} spent, {} in flight)",
                 show_usd(worst.usd),
                 worst.prompt_tokens,
                 worst.max_tokens,
+                if search_usd > 0.0 {
+                    format!(" + {} of web search", show_usd(search_usd))
+                } else {
+                    String::new()
+                },
                 show_usd(total),
                 show_usd(ceiling.usd),
                 ceiling.source,
@@ -102,7 +113,7 @@ impl Budget {
 /// `max_tokens` (or the model's limit) at the model's prices; why not, when
 /// that is unknown.
 pub fn worst_case_usd(llm: &Llm, request: &ChatRequest) -> Result<f64, String> {
-    worst_case(llm, request).map(|worst| worst.usd)
+    worst_case(llm, request, 0.0).map(|worst| worst.usd)
 }
 
 struct Worst {
@@ -111,7 +122,8 @@ struct Worst {
     max_tokens: u64,
 }
 
-fn worst_case(llm: &Llm, request: &ChatRequest) -> Result<Worst, String> {
+/// The worst case, `search_usd` of web search included.
+fn worst_case(llm: &Llm, request: &ChatRequest, search_usd: f64) -> Result<Worst, String> {
     let Some(model) = llm.model(&request.model) else {
         // An unknown model fails before it is sent: it costs nothing.
         return Ok(Worst {
@@ -144,7 +156,7 @@ fn worst_case(llm: &Llm, request: &ChatRequest) -> Result<Worst, String> {
         )
     })?;
     Ok(Worst {
-        usd,
+        usd: usd + search_usd,
         prompt_tokens,
         max_tokens,
     })

@@ -14,6 +14,9 @@ use tokio::time::Instant;
 
 mod fallback;
 mod recording;
+mod search;
+
+pub use search::search_of_stage;
 
 #[cfg(test)]
 pub use recording::call_record;
@@ -80,6 +83,10 @@ pub struct RunContext {
     attachments: Option<Arc<RunAttachments>>,
     /// Their descriptions, written once, by the first batch that needs them.
     descriptions: tokio::sync::OnceCell<Arc<Descriptions>>,
+    /// The run's web search, when it asked for one.
+    search: Option<crate::llm::WebSearch>,
+    /// Providers already named in a note for not searching.
+    unsearched: Mutex<Vec<String>>,
 }
 
 /// A call's live state, readable after it is cut.
@@ -118,7 +125,16 @@ impl RunContext {
             next_rank: AtomicU32::new(0),
             attachments: None,
             descriptions: tokio::sync::OnceCell::new(),
+            search: None,
+            unsearched: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Every call of the run searches the web as `search` says (models
+    /// configured to search do anyway).
+    pub fn with_search(mut self, search: Option<crate::llm::WebSearch>) -> Self {
+        self.search = search;
+        self
     }
 
     /// Every request of the run will carry `attachments` (see
@@ -285,7 +301,7 @@ impl RunContext {
                 }
                 let admission = match self.admit() {
                     None => Admission::Refuse,
-                    Some(id) => match self.budget.reserve(&self.llm, &request) {
+                    Some(id) => match self.reserve(&request, self.search_for(&stage)) {
                         Ok(reservation) => Admission::Send(id, reservation),
                         Err(why) => Admission::Skip(id, why),
                     },
@@ -412,6 +428,7 @@ impl RunContext {
             on_tokens: &on_tokens,
             on_queued: &on_queued,
             attempts: &live.attempts,
+            search: self.search_for(stage),
         };
         let (mut completion, request, reservation, tried) = self
             .send_with_fallbacks(id, request.clone(), reservation, live, &hooks)

@@ -28,6 +28,7 @@ use serde_json::Value;
 
 pub use attachments::RunAttachments;
 pub use budget::worst_case_usd;
+pub use context::search_of_stage;
 pub use events::{Event, Progress, Stage};
 pub use follow_up::{Conversation, Turn};
 pub use resynthesize::Merger;
@@ -90,6 +91,12 @@ pub enum RunError {
 pub struct Question {
     pub text: String,
     pub attachments: crate::attach::Attachments,
+}
+
+impl From<&str> for Question {
+    fn from(text: &str) -> Self {
+        Self::text(text.to_owned())
+    }
 }
 
 impl Question {
@@ -269,6 +276,7 @@ impl Runner {
                 .into_iter()
                 .collect(),
             attachments,
+            search: options::web_search(pipeline, &request.options),
         };
         let mut record = self
             .wrapped(setup, progress, |context| async move {

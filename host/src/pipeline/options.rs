@@ -14,16 +14,47 @@ pub const MAX_COST_USD: &str = "max_cost_usd";
 
 /// Options every pipeline tool takes, whatever its plugins.
 pub fn builtin() -> BTreeMap<String, OptionSpec> {
-    BTreeMap::from([(
-        MAX_COST_USD.to_owned(),
-        OptionSpec {
-            kind: OptionType::Number,
-            description: "Most this call may spend, in USD: model calls that could cross it are not made. Can lower the server's limits.max_cost_usd, not raise it.".to_owned(),
-            minimum: Some(0.0),
-            maximum: None,
-            default: None,
-        },
-    )])
+    BTreeMap::from([
+        (
+            MAX_COST_USD.to_owned(),
+            OptionSpec {
+                kind: OptionType::Number,
+                description: "Most this call may spend, in USD: model calls that could cross it are not made. Can lower the server's limits.max_cost_usd, not raise it.".to_owned(),
+                minimum: Some(0.0),
+                maximum: None,
+                default: None,
+            },
+        ),
+        (
+            WEB_SEARCH.to_owned(),
+            OptionSpec {
+                kind: OptionType::Boolean,
+                description: "Let each panel member search the web; the answer ends with the numbered sources they cited. Default: the pipeline's web_search setting.".to_owned(),
+                minimum: None,
+                maximum: None,
+                default: None,
+            },
+        ),
+    ])
+}
+
+/// Built-in option: search the web for this call (see `web_search`).
+pub const WEB_SEARCH: &str = "web_search";
+
+/// The run's web search: the call's `web_search` argument, else the
+/// pipeline's `web_search`, with the pipeline's result count and context.
+pub fn web_search(
+    pipeline: &crate::config::Pipeline,
+    options: &Value,
+) -> Option<crate::llm::WebSearch> {
+    let asked = options
+        .get(WEB_SEARCH)
+        .and_then(Value::as_bool)
+        .unwrap_or(pipeline.web_search);
+    asked.then_some(crate::llm::WebSearch {
+        max_results: pipeline.web_search_max_results,
+        context: pipeline.web_search_context,
+    })
 }
 
 /// Built-in option: the run a call follows up (see `follow_up`).
@@ -199,11 +230,11 @@ mod tests {
         );
         assert_eq!(
             error(json!({"agent": 4})),
-            "unknown argument `agent`: this tool takes `prompt`, agents, max_cost_usd, follow_up_of"
+            "unknown argument `agent`: this tool takes `prompt`, agents, max_cost_usd, web_search, follow_up_of"
         );
         assert_eq!(
             resolve(&BTreeMap::new(), given(json!({"x": 1}))).unwrap_err(),
-            "unknown argument `x`: this tool takes `prompt`, max_cost_usd, follow_up_of"
+            "unknown argument `x`: this tool takes `prompt`, max_cost_usd, web_search, follow_up_of"
         );
         assert_eq!(
             resolve(&BTreeMap::new(), given(json!({"max_cost_usd": -1}))).unwrap_err(),

@@ -107,6 +107,7 @@ impl Runner {
             answered_by: merge.synthesizer.name.clone(),
             lead_notes,
             attachments: None,
+            search: None,
         };
         let synthesizer = merge.synthesizer;
         let mut record = self
@@ -258,6 +259,7 @@ fn reuse(source: &StoredRun) -> (Vec<CallRecord>, Vec<Completion>) {
                 }),
                 reply: outcome.as_ref().ok().map(|r| r.content.clone()),
                 fallback_from: call.fallback_from.clone(),
+                citations: call.citations.clone(),
                 reused_from: Some(CallRef {
                     run_id: source.run_id.clone(),
                     call: call.id,
@@ -285,6 +287,7 @@ fn outcome(call: &CallRecord) -> Result<Reply, Failure> {
             served_by: call.model.clone(),
             finish_reason: None,
             usage: None,
+            citations: call.citations.clone(),
             format_sent: call
                 .format_sent
                 .as_deref()
@@ -354,6 +357,7 @@ mod tests {
                 reused_from: None,
                 format_sent: None,
                 fallback_from: Vec::new(),
+                citations: Vec::new(),
             },
             request: None,
         }

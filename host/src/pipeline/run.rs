@@ -41,6 +41,8 @@ pub(super) struct Setup {
     pub lead_notes: Vec<String>,
     /// What the question came with, and what the pipeline does with it.
     pub attachments: Option<Arc<super::attachments::RunAttachments>>,
+    /// The run's web search, if it asked for one.
+    pub search: Option<crate::llm::WebSearch>,
 }
 
 impl Runner {
@@ -67,7 +69,8 @@ impl Runner {
             RunContext::new(self.llm.clone(), progress, limits)
                 .with_history(setup.history)
                 .with_reused(setup.reused)
-                .with_attachments(setup.attachments),
+                .with_attachments(setup.attachments)
+                .with_search(setup.search),
         );
         let _slot = self.run_slot(&context, setup.run_timeout).await?;
         let (answer, fan_out) =
@@ -189,12 +192,23 @@ impl Runner {
                 self.loaded.config.limits.max_calls_per_run
             ));
         }
+        let sources = crate::record::sources::merged(&calls);
+        let summary = summary(&answer, fan_out, &calls);
+        let mut text = answer.text;
+        if !sources.is_empty() && !text.trim().is_empty() {
+            text = format!(
+                "{}\n\n{}",
+                text.trim_end(),
+                crate::record::sources::markdown(&sources)
+            );
+        }
         RunRecord {
             run_id: request.run_id.clone(),
             pipeline: request.pipeline.clone(),
             kind: answer.kind,
-            summary: summary(&answer, fan_out, &calls),
-            answer: answer.text,
+            summary,
+            answer: text,
+            sources,
             notes,
             usage: Totals::of(&calls),
             calls,

@@ -55,6 +55,7 @@ impl Runner {
             answered_by: "chorus".to_owned(),
             lead_notes: Vec::new(),
             attachments: None,
+            search: None,
         };
         let chat = ChatRequest {
             label: "panel".to_owned(),

@@ -23,6 +23,7 @@ fn completion(id: u32, ok: bool) -> Completion {
                 finish_reason: None,
                 usage: None,
                 format_sent: Default::default(),
+                citations: Vec::new(),
             })
         } else {
             Err(Failure::new(FailureKind::Timeout, "slow"))

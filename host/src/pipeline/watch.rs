@@ -359,6 +359,7 @@ mod tests {
             reused_from: None,
             format_sent: None,
             fallback_from: Vec::new(),
+            citations: Vec::new(),
         }))
     }
 

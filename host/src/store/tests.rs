@@ -163,6 +163,13 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 } else {
                     Vec::new()
                 },
+                citations: vec![crate::llm::Citation {
+                    url: format!("https://source{i}.example/"),
+                    title: Some(format!("Source {i}")),
+                    cited: Some("answer".to_owned()),
+                    start_index: Some(0),
+                    end_index: Some(6),
+                }],
             })
         })
         .collect();
@@ -180,6 +187,7 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
         details: Some(json!({"votes": 3})),
         follow_up_of: None,
         resynthesis_of: None,
+        sources: Vec::new(),
     });
     Fixture {
         request,
@@ -275,6 +283,26 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
         ["m0: HTTP 402: out of credit"]
     );
     assert!(partial.calls[0].call.fallback_from.is_empty());
+    let cited = &partial.calls[1].call.citations;
+    assert_eq!(cited.len(), 1, "each call's web citations are kept");
+    assert_eq!(cited[0].url, "https://source1.example/");
+    assert_eq!(cited[0].title.as_deref(), Some("Source 1"));
+    assert_eq!(cited[0].cited.as_deref(), Some("answer"));
+    let rebuilt = crate::record::sources::merged(
+        &partial
+            .calls
+            .iter()
+            .map(|c| c.call.clone())
+            .collect::<Vec<_>>(),
+    );
+    let cited_urls: Vec<String> = partial
+        .calls
+        .iter()
+        .flat_map(|c| c.call.citations.iter().map(|c| c.url.clone()))
+        .collect();
+    assert!(cited_urls.len() >= 2, "{cited_urls:?}");
+    let rebuilt: Vec<String> = rebuilt.into_iter().map(|s| s.url).collect();
+    assert_eq!(rebuilt, cited_urls, "one source per call here, in order");
     let cache = |i: usize| {
         let call = &partial.calls[i].call;
         (call.cached_tokens, call.cache_write_tokens)

@@ -103,6 +103,25 @@ pub(super) fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()>
             writeln!(out, "  - {note}")?;
         }
     }
+    let calls: Vec<crate::record::CallRecord> = run.calls.iter().map(|c| c.call.clone()).collect();
+    let sources = crate::record::sources::merged(&calls);
+    if !sources.is_empty() {
+        writeln!(out, "\nsources")?;
+        for s in &sources {
+            let title = s
+                .title
+                .as_deref()
+                .map(|t| format!("{t} — "))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  {}. {title}{} (cited by {})",
+                s.number,
+                s.url,
+                s.cited_by.join(", ")
+            )?;
+        }
+    }
     if let Some(error) = &run.error {
         writeln!(out, "\nerror     {error}")?;
     }

@@ -164,3 +164,31 @@ proptest! {
         prop_assert_eq!(assembler.finish("asked/model"), expected);
     }
 }
+
+#[test]
+fn streamed_annotations_are_kept_once_and_a_bad_one_fails_nothing() {
+    let cite = json!({"type": "url_citation",
+                      "url_citation": {"url": "https://a.example", "title": "A",
+                                       "start_index": 0, "end_index": 5}});
+    let reply = assemble(
+        &[
+            delta("Hello world"),
+            json!({"choices": [{"delta": {"annotations": [cite.clone()]}}]}),
+            // Repeated on a later chunk, with junk beside it.
+            json!({"choices": [{"delta": {"annotations": [cite, {"url_citation": 3}, "x"]}}]}),
+            json!({"choices": [{"delta": {"annotations": "not a list"}, "finish_reason": "stop"}]}),
+        ],
+        true,
+    )
+    .unwrap();
+    assert_eq!(*reply.content, "Hello world");
+    assert_eq!(reply.citations.len(), 1);
+    assert_eq!(reply.citations[0].cited.as_deref(), Some("Hello"));
+    let whole = parse_reply(
+        br#"{"choices": [{"message": {"content": "Hi", "annotations": {"odd": true}}}]}"#,
+        "m",
+        &Scrubber::none(),
+    )
+    .unwrap();
+    assert!(whole.citations.is_empty());
+}

@@ -70,7 +70,7 @@ impl RunContext {
                 ));
                 break;
             }
-            let next_reservation = match self.budget.reserve(&self.llm, &asked) {
+            let next_reservation = match self.reserve(&asked, hooks.search) {
                 Ok(r) => r,
                 Err(over) => {
                     self.note(format!(

@@ -25,7 +25,10 @@ impl RunContext {
         request: &ChatRequest,
         reservation: Reservation,
     ) -> Completion {
-        let worst = crate::pipeline::budget::worst_case_usd(&self.llm, request).ok();
+        let search = self.llm.search_plan(&request.model, self.search_for(stage));
+        let worst = crate::pipeline::budget::worst_case_usd(&self.llm, request)
+            .ok()
+            .map(|usd| usd + search.usd());
         self.budget.settle(reservation, worst);
         let completion = Completion {
             id: Some(id),
@@ -42,6 +45,7 @@ impl RunContext {
                 finish_reason: Some("dry-run".to_owned()),
                 usage: None,
                 format_sent: Default::default(),
+                citations: Vec::new(),
             }),
         };
         self.record(id, stage, &completion, worst);
@@ -235,6 +239,10 @@ pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord 
         reused_from: None,
         format_sent,
         fallback_from: Vec::new(),
+        citations: match &completion.outcome {
+            Ok(reply) => reply.citations.clone(),
+            Err(_) => Vec::new(),
+        },
     }
 }
 

@@ -192,9 +192,10 @@ async fn upsert_call(
             "INSERT INTO calls (run_seq, id, stage, label, model, status, latency_ms,
                  attempts, prompt_tokens, completion_tokens, cost_usd, error_kind, error_status,
                  error_message, reply, reused_from_run, reused_from_call, reasoning_tokens,
-                 cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens)
+                 cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens,
+                 citations)
              SELECT seq, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                    $18, $19, $20, $21, $22, $23
+                    $18, $19, $20, $21, $22, $23, $24
              FROM runs WHERE id = $1
              ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status,
                  model = excluded.model, latency_ms = excluded.latency_ms,
@@ -206,7 +207,8 @@ async fn upsert_call(
                  cost_estimated = excluded.cost_estimated, format_sent = excluded.format_sent,
                  fallback_from = excluded.fallback_from,
                  cached_tokens = excluded.cached_tokens,
-                 cache_write_tokens = excluded.cache_write_tokens
+                 cache_write_tokens = excluded.cache_write_tokens,
+                 citations = excluded.citations
              {condition}"
         ),
         &[
@@ -234,6 +236,8 @@ async fn upsert_call(
                 .then(|| serde_json::to_string(&call.fallback_from).unwrap_or_default()),
             &call.cached_tokens.map(i64::from),
             &call.cache_write_tokens.map(i64::from),
+            &(!call.citations.is_empty())
+                .then(|| serde_json::to_string(&call.citations).unwrap_or_default()),
         ],
     )
     .await?;

@@ -147,7 +147,8 @@ fn call_select(with_requests: bool, more: &str) -> String {
         "SELECT id, stage, label, model, status, latency_ms, attempts, prompt_tokens,
                 completion_tokens, cost_usd, error_kind, error_status, error_message, reply,
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
-                cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens
+                cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens,
+                citations
          FROM calls WHERE run_seq = $1 {more}"
     )
 }
@@ -232,6 +233,10 @@ fn call_row(row: &Row, run_ended: bool) -> StoredCall {
             cache_write_tokens: small(row.get(22)),
             fallback_from: row
                 .get::<_, Option<String>>(20)
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or_default(),
+            citations: row
+                .get::<_, Option<String>>(23)
                 .and_then(|text| serde_json::from_str(&text).ok())
                 .unwrap_or_default(),
         },

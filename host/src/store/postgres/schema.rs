@@ -8,7 +8,7 @@ use tokio_postgres::Client;
 use super::{Failure, LOCK_MIGRATE};
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// Version 1: runs and their calls, as the SQLite store keeps them (texts
 /// of any length inline: PostgreSQL stores long ones out of line itself).
@@ -117,6 +117,12 @@ CREATE TABLE tasks (
     cancel_requested BOOLEAN NOT NULL DEFAULT FALSE
 );
 CREATE INDEX tasks_by_expiry ON tasks (expires_at);
+"#;
+
+/// Version 5: each call's web citations, as in the SQLite store's
+/// version 8.
+const V5: &str = r#"
+ALTER TABLE calls ADD COLUMN citations TEXT;
 "#;
 
 /// The schema version this chorus writes.

@@ -50,6 +50,7 @@ async fn run(store: &Store, prompt: &str) -> (String, Result<(), String>) {
         details: None,
         follow_up_of: None,
         resynthesis_of: None,
+        sources: Vec::new(),
     });
     let written = recorder.finish(Ok(&record)).await;
     (run_id, written)

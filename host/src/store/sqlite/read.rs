@@ -116,7 +116,8 @@ fn call_select(with_requests: bool, more: &str) -> String {
         "SELECT id, stage, label, model, status, latency_ms, attempts, prompt_tokens,
                 completion_tokens, cost_usd, error_kind, error_status, error_message, {reply_column},
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
-                cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens
+                cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens,
+                citations
          FROM calls WHERE run_seq = ?1 {more}"
     )
 }
@@ -211,6 +212,10 @@ fn call_row(row: &Row<'_>, run_ended: bool) -> rusqlite::Result<StoredCall> {
             format_sent: row.get(19)?,
             fallback_from: row
                 .get::<_, Option<String>>(20)?
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or_default(),
+            citations: row
+                .get::<_, Option<String>>(23)?
                 .and_then(|text| serde_json::from_str(&text).ok())
                 .unwrap_or_default(),
         },

@@ -14,7 +14,7 @@ use crate::store::StoreError;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5, V6, V7];
+const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5, V6, V7, V8];
 
 /// Version 1: runs, and the calls of each run.
 pub(in crate::store) const V1: &str = r#"
@@ -124,6 +124,12 @@ CREATE TABLE tasks (
     cancel_requested INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX tasks_by_expiry ON tasks (expires_at);
+"#;
+
+/// Version 8: each call's web citations (`url_citation` annotations), from
+/// which a run's numbered sources are rebuilt.
+const V8: &str = r#"
+ALTER TABLE calls ADD COLUMN citations TEXT;  -- JSON array of citations; NULL: none
 "#;
 
 /// The schema version this chorus writes.

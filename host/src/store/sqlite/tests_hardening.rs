@@ -189,6 +189,7 @@ fn the_end_of_a_run_does_not_write_a_long_reply_again() {
         reused_from: None,
         format_sent: None,
         fallback_from: Vec::new(),
+        citations: Vec::new(),
     };
     let first = [
         Msg::Begin(begin.clone()),
@@ -222,6 +223,7 @@ fn the_end_of_a_run_does_not_write_a_long_reply_again() {
         details: None,
         follow_up_of: None,
         resynthesis_of: None,
+        sources: Vec::new(),
     };
     let end = [Msg::End {
         begin,
