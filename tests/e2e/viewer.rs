@@ -15,6 +15,8 @@
 //! The README's pictures of the viewer are made here, from these runs:
 //! `CHORUS_SCREENSHOTS=docs/images cargo test --test e2e viewer::the_run_viewer_in_a_real_browser`.
 
+mod team;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;

@@ -1,13 +1,13 @@
 //! The runs a client may build on or read: by id, unique prefix or `last`,
 //! among its own runs (every run, for an admin) — another client's run is
-//! unknown, as if it did not exist — and the conversation a follow-up
-//! continues.
+//! unknown, as if it did not exist — the pages of runs it may list, and
+//! the conversation a follow-up continues.
 
 use crate::client::Client;
 use crate::pipeline::follow_up::{MAX_TURNS, NOT_KEPT, TOO_LONG};
 use crate::pipeline::{Conversation, RunError, Turn};
 use crate::record::{AnswerKind, RunStatus, StoredRun};
-use crate::store::{Exchange, Lookup, Query, StoreError};
+use crate::store::{Exchange, Lookup, Page, Query, StoreError};
 
 use super::Chorus;
 
@@ -63,6 +63,20 @@ impl Chorus {
             }
             found => found,
         })
+    }
+
+    /// A page of the runs `client` may see that `query` matches: a client
+    /// that is not an admin lists only its own, whatever `query.client`
+    /// asks for.
+    pub async fn list_runs_for(
+        &self,
+        client: &Client,
+        mut query: Query,
+    ) -> Result<Page, StoreError> {
+        if let Some(own) = client.only_own() {
+            query.client = Some(own.to_owned());
+        }
+        self.list_runs(query).await
     }
 
     /// A run another builds on, by id, unique prefix or `last`, among the

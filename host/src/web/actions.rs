@@ -1,6 +1,8 @@
-//! What the viewer does besides reading: signing a browser in, and
-//! re-synthesizing a run (the pipeline's own re-synthesis, recorded as any
-//! run; the browser is sent to the new run's page as soon as it exists).
+//! What the viewer does besides reading: signing a browser in (as the
+//! client whose token it gave), and re-synthesizing a run (the pipeline's
+//! own re-synthesis, for the signed-in client — its grants, budgets and
+//! the runs it may see — recorded as any run; the browser is sent to the
+//! new run's page as soon as it exists).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,7 +36,7 @@ fn sign_in_form(message: Option<&str>) -> Response {
         html! {
             h1 { "Sign in" }
             @if let Some(message) = message { p role="alert" class="failed" { (message) } }
-            p { "Give the token this chorus was started with (its CHORUS_TOKEN), or open the link `chorus ui` printed." }
+            p { "Give your token (your client's token in this server's [[http.clients]], or the CHORUS_TOKEN it was started with), or open the link `chorus ui` printed. You see the runs your client made; an admin client sees every run." }
             form method="post" action="/sign-in" {
                 label for="token" { "Token" }
                 " "
@@ -68,15 +70,16 @@ pub async fn sign_in(
 }
 
 fn signed_in(guard: &Guard, token: &str, headers: &HeaderMap) -> Response {
-    if !guard.signs_in(token) {
+    let Some(client) = guard.signs_in(token) else {
         tracing::info!("the run viewer refused a sign-in with a wrong or used token");
         let mut response = sign_in_form(Some(
             "That token is wrong, or was a one-time token already used. `chorus ui` prints a new link each time it starts.",
         ));
         *response.status_mut() = StatusCode::UNAUTHORIZED;
         return response;
-    }
-    match guard.new_session() {
+    };
+    tracing::info!(target: crate::app::AUDIT, client = %client.name, "signed in to the run viewer");
+    match guard.new_session(client) {
         Ok(id) => {
             let mut response = Redirect::to("/").into_response();
             response
@@ -107,10 +110,12 @@ fn merger(text: &str) -> Result<Merger, String> {
     }
 }
 
-/// Starts a re-synthesis of run `id` and sends the browser to the new run.
+/// Starts a re-synthesis of run `id` for `client` and sends the browser to
+/// the new run. A run the client may not see is not found, as on its page.
 pub async fn resynthesize(
     State(viewer): State<Arc<Viewer>>,
     Extension(who): Extension<Who>,
+    Extension(client): Extension<Arc<Client>>,
     Path(id): Path<String>,
     Form(form): Form<Resynthesis>,
 ) -> Response {
@@ -126,6 +131,9 @@ pub async fn resynthesize(
         Ok(merger) => merger,
         Err(why) => return problem(StatusCode::BAD_REQUEST, "Cannot re-synthesize", &why),
     };
+    if let Err(not_found) = super::run::find(&viewer, &client, &id, false).await {
+        return not_found;
+    }
     let (started, new_id) = oneshot::channel::<String>();
     let started = Mutex::new(Some(started));
     let progress: Progress = Arc::new(move |event: Event| {
@@ -139,7 +147,7 @@ pub async fn resynthesize(
     let source = id.clone();
     let run = tokio::spawn(async move {
         chorus
-            .resynthesize(&Client::local(), &source, merger, progress)
+            .resynthesize(&client, &source, merger, progress)
             .await
     });
     let new_id = tokio::time::timeout(START_WAIT, new_id).await;

@@ -5,14 +5,17 @@
 //!    this server itself or an allowed origin (a form posted from another
 //!    site is refused);
 //! 2. `Authorization: Bearer <token>` (scripts, tests), or a session cookie
-//!    got by signing in once with the token — or, from `chorus ui`, with
+//!    got by signing in once with a token — any `[[http.clients]]`
+//!    client's, or the server's CHORUS_TOKEN — or, from `chorus ui`, with
 //!    the one-time token in the URL it prints. A server without any token
 //!    (loopback, no CHORUS_TOKEN) gives every visitor a session;
 //! 3. a POST made with the cookie carries the session's CSRF token
 //!    ([`Guard::check_csrf`], called by the handler that reads the form).
 //!
-//! Tokens and session ids are compared as SHA-256 digests in constant
-//! time; only digests are kept.
+//! Each request let in carries the [`Client`] it is made for (the token's
+//! client, or the one a session was signed in as): the pages show it the
+//! runs it may see (`app::visible`), as MCP does. Tokens and session ids
+//! are compared as SHA-256 digests in constant time; only digests are kept.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,6 +27,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::client::Client;
 use crate::mcp::http::{Access, Token};
 use crate::text::hex;
 
@@ -34,10 +38,11 @@ const MAX_SESSIONS: usize = 256;
 /// Paths anyone who passes the Host/Origin rules may fetch.
 const OPEN_PATHS: [&str; 2] = ["/sign-in", "/assets/"];
 
-/// Who made a request, once it is let in.
+/// Who made a request, once it is let in. With a `Bearer` or a
+/// `Session`, the request's extensions also hold its `Arc<Client>`.
 #[derive(Debug, Clone)]
 pub enum Who {
-    /// `Authorization: Bearer` with the server's token: no cookie, so no
+    /// `Authorization: Bearer` with a client's token: no cookie, so no
     /// CSRF token is needed (another site cannot make a browser send it).
     Bearer,
     /// A browser session, by its id (hex).
@@ -52,8 +57,9 @@ pub struct Guard {
     one_time: Mutex<Option<Token>>,
     /// Whether a visitor must sign in; else each gets a session unasked.
     sign_in: bool,
-    /// Digests of the session ids handed out, oldest first.
-    sessions: Mutex<VecDeque<[u8; 32]>>,
+    /// Digests of the session ids handed out, oldest first, each with the
+    /// client it was signed in as.
+    sessions: Mutex<VecDeque<([u8; 32], Arc<Client>)>>,
     /// Keys the CSRF tokens: sha256(key ‖ session id).
     csrf_key: [u8; 32],
 }
@@ -86,41 +92,43 @@ impl Guard {
         })
     }
 
-    /// Whether `given` signs a browser in: an admin client's token (the
-    /// viewer shows every run, so only those who may read every run may
-    /// use it), or the one-time token (which it uses up).
-    pub fn signs_in(&self, given: &str) -> bool {
-        if self.access.clients.find(given).is_some_and(|c| c.admin) {
-            return true;
+    /// The client `given` signs a browser in as: the client whose token it
+    /// is (who then sees the runs it may see), or — for the one-time token,
+    /// which it uses up — the person at this machine.
+    pub fn signs_in(&self, given: &str) -> Option<Arc<Client>> {
+        if let Some(client) = self.access.clients.find(given) {
+            return Some(client);
         }
         let mut one_time = lock(&self.one_time);
         if one_time.as_ref().is_some_and(|t| t.matches(given)) {
             *one_time = None;
-            return true;
+            return Some(self.access.open.clone());
         }
-        false
+        None
     }
 
-    /// A new session; its id goes in the cookie.
-    pub fn new_session(&self) -> Result<String, String> {
+    /// A new session for `client`; its id goes in the cookie.
+    pub fn new_session(&self, client: Arc<Client>) -> Result<String, String> {
         let id = hex(&random()?);
         let mut sessions = lock(&self.sessions);
         if sessions.len() == MAX_SESSIONS {
             sessions.pop_front();
         }
-        sessions.push_back(digest(&id));
+        sessions.push_back((digest(&id), client));
         Ok(id)
     }
 
-    fn has_session(&self, id: &str) -> bool {
+    /// The client session `id` was signed in as, if it is one of ours.
+    fn session(&self, id: &str) -> Option<Arc<Client>> {
         let given = digest(id);
         // Every entry is compared, so the time says nothing of which matched.
-        lock(&self.sessions)
-            .iter()
-            .fold(subtle::Choice::from(0), |found, known| {
-                found | known.ct_eq(&given)
-            })
-            .into()
+        let mut found = None;
+        for (known, client) in lock(&self.sessions).iter() {
+            if bool::from(known.ct_eq(&given)) {
+                found = Some(client.clone());
+            }
+        }
+        found
     }
 
     /// The CSRF token a page's forms carry for `who`; empty for a bearer.
@@ -207,8 +215,11 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut request: Request, next: 
     let decision = guard.decide(&request);
     match decision {
         Err(refusal) => *refusal,
-        Ok((who, new_cookie)) => {
+        Ok((who, client, new_cookie)) => {
             request.extensions_mut().insert(who);
+            if let Some(client) = client {
+                request.extensions_mut().insert(client);
+            }
             let mut response = next.run(request).await;
             if let Some(cookie) = new_cookie {
                 response.headers_mut().append(header::SET_COOKIE, cookie);
@@ -218,8 +229,12 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut request: Request, next: 
     }
 }
 
+/// Who is let in, the client the request is for (none on an open path),
+/// and the cookie of a session made for it unasked.
+type Decision = (Who, Option<Arc<Client>>, Option<HeaderValue>);
+
 impl Guard {
-    fn decide(&self, request: &Request) -> Result<(Who, Option<HeaderValue>), Box<Response>> {
+    fn decide(&self, request: &Request) -> Result<Decision, Box<Response>> {
         let headers = request.headers();
         let host = headers
             .get(header::HOST)
@@ -254,26 +269,16 @@ impl Guard {
             .iter()
             .any(|open| path == *open || (open.ends_with('/') && path.starts_with(open)))
         {
-            return Ok((Who::Anyone, None));
+            return Ok((Who::Anyone, None, None));
         }
         if let Some(given) = bearer(headers) {
             return match self.access.clients.find(given) {
-                Some(client) if client.admin => Ok((Who::Bearer, None)),
-                Some(client) => {
-                    tracing::info!(target: crate::app::AUDIT, client = %client.name, reason = "not an admin", "the run viewer refused a client");
-                    Err(Box::new(refused(
-                        StatusCode::FORBIDDEN,
-                        format!(
-                            "chorus: the run viewer shows every client's runs, and `{}` is not an admin client; read your own runs over MCP (resources/list).\n",
-                            client.name
-                        ),
-                    )))
-                }
+                Some(client) => Ok((Who::Bearer, Some(client), None)),
                 None => {
                     tracing::info!("the run viewer refused a wrong bearer token");
                     let mut response = refused(
                         StatusCode::UNAUTHORIZED,
-                        "chorus: the bearer token is wrong: send `Authorization: Bearer <token>` with the server's CHORUS_TOKEN (or an admin client's token).\n".into(),
+                        "chorus: the bearer token is wrong: send `Authorization: Bearer <token>` with your client's token (or the server's CHORUS_TOKEN).\n".into(),
                     );
                     response.headers_mut().insert(
                         header::WWW_AUTHENTICATE,
@@ -285,18 +290,21 @@ impl Guard {
                 }
             };
         }
-        if let Some(id) = cookie_session(headers).filter(|id| self.has_session(id)) {
-            return Ok((Who::Session(id), None));
+        if let Some(id) = cookie_session(headers)
+            && let Some(client) = self.session(&id)
+        {
+            return Ok((Who::Session(id), Some(client), None));
         }
         if !self.sign_in {
-            let id = self.new_session().map_err(|e| {
+            let client = self.access.open.clone();
+            let id = self.new_session(client.clone()).map_err(|e| {
                 Box::new(refused(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     format!("chorus: {e}\n"),
                 ))
             })?;
             let cookie = Self::cookie(&id, behind_tls(headers));
-            return Ok((Who::Session(id), Some(cookie)));
+            return Ok((Who::Session(id), Some(client), Some(cookie)));
         }
         if request.method() == Method::GET {
             return Err(Box::new(Redirect::to("/sign-in").into_response()));
@@ -330,8 +338,20 @@ mod tests {
     use crate::mcp::http::{Clients, Hosts, Origins};
 
     fn guard(token: Option<&str>, one_time: Option<&str>) -> Guard {
+        let bob = crate::config::HttpClient {
+            name: "bob".into(),
+            token_env: Some("BOB".into()),
+            token_sha256: None,
+            pipelines: None,
+            max_usd_per_day: None,
+            max_usd_per_month: None,
+            max_runs_per_minute: None,
+            max_concurrent_runs: None,
+            admin: false,
+        };
+        let env = |var: &str| (var == "BOB").then(|| "bob-token".to_owned());
         let access = Access {
-            clients: Clients::new(&[], token, |_| None).unwrap(),
+            clients: Clients::new(&[bob], token, env).unwrap(),
             hosts: Hosts::new(["127.0.0.1"]).unwrap(),
             origins: Origins::default(),
             open: crate::client::Client::local(),
@@ -340,20 +360,41 @@ mod tests {
     }
 
     #[test]
-    fn the_one_time_token_signs_in_once_and_the_server_token_always() {
+    fn the_one_time_token_signs_in_once_and_a_clients_token_always() {
         let guard = guard(Some("server-token"), Some("once"));
-        assert!(!guard.signs_in("wrong"));
-        assert!(guard.signs_in("once"));
-        assert!(!guard.signs_in("once"), "used up");
-        assert!(guard.signs_in("server-token"));
-        assert!(guard.signs_in("server-token"));
+        assert!(guard.signs_in("wrong").is_none());
+        let local = guard.signs_in("once").unwrap();
+        assert!(
+            local.admin,
+            "the one-time token is the person at this machine"
+        );
+        assert!(guard.signs_in("once").is_none(), "used up");
+        assert!(guard.signs_in("server-token").unwrap().admin);
+        assert!(guard.signs_in("server-token").is_some());
+        let bob = guard.signs_in("bob-token").unwrap();
+        assert_eq!((bob.name.as_str(), bob.admin), ("bob", false));
+    }
+
+    #[test]
+    fn a_session_remembers_whom_it_was_signed_in_as() {
+        let guard = guard(Some("server-token"), None);
+        let bob = guard
+            .new_session(guard.signs_in("bob-token").unwrap())
+            .unwrap();
+        let admin = guard
+            .new_session(guard.signs_in("server-token").unwrap())
+            .unwrap();
+        assert_eq!(guard.session(&bob).unwrap().name, "bob");
+        assert!(guard.session(&admin).unwrap().admin);
+        assert!(guard.session("not-a-session").is_none());
     }
 
     #[test]
     fn csrf_tokens_belong_to_their_session() {
         let guard = guard(None, Some("once"));
-        let a = Who::Session(guard.new_session().unwrap());
-        let b = Who::Session(guard.new_session().unwrap());
+        let local = crate::client::Client::local();
+        let a = Who::Session(guard.new_session(local.clone()).unwrap());
+        let b = Who::Session(guard.new_session(local).unwrap());
         let token = guard.csrf(&a);
         assert!(guard.check_csrf(&a, &token));
         assert!(!guard.check_csrf(&b, &token));

@@ -4,12 +4,13 @@
 //! read again whenever its events move it (the events MCP progress is made
 //! from); runs of other processes (`chorus ui` watching a `chorus serve`)
 //! are read again every [`POLL`]. Each stream ends when its run does, or
-//! after [`LONGEST`].
+//! after [`LONGEST`]. A stream watches only runs its client may see.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -18,6 +19,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Viewer;
+use crate::client::Client;
 use crate::record::{RunStatus, StoredRun};
 use crate::store::{Lookup, Query};
 
@@ -105,11 +107,15 @@ fn sse(stream: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -
 }
 
 /// `GET /runs/ID/events`: one run.
-pub async fn events(State(viewer): State<Arc<Viewer>>, Path(id): Path<String>) -> Response {
+pub async fn events(
+    State(viewer): State<Arc<Viewer>>,
+    Extension(client): Extension<Arc<Client>>,
+    Path(id): Path<String>,
+) -> Response {
     let look: Look = Box::new(move |viewer: Arc<Viewer>| {
-        let id = id.clone();
+        let (id, client) = (id.clone(), client.clone());
         Box::pin(async move {
-            match viewer.chorus.find_run(&id, false).await {
+            match viewer.chorus.find_run_for(&client, &id, false).await {
                 Ok(Lookup::Found(run)) => {
                     Some((fingerprint(&run), run.status != RunStatus::Running))
                 }
@@ -120,15 +126,20 @@ pub async fn events(State(viewer): State<Arc<Viewer>>, Path(id): Path<String>) -
     sse(stream(viewer, look))
 }
 
-/// `GET /events`: the newest runs, while any of them is in flight.
-pub async fn list_events(State(viewer): State<Arc<Viewer>>) -> Response {
-    let look: Look = Box::new(|viewer: Arc<Viewer>| {
+/// `GET /events`: the newest runs the client may see, while any of them is
+/// in flight.
+pub async fn list_events(
+    State(viewer): State<Arc<Viewer>>,
+    Extension(client): Extension<Arc<Client>>,
+) -> Response {
+    let look: Look = Box::new(move |viewer: Arc<Viewer>| {
+        let client = client.clone();
         Box::pin(async move {
             let query = Query {
                 limit: LIST_HEAD,
                 ..Query::default()
             };
-            let page = viewer.chorus.list_runs(query).await.ok()?;
+            let page = viewer.chorus.list_runs_for(&client, query).await.ok()?;
             let state: Vec<String> = page
                 .runs
                 .iter()

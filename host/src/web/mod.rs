@@ -2,7 +2,8 @@
 //! --http` at `/` beside MCP, and by `chorus ui` on its own. Server-made
 //! HTML (maud) with a little embedded script; readable with script off.
 //!
-//! - [`auth`]: who may see it (Host/Origin rules, token, session, CSRF);
+//! - [`auth`]: who may see it (Host/Origin rules, token, session, CSRF),
+//!   and as which client;
 //! - [`list`]: the runs, newest first, filtered and paged;
 //! - [`run`]: one run — question, answer, each member's answer, analysis,
 //!   timeline, notes, links — and its JSON export;
@@ -12,8 +13,10 @@
 //! - [`markdown`]: answers as sanitized HTML;
 //! - [`layout`]: the page around each, the security headers, the assets.
 //!
-//! It reads runs through `Chorus` (the store's read API) and starts
-//! re-syntheses through it: the pipeline's own code, recorded as any run.
+//! It reads runs through `Chorus` (the store's read API), only those the
+//! signed-in client may see (`app::visible`, the rule MCP applies), and
+//! starts re-syntheses through it for that client: the pipeline's own code,
+//! recorded as any run.
 
 mod actions;
 mod auth;
@@ -40,7 +43,7 @@ pub struct Viewer {
 }
 
 impl Viewer {
-    /// `access`: the Host/Origin rules and the token of the server it is
+    /// `access`: the Host/Origin rules and the clients of the server it is
     /// part of; `one_time`: `chorus ui`'s sign-in token.
     pub fn new(
         chorus: Arc<Chorus>,

@@ -2,7 +2,8 @@
 //! side by side (tabs on a narrow screen, with script), the strategy's
 //! analysis, every call on a timeline and in a table, the notes, the runs
 //! it builds on or that build on it, and what can be done with it (copy,
-//! export as JSON, re-synthesize). And the export itself.
+//! export as JSON, re-synthesize). And the export itself. Only runs the
+//! signed-in client may see: another client's run is not found.
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use super::Viewer;
 use super::auth::Who;
 use super::layout::{dollars, duration, page as frame, problem, time};
 use super::{markdown, timeline};
+use crate::client::Client;
 use crate::plugins::Kind;
 use crate::record::{RunStatus, RunSummary, StoredCall, StoredRun};
 use crate::store::{Lookup, Query};
@@ -27,9 +29,16 @@ const RELATED_WITHIN: usize = 200;
 const ANALYSIS_DEPTH: usize = 4;
 const ANALYSIS_ITEMS: usize = 50;
 
-/// The run `id` (in full, a unique prefix, or `last`), or a page saying why not.
-pub async fn find(viewer: &Viewer, id: &str, with_requests: bool) -> Result<StoredRun, Response> {
-    match viewer.chorus.find_run(id, with_requests).await {
+/// The run `id` (in full, a unique prefix, or `last`) among those `client`
+/// may see, or a page saying why not: another client's run reads as
+/// unknown, word for word as a run that does not exist.
+pub async fn find(
+    viewer: &Viewer,
+    client: &Client,
+    id: &str,
+    with_requests: bool,
+) -> Result<StoredRun, Response> {
+    match viewer.chorus.find_run_for(client, id, with_requests).await {
         Ok(Lookup::Found(run)) => Ok(run),
         Ok(Lookup::Unknown) => Err(problem(
             StatusCode::NOT_FOUND,
@@ -58,9 +67,10 @@ pub async fn find(viewer: &Viewer, id: &str, with_requests: bool) -> Result<Stor
 pub async fn page(
     State(viewer): State<Arc<Viewer>>,
     Extension(who): Extension<Who>,
+    Extension(client): Extension<Arc<Client>>,
     Path(id): Path<String>,
 ) -> Response {
-    let run = match find(&viewer, &id, false).await {
+    let run = match find(&viewer, &client, &id, false).await {
         Ok(run) => run,
         Err(response) => return response,
     };
@@ -72,7 +82,7 @@ pub async fn page(
             .and_then(Result::ok)
             .unwrap_or_default()
     };
-    let related = related(&viewer, &run.run_id).await;
+    let related = related(&viewer, &client, &run.run_id).await;
     let csrf = viewer.guard.csrf(&who);
     let mergers = mergers(&viewer);
     let title = crate::text::ellipsized(run.prompt.lines().next().unwrap_or("A run"), 60);
@@ -101,13 +111,14 @@ fn mergers(viewer: &Viewer) -> Vec<(String, String)> {
     synthesizers.chain(pipelines).collect()
 }
 
-/// Recent runs that follow up or re-synthesize run `id`.
-async fn related(viewer: &Viewer, id: &str) -> Vec<RunSummary> {
+/// Recent runs, among those `client` may see, that follow up or
+/// re-synthesize run `id`.
+async fn related(viewer: &Viewer, client: &Client, id: &str) -> Vec<RunSummary> {
     let query = Query {
         limit: RELATED_WITHIN,
         ..Query::default()
     };
-    let Ok(page) = viewer.chorus.list_runs(query).await else {
+    let Ok(page) = viewer.chorus.list_runs_for(client, query).await else {
         return Vec::new();
     };
     page.runs
@@ -311,8 +322,12 @@ fn scalar(value: &Value) -> String {
 
 /// Everything kept about the run, every request sent included: what
 /// `chorus runs export` prints.
-pub async fn export(State(viewer): State<Arc<Viewer>>, Path(id): Path<String>) -> Response {
-    let run = match find(&viewer, &id, true).await {
+pub async fn export(
+    State(viewer): State<Arc<Viewer>>,
+    Extension(client): Extension<Arc<Client>>,
+    Path(id): Path<String>,
+) -> Response {
+    let run = match find(&viewer, &client, &id, true).await {
         Ok(run) => run,
         Err(response) => return response,
     };
