@@ -1,0 +1,86 @@
+//! The run's attachments on its requests: the policy held at planning,
+//! each request given what its model can take (see
+//! `pipeline::attachments`), and the descriptions written once, by the
+//! first batch that needs them, through the run's own fan-out (stage
+//! `describe`), so they are budgeted and recorded like any call.
+
+use std::sync::Arc;
+
+use super::RunContext;
+use crate::llm::{ChatRequest, Failure};
+use crate::pipeline::FAN_OUT;
+use crate::pipeline::attachments::{DESCRIBE, Descriptions, RunAttachments, descriptions};
+
+impl RunContext {
+    /// Every request of the run will carry `attachments` (see
+    /// `pipeline::attachments`).
+    pub fn with_attachments(mut self, attachments: Option<Arc<RunAttachments>>) -> Self {
+        self.attachments = attachments;
+        self
+    }
+
+    /// Holds the fan-out's models to the pipeline's policy for attachments,
+    /// before anything is spent; what it decided goes in the notes.
+    pub fn plan_attachments(&self, requests: &[ChatRequest]) -> Result<(), String> {
+        let Some(attachments) = &self.attachments else {
+            return Ok(());
+        };
+        let panel: Vec<&str> = requests.iter().map(|r| r.model.as_str()).collect();
+        for note in attachments.plan(&self.llm, &panel)? {
+            self.note(note);
+        }
+        Ok(())
+    }
+
+    /// The attachments placed on each request; `Some(failure)` for those
+    /// left out. Descriptions are written first where a model needs them.
+    pub(super) async fn place_attachments(
+        &self,
+        stage: &str,
+        requests: &mut [ChatRequest],
+    ) -> Vec<Option<Failure>> {
+        let Some(attachments) = self.attachments.as_ref().filter(|_| stage != DESCRIBE) else {
+            return vec![None; requests.len()];
+        };
+        let descriptions = if attachments.needs_descriptions(&self.llm, requests) {
+            Some(self.describe(attachments).await)
+        } else {
+            None
+        };
+        requests
+            .iter_mut()
+            .map(|request| {
+                attachments
+                    .place(
+                        request,
+                        stage == FAN_OUT,
+                        &self.llm,
+                        descriptions.as_deref(),
+                    )
+                    .err()
+            })
+            .collect()
+    }
+
+    /// The attachments described, once per run, by its describer.
+    async fn describe(&self, attachments: &RunAttachments) -> Arc<Descriptions> {
+        let made = self.descriptions.get_or_init(|| async {
+            match attachments.describer(&self.llm) {
+                Ok(describer) => {
+                    let requests = attachments.describe_requests(&describer);
+                    let completions = Box::pin(self.fan_out(DESCRIBE, requests)).await;
+                    descriptions(describer, &attachments.all, completions)
+                }
+                Err(why) => Arc::new(Descriptions {
+                    model: String::new(),
+                    by_id: attachments
+                        .all
+                        .binary()
+                        .map(|a| (a.id, Err(why.clone())))
+                        .collect(),
+                }),
+            }
+        });
+        made.await.clone()
+    }
+}
