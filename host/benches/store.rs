@@ -144,6 +144,7 @@ fn run(i: usize) -> Run {
         follow_up_of: None,
         resynthesis_of: None,
         sources: Vec::new(),
+        attachments: Vec::new(),
     });
     let plan = Arc::new(Plan {
         panel: PANEL

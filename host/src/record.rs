@@ -83,6 +83,10 @@ pub struct RunRecord {
     /// `sources`); the text answer ends with them as links.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<sources::Source>,
+    /// What the question came with: names, types, sizes, hashes (see
+    /// docs/attachments.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::attach::Info>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -310,6 +314,9 @@ pub struct StoredRun {
     /// Who made it (`[[http.clients]]`, or the local user).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client: Option<String>,
+    /// What the question came with: names, types, sizes, hashes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::attach::Info>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<AnswerKind>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -347,6 +354,7 @@ impl StoredRun {
             details: self.details,
             follow_up_of: self.follow_up_of,
             resynthesis_of: self.resynthesis_of,
+            attachments: self.attachments.clone(),
         })
     }
 }

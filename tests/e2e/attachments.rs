@@ -159,6 +159,9 @@ async fn an_image_reaches_seeing_models_as_itself_and_the_others_as_a_descriptio
     );
 
     let record = structured(&result);
+    assert_eq!(record["attachments"][0]["name"], "photo.png", "{record:#}");
+    assert_eq!(record["attachments"][0]["mime"], "image/gif");
+    assert_eq!(record["attachments"][0]["bytes"], GIF.len());
     let describe = calls(record, "describe");
     assert_eq!(describe.len(), 1, "{record:#}");
     assert_eq!(describe[0]["model"], EYE);
@@ -397,6 +400,7 @@ async fn chorus_ask_attaches_what_its_user_names() {
         "--config",
         file.path.to_str().unwrap(),
         "--quiet",
+        "--json",
         "--attach",
         image.to_str().unwrap(),
         "--attach",
@@ -411,10 +415,10 @@ async fn chorus_ask_attaches_what_its_user_names() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert_eq!(
-        String::from_utf8_lossy(&output.stdout).trim(),
-        "merged: a square"
-    );
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["answer"], "merged: a square", "{result:#}");
+    assert_eq!(result["attachments"][1]["name"], "notes.md", "{result:#}");
+    let run_id = result["run_id"].as_str().unwrap();
     let sees = &mock.requests_for(SEES)[0].body;
     let content = last_user(sees);
     let said = content[0]["text"].as_str().unwrap();
@@ -427,6 +431,24 @@ async fn chorus_ask_attaches_what_its_user_names() {
         image_parts(content)[0]["image_url"]["url"],
         format!("data:image/gif;base64,{}", b64(GIF))
     );
+
+    // The run store keeps what the question came with, not the bytes.
+    let shown = command(&[
+        "runs",
+        "show",
+        run_id,
+        "--config",
+        file.path.to_str().unwrap(),
+    ])
+    .output()
+    .await
+    .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("attachments\n  #1 diagram.png  image/gif  43 bytes"),
+        "{shown}"
+    );
+    assert!(shown.contains("#2 notes.md  text/plain"), "{shown}");
 }
 
 /// A 2026-07-28 client (no server-to-client requests): a call naming a

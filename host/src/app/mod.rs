@@ -147,6 +147,7 @@ impl Chorus {
             follow_up_of: conversation.as_ref().map(|c| c.of.clone()),
             resynthesis_of: None,
             client: Some(client.name.clone()),
+            attachments: question.attachments.infos(),
         };
         let worst = worst_case(&self.runner(), Some(&options));
         self.make(
@@ -225,6 +226,7 @@ impl Chorus {
             follow_up_of: source.follow_up_of.clone(),
             resynthesis_of: Some(source.run_id.clone()),
             client: Some(client.name.clone()),
+            attachments: source.attachments.clone(),
         };
         let worst = worst_case(&self.runner(), None);
         self.make(client, &limit_of, links, worst, progress, |runner, progress| async move {

@@ -16,14 +16,14 @@ pub mod source;
 use std::sync::Arc;
 
 use base64::Engine;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use access::Access;
 pub use load::{Limits, load};
 pub use source::{Source, take};
 
 /// What an attachment is, as far as a model's input goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Image,
@@ -136,7 +136,7 @@ impl Attachment {
 }
 
 /// An attachment as recorded: metadata, not bytes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Info {
     pub id: u32,
     pub name: String,
@@ -144,7 +144,7 @@ pub struct Info {
     pub mime: String,
     pub bytes: usize,
     pub sha256: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
 }
 

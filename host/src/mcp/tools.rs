@@ -413,6 +413,7 @@ mod tests {
             follow_up_of: Some("r0".into()),
             resynthesis_of: Some("r1".into()),
             sources: Vec::new(),
+            attachments: Vec::new(),
         };
         let declared: std::collections::BTreeSet<&String> = OUTPUT_SCHEMA["properties"]
             .as_object()
@@ -453,6 +454,7 @@ mod tests {
             follow_up_of: None,
             resynthesis_of: None,
             sources: Vec::new(),
+            attachments: Vec::new(),
         };
         assert_eq!(shown_answer(&record("ééé".into()), 6), None);
         let (text, note) = shown_answer(&record("éééé".into()), 5).unwrap();
@@ -490,6 +492,7 @@ mod tests {
             follow_up_of: None,
             resynthesis_of: None,
             sources: Vec::new(),
+            attachments: Vec::new(),
         };
         assert_eq!(structured(&result)["details"], json!({"value": [1, 2]}));
         result.details = Some(json!({"votes": 3}));

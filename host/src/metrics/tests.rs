@@ -47,6 +47,7 @@ fn record(kind: AnswerKind) -> Arc<RunRecord> {
         follow_up_of: None,
         resynthesis_of: None,
         sources: Vec::new(),
+        attachments: Vec::new(),
     })
 }
 

@@ -243,6 +243,7 @@ impl Runner {
         let options =
             options::resolve(&pipeline.options, options).map_err(RunError::InvalidOptions)?;
         let ceiling = ceiling(limits.max_cost_usd, &options).map_err(RunError::InvalidOptions)?;
+        let infos = attachments.infos();
         let attachments = (!attachments.is_empty()).then(|| {
             Arc::new(RunAttachments::new(
                 attachments,
@@ -284,6 +285,7 @@ impl Runner {
             })
             .await?;
         record.follow_up_of = conversation.map(|c| c.of);
+        record.attachments = infos;
         Ok(record)
     }
 

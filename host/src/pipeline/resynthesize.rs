@@ -392,6 +392,7 @@ mod tests {
                 call(2, "fan-out", "running", None, None),
                 call(4, "fan-out", "failed", None, Some("cut")),
             ],
+            attachments: Vec::new(),
         };
         let (records, completions) = reuse(&source);
         let ids: Vec<u32> = records.iter().map(|r| r.id).collect();

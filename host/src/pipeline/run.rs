@@ -216,6 +216,7 @@ impl Runner {
             details: answer.details,
             follow_up_of: None,
             resynthesis_of: None,
+            attachments: Vec::new(),
         }
     }
 }

@@ -20,6 +20,9 @@ pub struct Begin {
     pub follow_up_of: Option<String>,
     pub resynthesis_of: Option<String>,
     pub client: Option<String>,
+    /// The run's attachments as JSON (names, types, sizes, hashes), when
+    /// it has any.
+    pub attachments: Option<String>,
     pub started_at: i64,
     pub deadline_at: i64,
 }

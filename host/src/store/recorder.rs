@@ -28,6 +28,8 @@ pub struct Links {
     pub resynthesis_of: Option<String>,
     /// Who makes the run.
     pub client: Option<String>,
+    /// What the question came with (metadata, not bytes).
+    pub attachments: Vec<crate::attach::Info>,
 }
 
 #[derive(Clone)]
@@ -146,6 +148,9 @@ impl Shared {
                     follow_up_of: self.links.follow_up_of.clone(),
                     resynthesis_of: self.links.resynthesis_of.clone(),
                     client: self.links.client.clone(),
+                    attachments: (!self.links.attachments.is_empty())
+                        .then(|| serde_json::to_string(&self.links.attachments).ok())
+                        .flatten(),
                     started_at,
                     deadline_at: started_at.saturating_add(limit),
                 };
@@ -248,6 +253,7 @@ pub(super) fn stored(
         follow_up_of: begin.follow_up_of.clone(),
         resynthesis_of: begin.resynthesis_of.clone(),
         client: begin.client.clone(),
+        attachments: super::row::attachments(begin.attachments.clone()),
         kind: None,
         summary: None,
         answer: None,

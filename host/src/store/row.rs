@@ -11,7 +11,8 @@ use crate::record::RunStatus;
 pub const RUN_COLUMNS: &str =
     "seq, id, pipeline, status, deadline_at, started_at, finished_at, prompt,
     options, plan, follow_up_of, resynthesis_of, kind, summary, answer, notes, details, error,
-    elapsed_ms, prompt_tokens, completion_tokens, cost_usd, owner, cost_estimated, client";
+    elapsed_ms, prompt_tokens, completion_tokens, cost_usd, owner, cost_estimated, client,
+    attachments";
 
 /// Characters of the prompt a listing shows.
 pub const PROMPT_LINE: usize = 72;
@@ -28,6 +29,12 @@ pub fn status(stored: &str, deadline_at: i64, owner: Option<&str>, now: i64) -> 
         Some(status) => status,
         None => RunStatus::Failed,
     }
+}
+
+/// A run's attachments as kept (JSON text); none when missing.
+pub fn attachments(text: Option<String>) -> Vec<crate::attach::Info> {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
 }
 
 /// JSON kept as text; nothing when missing or unreadable.

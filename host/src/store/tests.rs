@@ -188,6 +188,7 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
         follow_up_of: None,
         resynthesis_of: None,
         sources: Vec::new(),
+        attachments: Vec::new(),
     });
     Fixture {
         request,
@@ -241,6 +242,15 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
             follow_up_of: Some("earlier".into()),
             resynthesis_of: None,
             client: Some("alice".into()),
+            attachments: vec![crate::attach::Info {
+                id: 1,
+                name: "diagram.png".into(),
+                kind: crate::attach::Kind::Image,
+                mime: "image/png".into(),
+                bytes: 41_000,
+                sha256: "ab".repeat(32),
+                url: None,
+            }],
         },
         Duration::from_secs(60),
     );
@@ -253,6 +263,13 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
     assert_eq!(partial.options, json!({"agents": 2}));
     assert_eq!(partial.follow_up_of.as_deref(), Some("earlier"));
     assert_eq!(partial.client.as_deref(), Some("alice"));
+    assert_eq!(
+        partial.attachments.len(),
+        1,
+        "names, types, sizes and hashes kept"
+    );
+    assert_eq!(partial.attachments[0].name, "diagram.png");
+    assert_eq!(partial.attachments[0].bytes, 41_000);
     assert_eq!(
         partial.plan.as_ref().unwrap()["synthesizers"],
         json!(["synth"])

@@ -163,6 +163,17 @@ fn body(
             }
             h2 { "Question" }
             div class="prompt" { (run.prompt) }
+            @if !run.attachments.is_empty() {
+                h3 { "Attachments" }
+                ul class="attachments" {
+                    @for a in &run.attachments {
+                        li {
+                            "#" (a.id) " " code { (a.name) } " — " (a.mime) ", "
+                            (a.url.clone().unwrap_or_else(|| crate::text::show_bytes(a.bytes as u64)))
+                        }
+                    }
+                }
+            }
             h2 { "Answer" }
             @if let Some(summary) = &run.summary { p class="muted" { (summary) } }
             @match &run.answer {

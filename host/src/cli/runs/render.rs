@@ -61,6 +61,20 @@ pub(super) fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()>
     }
     writeln!(out, "\nprompt")?;
     indented(&run.prompt, out)?;
+    if !run.attachments.is_empty() {
+        writeln!(out, "\nattachments")?;
+        for a in &run.attachments {
+            let size = a
+                .url
+                .clone()
+                .unwrap_or_else(|| crate::text::show_bytes(a.bytes as u64));
+            writeln!(
+                out,
+                "  #{} {}  {}  {size}  sha256:{:.12}",
+                a.id, a.name, a.mime, a.sha256
+            )?;
+        }
+    }
     if let Some(summary) = &run.summary {
         writeln!(out, "\nsummary   {summary}")?;
     }

@@ -152,8 +152,8 @@ async fn insert_run(tx: &Transaction<'_>, begin: &Begin, owner: &str) -> Result<
     let request = &begin.request;
     tx.execute(
         "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
-                           follow_up_of, resynthesis_of, owner, client)
-         VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10)
+                           follow_up_of, resynthesis_of, owner, client, attachments)
+         VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10, $11)
          ON CONFLICT (id) DO NOTHING",
         &[
             &request.run_id,
@@ -166,6 +166,7 @@ async fn insert_run(tx: &Transaction<'_>, begin: &Begin, owner: &str) -> Result<
             &begin.resynthesis_of,
             &owner,
             &begin.client,
+            &begin.attachments,
         ],
     )
     .await?;

@@ -13,7 +13,7 @@ use crate::record::{
     AnswerKind, CallError, CallRecord, CallRef, RunStatus, RunSummary, StoredCall, StoredRun,
     Totals, first_line,
 };
-use crate::store::row::{PROMPT_LINE, RUN_COLUMNS, escape_like, json};
+use crate::store::row::{PROMPT_LINE, RUN_COLUMNS, attachments, escape_like, json};
 use crate::store::{CallLookup, Cursor, Exchange, Lookup, Page, Query};
 
 /// The chain of runs that `id` starts, following `follow_up_of`.
@@ -166,7 +166,7 @@ fn run_row(row: &Row, now: i64) -> StoredRun {
     StoredRun {
         run_id: row.get(1),
         pipeline: row.get(2),
-        status: status_of(row, 3, 4, 22, 25, now),
+        status: status_of(row, 3, 4, 22, 26, now),
         started_at: row.get(5),
         finished_at: row.get(6),
         prompt: row.get(7),
@@ -190,6 +190,7 @@ fn run_row(row: &Row, now: i64) -> StoredRun {
             cost_estimated: row.get(23),
         },
         client: row.get(24),
+        attachments: attachments(row.get(25)),
         calls: Vec::new(),
     }
 }

@@ -8,7 +8,7 @@ use tokio_postgres::Client;
 use super::{Failure, LOCK_MIGRATE};
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// Version 1: runs and their calls, as the SQLite store keeps them (texts
 /// of any length inline: PostgreSQL stores long ones out of line itself).
@@ -123,6 +123,11 @@ CREATE INDEX tasks_by_expiry ON tasks (expires_at);
 /// version 8.
 const V5: &str = r#"
 ALTER TABLE calls ADD COLUMN citations TEXT;
+"#;
+
+/// Version 6: each run's attachments, as in the SQLite store's version 9.
+const V6: &str = r#"
+ALTER TABLE runs ADD COLUMN attachments TEXT;
 "#;
 
 /// The schema version this chorus writes.

@@ -51,6 +51,7 @@ async fn run(store: &Store, prompt: &str) -> (String, Result<(), String>) {
         follow_up_of: None,
         resynthesis_of: None,
         sources: Vec::new(),
+        attachments: Vec::new(),
     });
     let written = recorder.finish(Ok(&record)).await;
     (run_id, written)

@@ -11,7 +11,7 @@ use crate::record::{
     AnswerKind, CallError, CallRecord, CallRef, RunStatus, RunSummary, StoredCall, StoredRun,
     Totals, first_line,
 };
-use crate::store::row::{PROMPT_LINE, RUN_COLUMNS, escape_like, json, status};
+use crate::store::row::{PROMPT_LINE, RUN_COLUMNS, attachments, escape_like, json, status};
 use crate::store::{CallLookup, Cursor, Exchange, Lookup, Page, Query};
 
 /// The chain of runs that `id` starts, following `follow_up_of`: each
@@ -165,6 +165,7 @@ fn run_row(row: &Row<'_>, now: i64) -> rusqlite::Result<StoredRun> {
             cost_estimated: row.get::<_, Option<bool>>(23)?.unwrap_or(false),
         },
         client: row.get(24)?,
+        attachments: attachments(row.get(25)?),
         calls: Vec::new(),
     })
 }

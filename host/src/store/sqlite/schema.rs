@@ -14,7 +14,7 @@ use crate::store::StoreError;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5, V6, V7, V8];
+const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5, V6, V7, V8, V9];
 
 /// Version 1: runs, and the calls of each run.
 pub(in crate::store) const V1: &str = r#"
@@ -130,6 +130,12 @@ CREATE INDEX tasks_by_expiry ON tasks (expires_at);
 /// which a run's numbered sources are rebuilt.
 const V8: &str = r#"
 ALTER TABLE calls ADD COLUMN citations TEXT;  -- JSON array of citations; NULL: none
+"#;
+
+/// Version 9: what each run's question came with — attachment names,
+/// types, sizes and hashes as JSON, never the bytes.
+const V9: &str = r#"
+ALTER TABLE runs ADD COLUMN attachments TEXT;  -- JSON array; NULL: none
 "#;
 
 /// The schema version this chorus writes.

@@ -159,6 +159,7 @@ fn begin(prompt: String) -> Begin {
         client: None,
         started_at: 0,
         deadline_at: i64::MAX,
+        attachments: None,
     }
 }
 
@@ -224,6 +225,7 @@ fn the_end_of_a_run_does_not_write_a_long_reply_again() {
         follow_up_of: None,
         resynthesis_of: None,
         sources: Vec::new(),
+        attachments: Vec::new(),
     };
     let end = [Msg::End {
         begin,

@@ -286,8 +286,8 @@ fn insert_run(tx: &Transaction<'_>, begin: &Begin) -> rusqlite::Result<()> {
     let request = &begin.request;
     tx.prepare_cached(
         "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
-                           follow_up_of, resynthesis_of, owner, client)
-         VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                           follow_up_of, resynthesis_of, owner, client, attachments)
+         VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
          ON CONFLICT (id) DO NOTHING",
     )?
     .execute(params![
@@ -301,6 +301,7 @@ fn insert_run(tx: &Transaction<'_>, begin: &Begin) -> rusqlite::Result<()> {
         begin.resynthesis_of,
         crate::store::owner::this_process(),
         begin.client,
+        begin.attachments,
     ])?;
     Ok(())
 }
