@@ -274,6 +274,12 @@ impl Catalogs {
         self.remember(name, result, ttl)
     }
 
+    /// Until when `provider`'s loaded result is reused without asking
+    /// again; `None` when nothing is loaded.
+    pub fn kept_until(&self, provider: &str) -> Option<Instant> {
+        self.slot(provider).map(|s| s.at + s.keep)
+    }
+
     fn slot(&self, provider: &str) -> Option<Slot> {
         self.slots
             .lock()

@@ -12,13 +12,15 @@ mod search;
 mod secret;
 mod sse;
 mod stream;
+#[cfg(test)]
+mod tests;
 mod timeouts;
 mod types;
 mod wire;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use indexmap::IndexMap;
@@ -149,6 +151,9 @@ pub struct CatalogStatus {
 }
 
 /// All providers and the models, built once at startup and shared.
+/// A time past any run: how long "no catalog to load" stays true.
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 pub struct Llm {
     providers: HashMap<String, Arc<ProviderClient>>,
     /// `[models]` as configured, in config order.
@@ -157,10 +162,13 @@ pub struct Llm {
     params: HashMap<String, Map<String, Value>>,
     catalogs: Catalogs,
     /// Per provider: whether to fetch its catalog, and its disk expiry.
-    catalog_policy: HashMap<String, Option<std::time::Duration>>,
+    catalog_policy: HashMap<String, Option<Duration>>,
     /// The configured models completed by the catalogs loaded so far.
     models: RwLock<Arc<IndexMap<String, ModelInfo>>>,
     provider_of: HashMap<String, String>,
+    /// Until when every catalog merged into `models` is kept in memory: a
+    /// run before then has nothing to load (`catalogs_fresh`).
+    fresh_until: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Llm {
@@ -219,6 +227,7 @@ impl Llm {
             catalog_policy,
             models: RwLock::new(Arc::default()),
             provider_of,
+            fresh_until: std::sync::Mutex::new(None),
         };
         llm.merge();
         Ok(llm)
@@ -331,7 +340,28 @@ impl Llm {
         });
         let statuses = futures::future::join_all(loads).await;
         self.merge();
+        let until = self
+            .catalog_policy
+            .iter()
+            .filter(|(_, ttl)| ttl.is_some())
+            .map(|(name, _)| self.catalogs.kept_until(name))
+            .try_fold(None, |earliest: Option<tokio::time::Instant>, until| {
+                until.map(|u| Some(earliest.map_or(u, |e| e.min(u))))
+            });
+        // No provider with a catalog: nothing ever needs loading.
+        let until = until.map(|u| u.unwrap_or_else(|| tokio::time::Instant::now() + FOREVER));
+        *self.fresh_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
         statuses
+    }
+
+    /// Whether every catalog is loaded and still kept in memory, with the
+    /// model snapshot made from it: a run then has nothing to wait for,
+    /// and skips `load_catalogs` (a task and a merge per run otherwise).
+    pub fn catalogs_fresh(&self) -> bool {
+        self.fresh_until
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|until| tokio::time::Instant::now() < until)
     }
 
     /// What is loaded for `provider`, without fetching.

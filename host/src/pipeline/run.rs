@@ -105,6 +105,9 @@ impl Runner {
     /// them at most `CATALOG_WAIT`, and a slow or unreachable provider list
     /// never holds a run longer than that.
     async fn wait_for_catalogs(&self) {
+        if self.llm.catalogs_fresh() {
+            return;
+        }
         let llm = self.llm.clone();
         let load = tokio::spawn(async move {
             llm.load_catalogs(false).await;
