@@ -5,7 +5,7 @@
 //! client (on stdio or HTTP, where each request stands alone) gets it on
 //! the `subscriptions/listen` stream it opened.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use rmcp::RoleServer;
 use rmcp::model::{ProtocolVersion, Tool};
@@ -18,9 +18,25 @@ use super::transport::Session;
 use crate::app::Chorus;
 use crate::pipeline::Runner;
 
-/// The tool list chorus serves now.
-pub fn current(chorus: &Chorus) -> Vec<Tool> {
-    tools::list(&chorus.runner())
+/// The tool list chorus serves now. Built once per runner (a config, or
+/// a reload's) and shared: every `tools/call` looks its tool up here, and
+/// building every pipeline's schema per call was a measurable part of a
+/// run's CPU.
+pub fn current(chorus: &Chorus) -> Arc<[Tool]> {
+    // The runner the list was built for, held weakly: a reload's old
+    // runner is dropped as usual, and its address is never reused while
+    // the weak handle lives, so `ptr_eq` cannot match a newer runner.
+    static BUILT: Mutex<Option<(Weak<Runner>, Arc<[Tool]>)>> = Mutex::new(None);
+    let runner = chorus.runner();
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((of, tools)) = built.as_ref()
+        && Weak::ptr_eq(of, &Arc::downgrade(&runner))
+    {
+        return tools.clone();
+    }
+    let tools: Arc<[Tool]> = tools::list(&runner).into();
+    *built = Some((Arc::downgrade(&runner), tools.clone()));
+    tools
 }
 
 /// Follows the runner swapped in by each reload, and resolves when the

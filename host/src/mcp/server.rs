@@ -146,10 +146,11 @@ async fn cancelled(context: &RequestContext<RoleServer>) {
 
 /// The tools `client` may call: the pipelines granted to it, and
 /// `resynthesize` (over its own runs).
-fn granted(tools: Vec<Tool>, client: &Client) -> Vec<Tool> {
+fn granted(tools: &[Tool], client: &Client) -> Vec<Tool> {
     tools
-        .into_iter()
+        .iter()
         .filter(|t| t.name == tools::RESYNTHESIZE || client.may_run(&t.name))
+        .cloned()
         .collect()
 }
 
@@ -192,7 +193,7 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let client = self.client(&context);
-        let tools = granted(changes::current(&self.chorus), &client);
+        let tools = granted(&changes::current(&self.chorus), &client);
         let tools = if app::wanted(&context) {
             app::mark(tools)
         } else {
@@ -203,8 +204,9 @@ impl ServerHandler for Server {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         changes::current(&self.chorus)
-            .into_iter()
+            .iter()
             .find(|t| t.name == name)
+            .cloned()
     }
 
     /// A 2026-07-28 client hears of tool list changes on a
@@ -244,8 +246,8 @@ impl ServerHandler for Server {
                 None,
             ));
         }
-        let tools = granted(all, &client);
-        if !tools.iter().any(|t| t.name == name) {
+        if !all.iter().any(|t| t.name == name) {
+            let tools = granted(&all, &client);
             let known: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
             return Err(McpError::invalid_params(
                 format!(
