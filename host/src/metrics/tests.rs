@@ -12,6 +12,8 @@ fn call(model: &str, status: &str, error: Option<&str>) -> CallRecord {
         status: status.into(),
         latency_ms: 1_500,
         attempts: 1,
+        queued_ms: None,
+        ttft_ms: None,
         prompt_tokens: Some(10),
         completion_tokens: Some(20),
         reasoning_tokens: None,
