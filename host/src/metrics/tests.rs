@@ -12,8 +12,8 @@ fn call(model: &str, status: &str, error: Option<&str>) -> CallRecord {
         status: status.into(),
         latency_ms: 1_500,
         attempts: 1,
-        queued_ms: None,
-        ttft_ms: None,
+        queued_ms: (status == "ok").then_some(300),
+        ttft_ms: (status == "ok").then_some(120),
         prompt_tokens: Some(10),
         completion_tokens: Some(20),
         reasoning_tokens: None,
@@ -56,7 +56,8 @@ fn record(kind: AnswerKind) -> Arc<RunRecord> {
 #[test]
 fn runs_calls_tokens_and_cost_are_counted_with_bounded_labels() {
     let metrics = Metrics::new();
-    let watch = metrics.watcher();
+    let providers: ProviderOf = Arc::new(|model| (model == "m1").then(|| "p1".to_owned()));
+    let watch = metrics.watcher("alice", providers);
     watch(Event::CallFinished(Arc::new(call("m1", "ok", None))));
     watch(Event::CallFinished(Arc::new(call(
         "m2",
@@ -78,15 +79,26 @@ fn runs_calls_tokens_and_cost_are_counted_with_bounded_labels() {
         r#"chorus_runs_total{pipeline="(unknown)",outcome="refused"} 1"#,
         r#"chorus_model_calls_total{model="m1",outcome="ok"} 1"#,
         r#"chorus_model_calls_total{model="m2",outcome="rate-limited"} 1"#,
-        r#"chorus_tokens_total{model="m1",kind="completion"} 20"#,
-        r#"chorus_tokens_total{model="m1",kind="cached"} 5"#,
-        r#"chorus_cost_usd_total{model="m2"} 0.25"#,
+        r#"chorus_tokens_total{model="m1",client="alice",kind="completion"} 20"#,
+        r#"chorus_tokens_total{model="m1",client="alice",kind="cached"} 5"#,
+        r#"chorus_cost_usd_total{model="m2",client="alice"} 0.25"#,
         r#"chorus_model_call_duration_seconds_bucket{le="1.6",model="m1"} 1"#,
+        // 120 ms: in the 160 ms bucket, not the 80 ms one.
+        r#"chorus_model_time_to_first_token_seconds_bucket{le="0.08",model="m1",provider="p1"} 0"#,
+        r#"chorus_model_time_to_first_token_seconds_bucket{le="0.16",model="m1",provider="p1"} 1"#,
+        r#"chorus_model_time_to_first_token_seconds_count{model="m1",provider="p1"} 1"#,
+        // m1 waited 300 ms; m2's provider is not one the config knows.
+        r#"chorus_provider_queue_wait_seconds_bucket{le="0.32",provider="p1"} 1"#,
+        r#"chorus_provider_queue_wait_seconds_bucket{le="0.005",provider="(unknown)"} 1"#,
         "chorus_runs_in_flight 0",
         r#"chorus_build_info{version=""#,
     ] {
         assert!(text.contains(line), "no {line} in\n{text}");
     }
+    assert!(
+        !text.contains(r#"first_token_seconds_count{model="m2""#),
+        "a failed call has no first token"
+    );
     assert!(!text.contains("never"), "no run id or message as a label");
     assert!(!text.contains("nonsense"), "no caller's text as a label");
 }
