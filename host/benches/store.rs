@@ -107,6 +107,8 @@ fn run(i: usize) -> Run {
                 status: "ok".into(),
                 latency_ms: 1500,
                 attempts: 1,
+                queued_ms: None,
+                ttft_ms: None,
                 prompt_tokens: Some(120),
                 completion_tokens: Some(450),
                 reasoning_tokens: None,

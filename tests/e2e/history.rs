@@ -571,6 +571,7 @@ synthesizer = "synthesize"
         "second · synthesis · done",
         "How do tides work?",
         "#0   fan-out      m1",
+        "(first token ",
         "synthesize",
         "merged: ",
     ] {

@@ -21,6 +21,7 @@ mod failures;
 mod fairness;
 mod fallbacks;
 mod first_contact;
+mod first_token;
 mod fitting;
 mod history;
 mod http;

@@ -80,6 +80,11 @@ async fn metrics_count_runs_and_calls_behind_the_token_or_on_their_own_listener(
             r#"chorus_model_calls_total{model="m5",outcome="http-status"} 2"#,
             r#"chorus_model_calls_total{model="synth",outcome="ok"} 2"#,
             r#"chorus_run_duration_seconds_count{pipeline="ask"} 2"#,
+            // Every call that answered had a first token; every call sent
+            // went through the permits (6 a run: 5 panel, 1 synthesizer).
+            r#"chorus_model_time_to_first_token_seconds_count{model="m1",provider="mock"} 2"#,
+            r#"chorus_model_time_to_first_token_seconds_count{model="synth",provider="mock"} 2"#,
+            r#"chorus_provider_queue_wait_seconds_count{provider="mock"} 12"#,
             "chorus_runs_in_flight 0",
         ] {
             assert!(text.contains(line), "no {line} in\n{text}");

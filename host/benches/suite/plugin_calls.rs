@@ -33,6 +33,8 @@ fn answered(id: u32, label: String, model: String) -> Completion {
         model: model.clone(),
         latency_ms: 1,
         attempts: 1,
+        queued_ms: None,
+        ttft_ms: None,
         outcome: Ok(Reply {
             content: Arc::new(ANSWER.to_owned()),
             served_by: model,

@@ -269,7 +269,7 @@ impl Chorus {
         let runner = self.runner();
         let flight = self.metrics.run(name);
         let mut recorder = self.store.recorder(links, runner.time_limit(name));
-        let progress = self.watched(&recorder, progress);
+        let progress = self.watched(&recorder, progress, &client.name, &runner);
         let outcome = run(runner, progress).await;
         let cost = match &outcome {
             Ok(record) => Some(record.usage.cost_usd),
@@ -338,10 +338,18 @@ impl Chorus {
 
     /// `progress`, and the store, the metrics and the viewer's live pages
     /// watching the run too.
-    fn watched(&self, recorder: &Recorder, progress: Progress) -> Progress {
+    fn watched(
+        &self,
+        recorder: &Recorder,
+        progress: Progress,
+        client: &str,
+        runner: &Runner,
+    ) -> Progress {
+        let llm = runner.llm.clone();
+        let provider_of = Arc::new(move |model: &str| llm.model(model).map(|m| m.provider));
         events::fan(vec![
             recorder.watcher(),
-            self.metrics.watcher(),
+            self.metrics.watcher(client, provider_of),
             self.mover(),
             progress,
         ])

@@ -415,6 +415,8 @@ mod tests {
             status: "ok".into(),
             latency_ms: 1,
             attempts: 1,
+            queued_ms: None,
+            ttft_ms: None,
             prompt_tokens: Some(1000),
             completion_tokens: Some(10),
             reasoning_tokens: None,

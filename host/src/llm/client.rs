@@ -253,6 +253,7 @@ impl ProviderClient {
             Ok(permit) => permit,
             Err(waiting) => {
                 (hooks.on_queued)(Some(waiting.behind()));
+                let _wait = hooks.attempts.queue_wait();
                 let permit = waiting.await;
                 (hooks.on_queued)(None);
                 permit
@@ -266,26 +267,29 @@ impl ProviderClient {
         }
         drop(permit);
         match outcome {
-            Ok(reply) => Ok(Reply {
-                content: Arc::new(
-                    self.scrubber
-                        .scrub_owned(Arc::unwrap_or_clone(reply.content)),
-                ),
-                served_by: self.scrubber.scrub_owned(reply.served_by),
-                finish_reason: reply.finish_reason.map(|r| self.scrubber.scrub_owned(r)),
-                usage: reply.usage,
-                format_sent: reply.format_sent,
-                citations: reply
-                    .citations
-                    .into_iter()
-                    .map(|c| crate::llm::Citation {
-                        url: self.scrubber.scrub_owned(c.url),
-                        title: c.title.map(|t| self.scrubber.scrub_owned(t)),
-                        cited: c.cited.map(|t| self.scrubber.scrub_owned(t)),
-                        ..c
-                    })
-                    .collect(),
-            }),
+            Ok((reply, first_token)) => {
+                hooks.attempts.answered(first_token);
+                Ok(Reply {
+                    content: Arc::new(
+                        self.scrubber
+                            .scrub_owned(Arc::unwrap_or_clone(reply.content)),
+                    ),
+                    served_by: self.scrubber.scrub_owned(reply.served_by),
+                    finish_reason: reply.finish_reason.map(|r| self.scrubber.scrub_owned(r)),
+                    usage: reply.usage,
+                    format_sent: reply.format_sent,
+                    citations: reply
+                        .citations
+                        .into_iter()
+                        .map(|c| crate::llm::Citation {
+                            url: self.scrubber.scrub_owned(c.url),
+                            title: c.title.map(|t| self.scrubber.scrub_owned(t)),
+                            cited: c.cited.map(|t| self.scrubber.scrub_owned(t)),
+                            ..c
+                        })
+                        .collect(),
+                })
+            }
             Err(mut e) => {
                 e.failure.message = self.scrubber.scrub_owned(e.failure.message);
                 Err(e)
@@ -293,12 +297,14 @@ impl ProviderClient {
         }
     }
 
+    /// One attempt once its permit is held: the reply, and its time to
+    /// first token (see `Watch::first_token_after`).
     async fn attempt_raw(
         &self,
         body: &Bytes,
         model: &str,
         on_tokens: OnTokens<'_>,
-    ) -> Result<Reply, AttemptError> {
+    ) -> Result<(Reply, Option<Duration>), AttemptError> {
         let mut watch = Watch::start(&self.limits);
         let request = self.auth.apply(
             self.http
@@ -333,7 +339,10 @@ impl ProviderClient {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
         if event_stream {
-            return self.read_stream(response, model, watch, on_tokens).await;
+            let reply = self
+                .read_stream(response, model, &mut watch, on_tokens)
+                .await?;
+            return Ok((reply, watch.first_token_after(true)));
         }
         // A whole body: the answer arrives with its last byte. (Also what
         // a server that ignores `stream: true` sends.)
@@ -347,7 +356,7 @@ impl ProviderClient {
                 AttemptError::fatal(failure)
             }
         })?;
-        Ok(reply)
+        Ok((reply, watch.first_token_after(false)))
     }
 
     /// A 3xx we did not follow: to another origin, or one too many.

@@ -502,8 +502,10 @@ impl Llm {
             id: None,
             label: request.label.clone(),
             model: request.model.clone(),
-            latency_ms: u32::try_from(started.elapsed().as_millis()).unwrap_or(u32::MAX),
+            latency_ms: millis(started.elapsed()),
             attempts,
+            queued_ms: hooks.attempts.queued_ms(),
+            ttft_ms: outcome.as_ref().ok().and(hooks.attempts.ttft_ms()),
             outcome,
         }
     }

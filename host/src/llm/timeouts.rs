@@ -10,6 +10,9 @@
 //!
 //! (`connect_timeout` is the HTTP client's: it is a true connect bound.)
 //! A failure names the setting, its value and the provider.
+//!
+//! The same clocks say when the body began and when its first token came
+//! ([`Watch::first_token_after`]): the attempt's time to first token.
 
 use std::time::Duration;
 
@@ -66,9 +69,14 @@ pub struct Watch<'a> {
     limits: &'a Limits,
     first_token_by: Instant,
     request_by: Instant,
+    /// When the request was sent (the clocks started).
+    sent: Instant,
     /// When the body last showed life; `None` until it starts.
     last_bytes: Option<Instant>,
-    token_seen: bool,
+    /// When the body began to arrive.
+    first_bytes: Option<Instant>,
+    /// When the first token of the answer or its reasoning arrived.
+    first_token: Option<Instant>,
 }
 
 impl<'a> Watch<'a> {
@@ -79,15 +87,17 @@ impl<'a> Watch<'a> {
             limits,
             first_token_by: now + limits.first_token,
             request_by: now + limits.request,
+            sent: now,
             last_bytes: None,
-            token_seen: false,
+            first_bytes: None,
+            first_token: None,
         }
     }
 
     /// The next moment a limit fires, and which.
     pub fn deadline(&self) -> (Instant, Fired) {
         let mut next = (self.request_by, Fired::Request);
-        if !self.token_seen && self.first_token_by < next.0 {
+        if self.first_token.is_none() && self.first_token_by < next.0 {
             next = (self.first_token_by, Fired::FirstToken);
         }
         if let Some(last) = self.last_bytes {
@@ -101,12 +111,26 @@ impl<'a> Watch<'a> {
 
     /// Bytes of the body arrived (comments included).
     pub fn bytes(&mut self) {
-        self.last_bytes = Some(Instant::now());
+        let now = Instant::now();
+        self.last_bytes = Some(now);
+        self.first_bytes.get_or_insert(now);
     }
 
     /// A token of the answer or its reasoning arrived.
     pub fn token(&mut self) {
-        self.token_seen = true;
+        self.first_token.get_or_insert_with(Instant::now);
+    }
+
+    /// The time to first token: from sending the request to the first
+    /// token of a stream (`streamed`), or to the first bytes of a whole
+    /// body, which brings every token at once. `None` if it never came.
+    pub fn first_token_after(&self, streamed: bool) -> Option<Duration> {
+        let at = if streamed {
+            self.first_token
+        } else {
+            self.first_bytes
+        };
+        at.map(|at| at.duration_since(self.sent))
     }
 
     /// Runs `future` until it ends or the next limit fires.
@@ -173,6 +197,12 @@ mod tests {
         );
         watch.token();
         assert_eq!(watch.deadline().1, Fired::Idle);
+        assert_eq!(
+            watch.first_token_after(true),
+            Some(Duration::from_secs(301)),
+            "the first token, not the first keep-alive"
+        );
+        assert_eq!(watch.first_token_after(false), Some(Duration::from_secs(1)));
         assert_eq!(
             watch.failure(Fired::FirstToken).message,
             "no token within first_token_timeout = 300s (providers.p)"

@@ -1,8 +1,9 @@
 //! The values that cross the llm boundary: what to ask, and what happened.
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -156,6 +157,12 @@ pub struct Attempts {
     /// Attempts that failed after streaming something; each paid for its
     /// prompt as well.
     pub lost_attempts: AtomicU32,
+    /// Microseconds the attempts waited for the provider's permits, in all.
+    queued_us: AtomicU64,
+    /// Whether any attempt had to wait for a permit.
+    queued: std::sync::atomic::AtomicBool,
+    /// The time to first token of the attempt that answered.
+    first_token: Mutex<Option<Duration>>,
 }
 
 impl Attempts {
@@ -170,6 +177,59 @@ impl Attempts {
             self.lost_tokens.load(Ordering::Relaxed),
         )
     }
+
+    /// An attempt begins to wait for a permit; the wait is counted when
+    /// the returned guard drops, so a call dropped while queued (a
+    /// deadline, a cut) still counts what it waited.
+    pub fn queue_wait(&self) -> QueueWait<'_> {
+        self.queued.store(true, Ordering::Relaxed);
+        QueueWait {
+            attempts: self,
+            since: Instant::now(),
+        }
+    }
+
+    /// Milliseconds the attempts waited for the provider's permits, in
+    /// all; `None` if none had to wait.
+    pub fn queued_ms(&self) -> Option<u32> {
+        self.queued.load(Ordering::Relaxed).then(|| {
+            millis(Duration::from_micros(
+                self.queued_us.load(Ordering::Relaxed),
+            ))
+        })
+    }
+
+    /// The attempt that answered got its first token `after` its request
+    /// was sent.
+    pub fn answered(&self, after: Option<Duration>) {
+        *self.first_token.lock().unwrap_or_else(|e| e.into_inner()) = after;
+    }
+
+    /// The time to first token of the attempt that answered, in ms.
+    pub fn ttft_ms(&self) -> Option<u32> {
+        self.first_token
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(millis)
+    }
+}
+
+/// A wait for a permit in progress (see [`Attempts::queue_wait`]).
+pub struct QueueWait<'a> {
+    attempts: &'a Attempts,
+    since: Instant,
+}
+
+impl Drop for QueueWait<'_> {
+    fn drop(&mut self) {
+        let us = u64::try_from(self.since.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.attempts.queued_us.fetch_add(us, Ordering::Relaxed);
+    }
+}
+
+/// A duration in whole milliseconds, saturating.
+pub fn millis(duration: Duration) -> u32 {
+    u32::try_from(duration.as_millis()).unwrap_or(u32::MAX)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -312,5 +372,12 @@ pub struct Completion {
     pub model: String,
     pub latency_ms: u32,
     pub attempts: u32,
+    /// How long the attempts waited for the provider's permits, in all;
+    /// `None` if they never had to.
+    pub queued_ms: Option<u32>,
+    /// From the answering attempt's request being sent to its first token
+    /// (streamed) or the first bytes of its body (not); `None` without an
+    /// answer.
+    pub ttft_ms: Option<u32>,
     pub outcome: Result<Reply, Failure>,
 }

@@ -1,14 +1,16 @@
 //! What the server is doing, as Prometheus metrics: runs by pipeline and
 //! how they ended, model calls by model and outcome, run and call latency,
-//! tokens and USD by model, runs in flight, and the build. Fed by the same
+//! time to first token by model and provider, the wait for provider
+//! permits, tokens and USD by model and client, runs in flight, and the
+//! build. Fed by the same
 //! run events the store and MCP progress see ([`Metrics::watcher`]) and by
 //! each run's end ([`Flight`]); rendered in the OpenMetrics text format
 //! Prometheus scrapes ([`Metrics::render`]), served by `mcp::http` at
 //! `/metrics` (behind the token) and by [`serve`] on `--metrics ADDR`.
 //!
-//! Labels stay bounded: pipeline names and model ids come from the
-//! configuration and the provider's catalog, outcomes from a fixed set —
-//! never a run id, a prompt or an error message.
+//! Labels stay bounded: pipeline names, model ids, provider and client
+//! names come from the configuration and the provider's catalog, outcomes
+//! from a fixed set — never a run id, a prompt or an error message.
 
 mod serve;
 
@@ -59,11 +61,29 @@ struct ModelLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelProvider {
+    model: String,
+    provider: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderLabel {
+    provider: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TokenLabels {
     model: String,
+    client: String,
     /// `prompt` or `completion`; of the prompt's, those read from the
     /// provider's prompt cache (`cached`) and written to it (`cache_write`).
     kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SpendLabels {
+    model: String,
+    client: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -73,6 +93,11 @@ struct BuildLabels {
 
 type Seconds = Family<PipelineLabel, Histogram, fn() -> Histogram>;
 type CallSeconds = Family<ModelLabel, Histogram, fn() -> Histogram>;
+type FirstTokenSeconds = Family<ModelProvider, Histogram, fn() -> Histogram>;
+type QueueSeconds = Family<ProviderLabel, Histogram, fn() -> Histogram>;
+
+/// Which provider serves a model (`None`: not one the configuration knows).
+pub type ProviderOf = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 pub struct Metrics {
     registry: Registry,
@@ -81,14 +106,31 @@ pub struct Metrics {
     in_flight: Gauge,
     calls: Family<CallLabels, Counter>,
     call_seconds: CallSeconds,
+    first_token_seconds: FirstTokenSeconds,
+    queue_seconds: QueueSeconds,
     tokens: Family<TokenLabels, Counter>,
-    usd: Family<ModelLabel, Counter<f64, AtomicU64>>,
+    usd: Family<SpendLabels, Counter<f64, AtomicU64>>,
 }
 
 /// Latency buckets from 50 ms to about 14 minutes.
 fn seconds() -> Histogram {
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
         0.05, 2.0, 15,
+    ))
+}
+
+/// Time to first token buckets, from 10 ms to about 5 minutes.
+fn first_token() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.01, 2.0, 16,
+    ))
+}
+
+/// Queue wait buckets, from 5 ms (most calls: none at all) to about 5
+/// minutes.
+fn queue_wait() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.005, 2.0, 17,
     ))
 }
 
@@ -126,16 +168,28 @@ impl Metrics {
             "How long model calls took, retries included, by model",
             call_seconds.clone(),
         );
+        let first_token_seconds = FirstTokenSeconds::new_with_constructor(first_token);
+        registry.register(
+            "model_time_to_first_token_seconds",
+            "From the answering attempt's request being sent to its first token (streamed) or the first bytes of its body, by model and provider",
+            first_token_seconds.clone(),
+        );
+        let queue_seconds = QueueSeconds::new_with_constructor(queue_wait);
+        registry.register(
+            "provider_queue_wait_seconds",
+            "How long each sent model call waited for one of its provider's permits (max_concurrency), retries included, by provider",
+            queue_seconds.clone(),
+        );
         let tokens = Family::<TokenLabels, Counter>::default();
         registry.register(
             "tokens",
-            "Tokens sent (prompt; of those, cached and cache_write) and received (completion), by model",
+            "Tokens sent (prompt; of those, cached and cache_write) and received (completion), by model and client",
             tokens.clone(),
         );
-        let usd = Family::<ModelLabel, Counter<f64, AtomicU64>>::default();
+        let usd = Family::<SpendLabels, Counter<f64, AtomicU64>>::default();
         registry.register(
             "cost_usd",
-            "What model calls cost, in USD (the provider's figure, or chorus's estimate)",
+            "What model calls cost, in USD (the provider's figure, or chorus's estimate), by model and client",
             usd.clone(),
         );
         let build = Family::<BuildLabels, Gauge>::default();
@@ -152,22 +206,26 @@ impl Metrics {
             in_flight,
             calls,
             call_seconds,
+            first_token_seconds,
+            queue_seconds,
             tokens,
             usd,
         })
     }
 
-    /// A `Progress` that counts a run's model calls as they end.
-    pub fn watcher(self: &Arc<Self>) -> Progress {
+    /// A `Progress` that counts the model calls of a run made for
+    /// `client` as they end; `provider_of` names each model's provider.
+    pub fn watcher(self: &Arc<Self>, client: &str, provider_of: ProviderOf) -> Progress {
         let metrics = self.clone();
+        let client = client.to_owned();
         Arc::new(move |event| {
             if let Event::CallFinished(call) = event {
-                metrics.call_ended(&call);
+                metrics.call_ended(&call, &client, &provider_of);
             }
         })
     }
 
-    fn call_ended(&self, call: &CallRecord) {
+    fn call_ended(&self, call: &CallRecord, client: &str, provider_of: &ProviderOf) {
         // A call taken from an earlier run was not made by this one.
         if call.reused_from.is_some() {
             return;
@@ -190,6 +248,21 @@ impl Metrics {
                 .get_or_create(&model)
                 .observe(f64::from(call.latency_ms) / 1000.0);
         }
+        // Only calls that were sent waited for a permit or had a first token.
+        if call.attempts > 0 {
+            let provider = provider_of(&call.model).unwrap_or_else(|| "(unknown)".to_owned());
+            if let Some(ttft) = call.ttft_ms {
+                self.first_token_seconds
+                    .get_or_create(&ModelProvider {
+                        model: call.model.clone(),
+                        provider: provider.clone(),
+                    })
+                    .observe(f64::from(ttft) / 1000.0);
+            }
+            self.queue_seconds
+                .get_or_create(&ProviderLabel { provider })
+                .observe(f64::from(call.queued_ms.unwrap_or(0)) / 1000.0);
+        }
         for (kind, tokens) in [
             ("prompt", call.prompt_tokens),
             ("completion", call.completion_tokens),
@@ -200,13 +273,19 @@ impl Metrics {
                 self.tokens
                     .get_or_create(&TokenLabels {
                         model: call.model.clone(),
+                        client: client.to_owned(),
                         kind,
                     })
                     .inc_by(u64::from(tokens));
             }
         }
         if let Some(usd) = call.cost_usd.filter(|usd| *usd > 0.0) {
-            self.usd.get_or_create(&model).inc_by(usd);
+            self.usd
+                .get_or_create(&SpendLabels {
+                    model: call.model.clone(),
+                    client: client.to_owned(),
+                })
+                .inc_by(usd);
         }
     }
 

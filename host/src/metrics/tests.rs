@@ -12,6 +12,8 @@ fn call(model: &str, status: &str, error: Option<&str>) -> CallRecord {
         status: status.into(),
         latency_ms: 1_500,
         attempts: 1,
+        queued_ms: (status == "ok").then_some(300),
+        ttft_ms: (status == "ok").then_some(120),
         prompt_tokens: Some(10),
         completion_tokens: Some(20),
         reasoning_tokens: None,
@@ -54,7 +56,8 @@ fn record(kind: AnswerKind) -> Arc<RunRecord> {
 #[test]
 fn runs_calls_tokens_and_cost_are_counted_with_bounded_labels() {
     let metrics = Metrics::new();
-    let watch = metrics.watcher();
+    let providers: ProviderOf = Arc::new(|model| (model == "m1").then(|| "p1".to_owned()));
+    let watch = metrics.watcher("alice", providers);
     watch(Event::CallFinished(Arc::new(call("m1", "ok", None))));
     watch(Event::CallFinished(Arc::new(call(
         "m2",
@@ -76,15 +79,26 @@ fn runs_calls_tokens_and_cost_are_counted_with_bounded_labels() {
         r#"chorus_runs_total{pipeline="(unknown)",outcome="refused"} 1"#,
         r#"chorus_model_calls_total{model="m1",outcome="ok"} 1"#,
         r#"chorus_model_calls_total{model="m2",outcome="rate-limited"} 1"#,
-        r#"chorus_tokens_total{model="m1",kind="completion"} 20"#,
-        r#"chorus_tokens_total{model="m1",kind="cached"} 5"#,
-        r#"chorus_cost_usd_total{model="m2"} 0.25"#,
+        r#"chorus_tokens_total{model="m1",client="alice",kind="completion"} 20"#,
+        r#"chorus_tokens_total{model="m1",client="alice",kind="cached"} 5"#,
+        r#"chorus_cost_usd_total{model="m2",client="alice"} 0.25"#,
         r#"chorus_model_call_duration_seconds_bucket{le="1.6",model="m1"} 1"#,
+        // 120 ms: in the 160 ms bucket, not the 80 ms one.
+        r#"chorus_model_time_to_first_token_seconds_bucket{le="0.08",model="m1",provider="p1"} 0"#,
+        r#"chorus_model_time_to_first_token_seconds_bucket{le="0.16",model="m1",provider="p1"} 1"#,
+        r#"chorus_model_time_to_first_token_seconds_count{model="m1",provider="p1"} 1"#,
+        // m1 waited 300 ms; m2's provider is not one the config knows.
+        r#"chorus_provider_queue_wait_seconds_bucket{le="0.32",provider="p1"} 1"#,
+        r#"chorus_provider_queue_wait_seconds_bucket{le="0.005",provider="(unknown)"} 1"#,
         "chorus_runs_in_flight 0",
         r#"chorus_build_info{version=""#,
     ] {
         assert!(text.contains(line), "no {line} in\n{text}");
     }
+    assert!(
+        !text.contains(r#"first_token_seconds_count{model="m2""#),
+        "a failed call has no first token"
+    );
     assert!(!text.contains("never"), "no run id or message as a label");
     assert!(!text.contains("nonsense"), "no caller's text as a label");
 }
@@ -100,5 +114,85 @@ fn a_run_is_in_flight_until_it_ends() {
     assert!(
         text.contains(r#"chorus_runs_total{pipeline="ask",outcome="timeout"} 1"#),
         "{text}"
+    );
+}
+
+/// Every series a registered metric yields, by its OpenMetrics `# TYPE`
+/// line: a counter's `_total`, a histogram's `_bucket`, `_sum` and
+/// `_count`, a gauge's own name. A family is rendered once it has a
+/// sample, so a call and a run go through first (a new metric fed by
+/// something else needs feeding here too).
+fn exported_series() -> std::collections::BTreeSet<String> {
+    let metrics = Metrics::new();
+    let providers: ProviderOf = Arc::new(|_| Some("p".to_owned()));
+    metrics.watcher("c", providers)(Event::CallFinished(Arc::new(call("m", "ok", None))));
+    metrics.run("ask").end(&Ok(record(AnswerKind::Synthesis)));
+    let text = metrics.render();
+    let mut series = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let (name, kind) = rest.split_once(' ').unwrap();
+        let suffixes: &[&str] = match kind {
+            "counter" => &["_total"],
+            "histogram" => &["_bucket", "_sum", "_count"],
+            _ => &[""],
+        };
+        series.extend(suffixes.iter().map(|s| format!("{name}{s}")));
+    }
+    series
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_metrics_chorus_exports() {
+    let dashboard: serde_json::Value =
+        serde_json::from_str(include_str!("../../../docs/grafana/chorus.json"))
+            .expect("docs/grafana/chorus.json is JSON");
+    let exported = exported_series();
+    assert!(
+        exported.contains("chorus_model_time_to_first_token_seconds_bucket"),
+        "{exported:?}"
+    );
+    let name = regex::Regex::new(r"\bchorus_[a-z0-9_]+").unwrap();
+    let panels = dashboard["panels"].as_array().expect("panels");
+    let mut queried = std::collections::BTreeSet::new();
+    for panel in panels {
+        assert_eq!(
+            panel["datasource"]["uid"], "${datasource}",
+            "each panel uses the datasource variable: {panel}"
+        );
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("an expr");
+            let names: Vec<&str> = name.find_iter(expr).map(|m| m.as_str()).collect();
+            assert!(!names.is_empty(), "{expr} names no chorus metric");
+            for name in names {
+                assert!(
+                    exported.contains(name),
+                    "the dashboard queries {name}, which chorus does not export \
+                     (it exports {exported:?})"
+                );
+                queried.insert(name.to_owned());
+            }
+        }
+    }
+    for needed in [
+        "chorus_runs_total",
+        "chorus_model_calls_total",
+        "chorus_run_duration_seconds_bucket",
+        "chorus_model_call_duration_seconds_bucket",
+        "chorus_model_time_to_first_token_seconds_bucket",
+        "chorus_provider_queue_wait_seconds_bucket",
+        "chorus_cost_usd_total",
+        "chorus_runs_in_flight",
+    ] {
+        assert!(queried.contains(needed), "no panel shows {needed}");
+    }
+    let variables = dashboard["templating"]["list"].as_array().unwrap();
+    assert!(
+        variables.iter().any(|v| v["name"] == "datasource"
+            && v["type"] == "datasource"
+            && v["query"] == "prometheus"),
+        "a Prometheus datasource variable"
     );
 }

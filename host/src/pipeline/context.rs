@@ -395,6 +395,7 @@ impl RunContext {
                 );
                 let mut completion = self.failed(request, failure, live.started.elapsed());
                 completion.attempts = live.attempts.started();
+                completion.queued_ms = live.attempts.queued_ms();
                 completion
             }
         }

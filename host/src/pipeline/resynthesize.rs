@@ -245,6 +245,8 @@ fn reuse(source: &StoredRun) -> (Vec<CallRecord>, Vec<Completion>) {
                 .to_owned(),
                 latency_ms: call.latency_ms,
                 attempts: call.attempts,
+                queued_ms: call.queued_ms,
+                ttft_ms: call.ttft_ms,
                 prompt_tokens: None,
                 completion_tokens: None,
                 reasoning_tokens: None,
@@ -272,6 +274,8 @@ fn reuse(source: &StoredRun) -> (Vec<CallRecord>, Vec<Completion>) {
                 model: call.model.clone(),
                 latency_ms: call.latency_ms,
                 attempts: call.attempts,
+                queued_ms: call.queued_ms,
+                ttft_ms: call.ttft_ms,
                 outcome,
             };
             (record, completion)
@@ -341,6 +345,8 @@ mod tests {
                 status: status.into(),
                 latency_ms: 10,
                 attempts: 1,
+                queued_ms: None,
+                ttft_ms: None,
                 prompt_tokens: Some(5),
                 completion_tokens: Some(5),
                 reasoning_tokens: None,

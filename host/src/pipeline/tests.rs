@@ -16,6 +16,8 @@ fn completion(id: u32, ok: bool) -> Completion {
         model: "m".into(),
         latency_ms: 1,
         attempts: 1,
+        queued_ms: None,
+        ttft_ms: None,
         outcome: if ok {
             Ok(Reply {
                 content: Arc::new("x".into()),

@@ -343,6 +343,8 @@ mod tests {
             status: if ok { "ok" } else { "failed" }.into(),
             latency_ms: 1500,
             attempts: 1,
+            queued_ms: None,
+            ttft_ms: None,
             prompt_tokens: None,
             completion_tokens: None,
             reasoning_tokens: None,

@@ -48,6 +48,8 @@ impl HostServices for NoRun {
                 model: request.model,
                 latency_ms: 0,
                 attempts: 0,
+                queued_ms: None,
+                ttft_ms: None,
                 outcome: Err(crate::llm::Failure::new(
                     crate::llm::FailureKind::OverBudget,
                     "no model calls while settings are validated",

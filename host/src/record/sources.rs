@@ -141,6 +141,8 @@ mod tests {
             status: "ok".into(),
             latency_ms: 1,
             attempts: 1,
+            queued_ms: None,
+            ttft_ms: None,
             prompt_tokens: None,
             completion_tokens: None,
             reasoning_tokens: None,

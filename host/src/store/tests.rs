@@ -147,6 +147,9 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 status: "ok".into(),
                 latency_ms: 100 + i,
                 attempts: 1,
+                // The second waited for a permit; each had its first token.
+                queued_ms: (i == 1).then_some(40),
+                ttft_ms: Some(50 + i),
                 prompt_tokens: Some(10),
                 completion_tokens: Some(20),
                 reasoning_tokens: Some(5),
@@ -326,6 +329,12 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
     };
     assert_eq!(cache(1), (Some(8), Some(2)), "the prompt cache's tokens");
     assert_eq!(cache(0), (None, None));
+    let timing = |i: usize| {
+        let call = &partial.calls[i].call;
+        (call.queued_ms, call.ttft_ms)
+    };
+    assert_eq!(timing(0), (None, Some(50)), "time to first token is kept");
+    assert_eq!(timing(1), (Some(40), Some(51)), "and the wait for a permit");
     assert!((partial.usage.cost_usd - 0.002).abs() < 1e-12, "so far");
 
     recorder.finish(Ok(&run.record)).await.unwrap();

@@ -253,6 +253,12 @@ fn member_card(i: usize, member: &StoredCall) -> Markup {
             ul class="facts" {
                 li { span class=(format!("badge {}", call.status)) { (call.status) } }
                 li { (duration(u64::from(call.latency_ms))) }
+                @if let Some(ttft) = call.ttft_ms {
+                    li class="ttft" { "first token " (duration(u64::from(ttft))) }
+                }
+                @if let Some(queued) = call.queued_ms.filter(|&ms| ms > 0) {
+                    li { (duration(u64::from(queued))) " queued" }
+                }
                 @if let Some(tokens) = call.completion_tokens { li { (tokens) " tokens" } }
                 @if let Some(cost) = call.cost_usd { li { (dollars(cost)) } }
                 @if call.attempts > 1 { li { (call.attempts) " attempts" } }
@@ -276,7 +282,8 @@ fn calls_table(run: &StoredRun) -> Markup {
             table class="calls" {
                 thead { tr {
                     th scope="col" { "#" } th scope="col" { "Stage" } th scope="col" { "Model" }
-                    th scope="col" { "Status" } th scope="col" { "Latency" } th scope="col" { "Attempts" }
+                    th scope="col" { "Status" } th scope="col" { "Latency" }
+                    th scope="col" { "First token" } th scope="col" { "Queued" } th scope="col" { "Attempts" }
                     th scope="col" { "Tokens in/out" } th scope="col" { "Cost" } th scope="col" { "Failure" }
                 } }
                 tbody {
@@ -286,6 +293,8 @@ fn calls_table(run: &StoredRun) -> Markup {
                             td { (call.id) } td { (call.stage) } td { (call.model) }
                             td class=(call.status) { (call.status) }
                             td { (duration(u64::from(call.latency_ms))) }
+                            td { (call.ttft_ms.map_or("-".to_owned(), |ms| duration(u64::from(ms)))) }
+                            td { (call.queued_ms.map_or("-".to_owned(), |ms| duration(u64::from(ms)))) }
                             td { (call.attempts) }
                             td { (call.prompt_tokens.map_or("-".into(), |t| t.to_string())) " / "
                                  (call.completion_tokens.map_or("-".into(), |t| t.to_string())) }
@@ -352,4 +361,18 @@ pub async fn export(
         json,
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_members_card_and_the_calls_table_show_its_time_to_first_token() {
+        let run = super::timeline::tests::run(1, Some(120), Some(340));
+        let card = super::member_card(0, &run.calls[0]).into_string();
+        assert!(card.contains("first token 340 ms"), "{card}");
+        assert!(card.contains("120 ms queued"), "{card}");
+        let table = super::calls_table(&run).into_string();
+        assert!(table.contains("First token"), "{table}");
+        assert!(table.contains("<td>340 ms</td>"), "{table}");
+    }
 }

@@ -1,6 +1,8 @@
 //! A run's calls on a time axis, as an SVG drawn here: one row per call
-//! from when it was sent to when it ended, coloured by how it ended, with
-//! retries and cut stragglers named. No script, no external library.
+//! from when it was asked for to when it ended — the wait for a provider
+//! permit drawn apart (queued → sent), a mark at its first token —
+//! coloured by how it ended, with retries and cut stragglers named. No
+//! script, no external library.
 
 use std::collections::HashMap;
 
@@ -18,6 +20,11 @@ struct Bar {
     label: String,
     status: String,
     start: f64,
+    /// When it was sent: after its wait for a permit, if it had one.
+    sent: f64,
+    /// When its first token came, if it is known where on the bar: a call
+    /// retried keeps only its last attempt's, from a send not on record.
+    first_token: Option<f64>,
     end: f64,
     note: String,
 }
@@ -56,11 +63,28 @@ pub fn svg(run: &StoredRun, starts: &[(u32, i64)]) -> Markup {
             if let Some(error) = &call.error {
                 note.push(error.kind.clone());
             }
+            let end = start + f64::from(call.latency_ms);
+            let queued = f64::from(call.queued_ms.unwrap_or(0));
+            let once = call.attempts <= 1;
+            let sent = if once {
+                (start + queued).min(end)
+            } else {
+                start
+            };
+            if !once && queued > 0.0 {
+                note.push(format!("{} queued", seconds(queued)));
+            }
+            let first_token = call
+                .ttft_ms
+                .filter(|_| once)
+                .map(|ttft| (sent + f64::from(ttft)).min(end));
             Bar {
                 label: format!("{} · {}", call.stage, call.model),
                 status: class_of(&call.status),
                 start,
-                end: start + f64::from(call.latency_ms),
+                sent,
+                first_token,
+                end,
                 note: note.join(", "),
             }
         })
@@ -86,10 +110,25 @@ pub fn svg(run: &StoredRun, starts: &[(u32, i64)]) -> Markup {
                 text class="call-label" x=(LABEL - 8.0) y=(y + 17.0) text-anchor="end" {
                     (crate::text::ellipsized(&bar.label, 40))
                 }
-                rect class=(format!("bar {}", bar.status)) x=(LABEL + bar.start * scale) y=(y + 5.0)
-                    width=(((bar.end - bar.start) * scale).max(2.0)) height=(ROW - 10.0) rx="3" {
+                @if bar.sent > bar.start {
+                    rect class="queued" x=(LABEL + bar.start * scale) y=(y + 8.0)
+                        width=((bar.sent - bar.start) * scale) height=(ROW - 16.0) {
+                        title { (bar.label) " — queued " (seconds(bar.sent - bar.start))
+                            " for a provider permit" }
+                    }
+                }
+                rect class=(format!("bar {}", bar.status)) x=(LABEL + bar.sent * scale) y=(y + 5.0)
+                    width=(((bar.end - bar.sent) * scale).max(2.0)) height=(ROW - 10.0) rx="3" {
                     title { (bar.label) " — " (bar.status) " after " (seconds(bar.end - bar.start))
+                        @if bar.sent > bar.start { ", sent after " (seconds(bar.sent - bar.start)) }
+                        @if let Some(at) = bar.first_token { ", first token after " (seconds(at - bar.sent)) }
                         @if !bar.note.is_empty() { " (" (bar.note) ")" } }
+                }
+                @if let Some(at) = bar.first_token {
+                    line class="first-token" x1=(LABEL + at * scale) x2=(LABEL + at * scale)
+                        y1=(y + 2.0) y2=(y + ROW - 2.0) {
+                        title { (bar.label) " — first token after " (seconds(at - bar.sent)) }
+                    }
                 }
                 @if !bar.note.is_empty() {
                     text class="bar-note" x=(LABEL + bar.end * scale + 4.0) y=(y + 17.0) { (bar.note) }
@@ -132,7 +171,7 @@ fn ticks(total: f64) -> Vec<f64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -140,6 +179,90 @@ mod tests {
         assert_eq!(ticks(1000.0), vec![0.0, 200.0, 400.0, 600.0, 800.0, 1000.0]);
         assert_eq!(ticks(4500.0), vec![0.0, 1000.0, 2000.0, 3000.0, 4000.0]);
         assert_eq!(ticks(1.0), vec![0.0, 1.0]);
+    }
+
+    /// A run of one call: sent once after waiting `queued` ms for a
+    /// permit, its first token `ttft` ms later, done after 1 s in all.
+    pub(in crate::web) fn run(attempts: u32, queued: Option<u32>, ttft: Option<u32>) -> StoredRun {
+        use crate::record::{CallRecord, RunStatus, StoredCall, Totals};
+        let call = CallRecord {
+            id: 0,
+            stage: "fan-out".into(),
+            label: "panel".into(),
+            model: "m1".into(),
+            status: "ok".into(),
+            latency_ms: 1000,
+            attempts,
+            queued_ms: queued,
+            ttft_ms: ttft,
+            prompt_tokens: None,
+            completion_tokens: Some(7),
+            reasoning_tokens: None,
+            cached_tokens: None,
+            cache_write_tokens: None,
+            cost_usd: None,
+            cost_estimated: false,
+            error: None,
+            reply: Some(std::sync::Arc::new("an answer".into())),
+            reused_from: None,
+            format_sent: None,
+            fallback_from: Vec::new(),
+            citations: Vec::new(),
+        };
+        StoredRun {
+            run_id: "r".into(),
+            pipeline: "ask".into(),
+            status: RunStatus::Done,
+            started_at: 1_000,
+            finished_at: Some(2_000),
+            prompt: "q".into(),
+            options: serde_json::json!({}),
+            plan: None,
+            follow_up_of: None,
+            resynthesis_of: None,
+            client: None,
+            attachments: Vec::new(),
+            kind: None,
+            summary: None,
+            answer: None,
+            notes: Vec::new(),
+            details: None,
+            error: None,
+            usage: Totals::default(),
+            elapsed_ms: Some(1000),
+            calls: vec![StoredCall {
+                call,
+                request: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_wait_for_a_permit_is_drawn_apart_and_the_first_token_marked() {
+        let drawn = svg(&run(1, Some(100), Some(300)), &[(0, 1_000)]).into_string();
+        assert!(drawn.contains(r#"class="queued""#), "{drawn}");
+        assert!(
+            drawn.contains("queued 100 ms for a provider permit"),
+            "{drawn}"
+        );
+        assert!(drawn.contains(r#"class="first-token""#), "{drawn}");
+        assert!(drawn.contains("first token after 300 ms"), "{drawn}");
+        // The bar starts once sent: 100 ms into a 1 s run.
+        let x = LABEL + 100.0 * (WIDTH - LABEL - 20.0) / 1000.0;
+        assert!(
+            drawn.contains(&format!(r#"class="bar ok" x="{x}""#)),
+            "{drawn}"
+        );
+
+        let plain = svg(&run(1, None, None), &[(0, 1_000)]).into_string();
+        assert!(!plain.contains("queued") && !plain.contains("first-token"));
+
+        let retried = svg(&run(2, Some(100), Some(300)), &[(0, 1_000)]).into_string();
+        assert!(
+            !retried.contains("first-token"),
+            "a retried call's first token has no place on the bar"
+        );
+        assert!(retried.contains("2 attempts, 100 ms queued"), "{retried}");
     }
 
     #[test]

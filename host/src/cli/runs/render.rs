@@ -103,12 +103,13 @@ pub(super) fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()>
             .unwrap_or_default();
         writeln!(
             out,
-            "  #{:<3} {:<12} {:<32} {:<10} {:>7.2} s  {outcome}{reused}",
+            "  #{:<3} {:<12} {:<32} {:<10} {:>7.2} s  {outcome}{}{reused}",
             call.id,
             call.stage,
             call.model,
             call.status,
-            f64::from(call.latency_ms) / 1000.0
+            f64::from(call.latency_ms) / 1000.0,
+            timing(call)
         )?;
     }
     if !run.notes.is_empty() {
@@ -185,5 +186,67 @@ pub(super) fn prompt_cache(call: &crate::record::CallRecord) -> String {
         (Some(r), Some(w)) => {
             format!("  ({r}{of} prompt tokens cached, {w} written to the cache)")
         }
+    }
+}
+
+/// Where a call's time went, when it is known:
+/// `  (first token 0.31 s, 0.10 s queued for a permit)`.
+pub(super) fn timing(call: &crate::record::CallRecord) -> String {
+    let secs = |ms: u32| format!("{:.2} s", f64::from(ms) / 1000.0);
+    let parts: Vec<String> = [
+        call.ttft_ms.map(|ms| format!("first token {}", secs(ms))),
+        call.queued_ms
+            .filter(|&ms| ms > 0)
+            .map(|ms| format!("{} queued for a permit", secs(ms))),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("  ({})", parts.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_line_says_when_the_first_token_came_and_how_long_it_queued() {
+        let mut call = crate::record::CallRecord {
+            id: 0,
+            stage: "fan-out".into(),
+            label: "panel".into(),
+            model: "m".into(),
+            status: "ok".into(),
+            latency_ms: 2_000,
+            attempts: 1,
+            queued_ms: None,
+            ttft_ms: Some(310),
+            prompt_tokens: None,
+            completion_tokens: None,
+            reasoning_tokens: None,
+            cached_tokens: None,
+            cache_write_tokens: None,
+            cost_usd: None,
+            cost_estimated: false,
+            error: None,
+            reply: None,
+            reused_from: None,
+            format_sent: None,
+            fallback_from: Vec::new(),
+            citations: Vec::new(),
+        };
+        assert_eq!(timing(&call), "  (first token 0.31 s)");
+        call.queued_ms = Some(100);
+        assert_eq!(
+            timing(&call),
+            "  (first token 0.31 s, 0.10 s queued for a permit)"
+        );
+        call.ttft_ms = None;
+        call.queued_ms = Some(0);
+        assert_eq!(timing(&call), "");
     }
 }

@@ -27,7 +27,7 @@ impl ProviderClient {
         &self,
         mut response: reqwest::Response,
         model: &str,
-        mut watch: Watch<'_>,
+        watch: &mut Watch<'_>,
         on_tokens: OnTokens<'_>,
     ) -> Result<Reply, AttemptError> {
         let limit = self.max_response_bytes;

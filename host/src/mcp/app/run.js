@@ -186,6 +186,8 @@
       panel.appendChild(facts([
         "status " + call.status,
         "latency " + ms(call.latency_ms),
+        call.ttft_ms != null ? "first token " + ms(call.ttft_ms) : null,
+        call.queued_ms ? "queued " + ms(call.queued_ms) : null,
         call.attempts > 1 ? call.attempts + " attempts" : null,
         "tokens " + (call.prompt_tokens || 0) + " in / " + (call.completion_tokens || 0) + " out",
         "cost " + usd(call.cost_usd) + (call.cost_estimated ? " (estimated)" : ""),

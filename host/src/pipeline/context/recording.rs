@@ -36,6 +36,8 @@ impl RunContext {
             model: request.model.clone(),
             latency_ms: 0,
             attempts: 0,
+            queued_ms: None,
+            ttft_ms: None,
             outcome: Ok(Reply {
                 content: Arc::new(format!(
                     "[dry run: {}'s answer to call {id} would be here]",
@@ -81,6 +83,7 @@ impl RunContext {
         let mut completion = self.failed(request, failure, live.started.elapsed());
         completion.id = Some(id);
         completion.attempts = live.attempts.started();
+        completion.queued_ms = live.attempts.queued_ms();
         self.record_tried(id, stage, &completion, cost, tried);
         completion
     }
@@ -182,6 +185,8 @@ impl RunContext {
             model: request.model.clone(),
             latency_ms: u32::try_from(elapsed.as_millis()).unwrap_or(u32::MAX),
             attempts: 0,
+            queued_ms: None,
+            ttft_ms: None,
             outcome: Err(failure),
         }
     }
@@ -227,6 +232,8 @@ pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord 
         status: status.to_owned(),
         latency_ms: completion.latency_ms,
         attempts: completion.attempts,
+        queued_ms: completion.queued_ms,
+        ttft_ms: completion.ttft_ms,
         prompt_tokens: usage.map(|u| u.prompt_tokens),
         completion_tokens: usage.map(|u| u.completion_tokens),
         reasoning_tokens: usage.and_then(|u| u.reasoning_tokens),

@@ -148,7 +148,7 @@ fn call_select(with_requests: bool, more: &str) -> String {
                 completion_tokens, cost_usd, error_kind, error_status, error_message, reply,
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
                 cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens,
-                citations
+                citations, queued_ms, ttft_ms
          FROM calls WHERE run_seq = $1 {more}"
     )
 }
@@ -221,6 +221,8 @@ fn call_row(row: &Row, run_ended: bool) -> StoredCall {
             },
             latency_ms: small(row.get(5)).unwrap_or(0),
             attempts: small(row.get(6)).unwrap_or(0),
+            queued_ms: small(row.get(24)),
+            ttft_ms: small(row.get(25)),
             prompt_tokens: small(row.get(7)),
             completion_tokens: small(row.get(8)),
             reasoning_tokens: small(row.get(17)),

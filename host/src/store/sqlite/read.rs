@@ -117,7 +117,7 @@ fn call_select(with_requests: bool, more: &str) -> String {
                 completion_tokens, cost_usd, error_kind, error_status, error_message, {reply_column},
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
                 cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens,
-                citations
+                citations, queued_ms, ttft_ms
          FROM calls WHERE run_seq = ?1 {more}"
     )
 }
@@ -200,6 +200,8 @@ fn call_row(row: &Row<'_>, run_ended: bool) -> rusqlite::Result<StoredCall> {
             },
             latency_ms: row.get::<_, Option<u32>>(5)?.unwrap_or(0),
             attempts: row.get::<_, Option<u32>>(6)?.unwrap_or(0),
+            queued_ms: row.get(24)?,
+            ttft_ms: row.get(25)?,
             prompt_tokens: row.get(7)?,
             completion_tokens: row.get(8)?,
             reasoning_tokens: row.get(17)?,

@@ -14,7 +14,7 @@ use crate::store::StoreError;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5, V6, V7, V8, V9];
+const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5, V6, V7, V8, V9, V10];
 
 /// Version 1: runs, and the calls of each run.
 pub(in crate::store) const V1: &str = r#"
@@ -136,6 +136,13 @@ ALTER TABLE calls ADD COLUMN citations TEXT;  -- JSON array of citations; NULL: 
 /// types, sizes and hashes as JSON, never the bytes.
 const V9: &str = r#"
 ALTER TABLE runs ADD COLUMN attachments TEXT;  -- JSON array; NULL: none
+"#;
+
+/// Version 10: each call's wait for its provider's permits and its time
+/// to first token, for the run viewer's timeline.
+const V10: &str = r#"
+ALTER TABLE calls ADD COLUMN queued_ms INTEGER;  -- NULL: never queued
+ALTER TABLE calls ADD COLUMN ttft_ms INTEGER;    -- NULL: no answer, or kept before version 10
 "#;
 
 /// The schema version this chorus writes.

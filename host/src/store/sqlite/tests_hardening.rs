@@ -178,6 +178,8 @@ fn the_end_of_a_run_does_not_write_a_long_reply_again() {
         status: "ok".into(),
         latency_ms: 1,
         attempts: 1,
+        queued_ms: None,
+        ttft_ms: None,
         prompt_tokens: None,
         completion_tokens: None,
         reasoning_tokens: None,
