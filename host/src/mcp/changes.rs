@@ -26,7 +26,8 @@ pub fn current(chorus: &Chorus) -> Arc<[Tool]> {
     // The runner the list was built for, held weakly: a reload's old
     // runner is dropped as usual, and its address is never reused while
     // the weak handle lives, so `ptr_eq` cannot match a newer runner.
-    static BUILT: Mutex<Option<(Weak<Runner>, Arc<[Tool]>)>> = Mutex::new(None);
+    type Built = Option<(Weak<Runner>, Arc<[Tool]>)>;
+    static BUILT: Mutex<Built> = Mutex::new(None);
     let runner = chorus.runner();
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((of, tools)) = built.as_ref()
