@@ -157,6 +157,7 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 error: None,
                 reply: Some(Arc::new(format!("answer {i} to {prompt}"))),
                 reused_from: None,
+                cached_from: None,
                 format_sent: (i == 1).then(|| "json-object".to_owned()),
                 fallback_from: if i == 1 {
                     vec!["m0: HTTP 402: out of credit".to_owned()]

@@ -259,6 +259,9 @@ fn member_card(i: usize, member: &StoredCall) -> Markup {
                 @if let Some(from) = &call.reused_from {
                     li { "reused from " a href=(format!("/runs/{}", from.run_id)) { "its run" } }
                 }
+                @if let Some(from) = &call.cached_from {
+                    li class="cached" { "cached: answered by " a href=(format!("/runs/{}", from.run_id)) { "an earlier run" } " (call #" (from.call) "), cost $0" }
+                }
             }
             @if let Some(error) = &call.error {
                 p class="reason" { "Failed: " (error.to_string()) }
@@ -277,7 +280,7 @@ fn calls_table(run: &StoredRun) -> Markup {
                 thead { tr {
                     th scope="col" { "#" } th scope="col" { "Stage" } th scope="col" { "Model" }
                     th scope="col" { "Status" } th scope="col" { "Latency" } th scope="col" { "Attempts" }
-                    th scope="col" { "Tokens in/out" } th scope="col" { "Cost" } th scope="col" { "Failure" }
+                    th scope="col" { "Tokens in/out" } th scope="col" { "Cost" } th scope="col" { "Failure or source" }
                 } }
                 tbody {
                     @for stored in &run.calls {
@@ -290,7 +293,12 @@ fn calls_table(run: &StoredRun) -> Markup {
                             td { (call.prompt_tokens.map_or("-".into(), |t| t.to_string())) " / "
                                  (call.completion_tokens.map_or("-".into(), |t| t.to_string())) }
                             td { (call.cost_usd.map_or("-".to_owned(), dollars)) }
-                            td { @if let Some(error) = &call.error { (error.to_string()) } }
+                            td {
+                                @if let Some(error) = &call.error { (error.to_string()) }
+                                @if let Some(from) = &call.cached_from {
+                                    "cached from " a href=(format!("/runs/{}", from.run_id)) { (from.run_id) "/" (from.call) }
+                                }
+                            }
                         }
                     }
                 }

@@ -53,6 +53,9 @@ pub fn svg(run: &StoredRun, starts: &[(u32, i64)]) -> Markup {
             if call.reused_from.is_some() {
                 note.push("reused".to_owned());
             }
+            if call.cached_from.is_some() {
+                note.push("cached".to_owned());
+            }
             if let Some(error) = &call.error {
                 note.push(error.kind.clone());
             }
