@@ -34,6 +34,7 @@ mod postgres;
 mod prompt_cache;
 mod protocol;
 mod providers;
+mod response_cache;
 mod runs;
 mod sandbox;
 mod scaffold;
