@@ -94,6 +94,9 @@ mod clients;
 #[path = "tests_tasks.rs"]
 mod tasks;
 
+#[path = "tests_responses.rs"]
+mod responses;
+
 /// A run of `n` panel calls, as its events and its final record.
 struct Fixture {
     request: Arc<Request>,
