@@ -192,15 +192,30 @@ async fn with_the_cache_off_every_request_reaches_the_provider() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_unreadable_lifetime_is_refused_naming_the_key() {
+async fn check_says_whether_the_cache_is_on_and_refuses_an_unreadable_lifetime() {
     let mock = Mock::start().await;
-    let file = write_config(&cache_config(&mock, "[cache]\nresponses = \"a day\""));
-    let output = command(&["check", "--config", file.path.to_str().unwrap()])
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let check = |cache: &str| {
+        let file = write_config(&cache_config(&mock, cache));
+        async move {
+            let output = command(&["check", "--config", file.path.to_str().unwrap()])
+                .output()
+                .await
+                .unwrap();
+            (
+                output.status.code(),
+                String::from_utf8_lossy(&output.stdout).into_owned(),
+                String::from_utf8_lossy(&output.stderr).into_owned(),
+            )
+        }
+    };
+    let (_, stdout, _) = check("[cache]\nresponses = \"24h\"").await;
+    assert!(stdout.contains("response cache: on"), "{stdout}");
+    assert!(stdout.contains("pipeline(s) sampled"), "{stdout}");
+    let (_, stdout, _) = check("").await;
+    assert!(stdout.contains("response cache: off"), "{stdout}");
+
+    let (code, _, stderr) = check("[cache]\nresponses = \"a day\"").await;
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("cache.responses"), "{stderr}");
 }
 

@@ -149,11 +149,6 @@ impl Runner {
         self
     }
 
-    /// Whether identical requests may be answered from the response cache.
-    pub fn caches_responses(&self) -> bool {
-        self.responses.is_some()
-    }
-
     /// The runner for a changed configuration, built beside `previous`
     /// (which keeps serving the runs it started): unchanged plugins and
     /// provider clients are taken over as they are, and so are the run

@@ -361,3 +361,52 @@ pub async fn export(
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::record::{CallRecord, CallRef};
+
+    #[test]
+    fn a_cached_answer_says_where_it_came_from_and_that_it_cost_nothing() {
+        let call = CallRecord {
+            id: 0,
+            stage: "fan-out".into(),
+            label: "panel".into(),
+            model: "m1".into(),
+            status: "ok".into(),
+            latency_ms: 0,
+            attempts: 0,
+            prompt_tokens: Some(10),
+            completion_tokens: Some(20),
+            reasoning_tokens: None,
+            cached_tokens: None,
+            cache_write_tokens: None,
+            cost_usd: Some(0.0),
+            cost_estimated: false,
+            error: None,
+            reply: Some(Arc::new("four".into())),
+            reused_from: None,
+            cached_from: Some(CallRef {
+                run_id: "run-a".into(),
+                call: 2,
+            }),
+            format_sent: None,
+            fallback_from: Vec::new(),
+            citations: Vec::new(),
+        };
+        let card = member_card(
+            0,
+            &StoredCall {
+                call,
+                request: None,
+            },
+        )
+        .into_string();
+        assert!(card.contains("cached: answered by"), "{card}");
+        assert!(card.contains("href=\"/runs/run-a\""), "{card}");
+        assert!(card.contains("(call #2), cost $0"), "{card}");
+    }
+}
