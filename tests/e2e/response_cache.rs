@@ -197,6 +197,8 @@ async fn check_says_whether_the_cache_is_on_and_refuses_an_unreadable_lifetime()
     let check = |cache: &str| {
         let file = write_config(&cache_config(&mock, cache));
         async move {
+            // The whole file, not just its path: its directory lives as long.
+            let file = file;
             let output = command(&["check", "--config", file.path.to_str().unwrap()])
                 .output()
                 .await
@@ -208,11 +210,11 @@ async fn check_says_whether_the_cache_is_on_and_refuses_an_unreadable_lifetime()
             )
         }
     };
-    let (_, stdout, _) = check("[cache]\nresponses = \"24h\"").await;
-    assert!(stdout.contains("response cache: on"), "{stdout}");
+    let (_, stdout, stderr) = check("[cache]\nresponses = \"24h\"").await;
+    assert!(stdout.contains("response cache: on"), "{stdout}{stderr}");
     assert!(stdout.contains("pipeline(s) sampled"), "{stdout}");
-    let (_, stdout, _) = check("").await;
-    assert!(stdout.contains("response cache: off"), "{stdout}");
+    let (_, stdout, stderr) = check("").await;
+    assert!(stdout.contains("response cache: off"), "{stdout}{stderr}");
 
     let (code, _, stderr) = check("[cache]\nresponses = \"a day\"").await;
     assert_eq!(code, Some(2), "{stderr}");

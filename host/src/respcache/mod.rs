@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, show_duration};
+use crate::config::Config;
 use crate::llm::{ChatRequest, WebSearch};
 use crate::record::{CallRecord, CallRef};
 use crate::store::responses::CacheEntry;
@@ -107,12 +107,12 @@ impl ResponseCache {
             None => "off ([cache] responses is not set)".to_owned(),
             Some(lifetime) if !config.store.enabled => format!(
                 "off: [cache] responses = \"{}\", but [store] enabled = false keeps no answers",
-                show_duration(lifetime)
+                humantime::format_duration(lifetime)
             ),
             Some(lifetime) => format!(
                 "on: answers to identical requests at temperature 0 or with a seed are kept {} \
                  ([cache] responses); sampled requests too in {}",
-                show_duration(lifetime),
+                humantime::format_duration(lifetime),
                 if sampled.is_empty() {
                     "no pipeline (pipelines.NAME.cache_sampled)".to_owned()
                 } else {
