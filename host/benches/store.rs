@@ -119,6 +119,7 @@ fn run(i: usize) -> Run {
                 error: None,
                 reply: Some(std::sync::Arc::new(answer(&request.model))),
                 reused_from: None,
+                cached_from: None,
                 format_sent: None,
                 fallback_from: Vec::new(),
                 citations: Vec::new(),

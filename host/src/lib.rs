@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod plugins;
 pub mod record;
+pub mod respcache;
 pub mod store;
 pub mod text;
 pub mod web;

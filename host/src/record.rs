@@ -157,6 +157,11 @@ pub struct CallRecord {
     /// and the span of the answer citing it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub citations: Vec<crate::llm::Citation>,
+    /// Set when this answer came from the response cache (see `respcache`):
+    /// the call of an earlier run that answered the same request. It cost
+    /// this run nothing and took no time; its tokens are that call's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_from: Option<CallRef>,
 }
 
 /// A call of some run.
@@ -201,13 +206,17 @@ pub struct Totals {
 
 impl Totals {
     pub fn of(calls: &[CallRecord]) -> Self {
-        calls.iter().fold(Self::default(), |mut t, c| {
-            t.prompt_tokens += u64::from(c.prompt_tokens.unwrap_or(0));
-            t.completion_tokens += u64::from(c.completion_tokens.unwrap_or(0));
-            t.cost_usd += c.cost_usd.unwrap_or(0.0);
-            t.cost_estimated |= c.cost_estimated && c.cost_usd.is_some();
-            t
-        })
+        // A cached answer's tokens were spent by the run that asked.
+        calls
+            .iter()
+            .filter(|c| c.cached_from.is_none())
+            .fold(Self::default(), |mut t, c| {
+                t.prompt_tokens += u64::from(c.prompt_tokens.unwrap_or(0));
+                t.completion_tokens += u64::from(c.completion_tokens.unwrap_or(0));
+                t.cost_usd += c.cost_usd.unwrap_or(0.0);
+                t.cost_estimated |= c.cost_estimated && c.cost_usd.is_some();
+                t
+            })
     }
 }
 

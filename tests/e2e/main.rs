@@ -35,6 +35,7 @@ mod postgres;
 mod prompt_cache;
 mod protocol;
 mod providers;
+mod response_cache;
 mod runs;
 mod sandbox;
 mod scaffold;

@@ -82,6 +82,8 @@ impl Chorus {
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
         let runner = Runner::load(loaded)?;
         let store = Store::open_or_memory(&runner.loaded);
+        let responses = crate::respcache::ResponseCache::of(&runner.loaded.config, &store);
+        let runner = runner.with_responses(responses);
         Ok(Self {
             current: watch::Sender::new(Arc::new(runner)),
             store,

@@ -85,6 +85,8 @@ impl Chorus {
                 }));
             }
         };
+        let responses = crate::respcache::ResponseCache::of(&runner.loaded.config, &self.store);
+        let runner = runner.with_responses(responses);
         let changes = changes(&previous, &runner);
         let swapped = !(same_config && changes.is_empty());
         if swapped {

@@ -44,6 +44,22 @@ pub struct Args {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Reuse the answer to every request already answered identically
+    /// (the response cache, sampled requests included), and keep new ones
+    /// — for `[cache] responses`, or 24h when it is not set. A rerun that
+    /// changes only the synthesizer asks the panel nothing.
+    #[arg(long)]
+    pub cached: bool,
+}
+
+/// `--cached`: the response cache on for this evaluation, for every
+/// identical request (the user's explicit opt-in, sampled ones included).
+pub fn cache_everything(loaded: &mut crate::config::Loaded) {
+    let cache = &mut loaded.config.cache;
+    cache
+        .responses
+        .get_or_insert(crate::respcache::EVAL_LIFETIME);
+    cache.responses_sampled = true;
 }
 
 pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {

@@ -132,7 +132,11 @@ pub fn main() -> ExitCode {
                 Ok(chorus) => ui::run(chorus, args).await,
                 Err(code) => code,
             },
-            Command::Eval(args) => match load(config, &Overrides::default()) {
+            Command::Eval(args) => match load_adjusted(config, &Overrides::default(), |loaded| {
+                if args.cached {
+                    eval::cache_everything(loaded);
+                }
+            }) {
                 Ok(chorus) => eval::run(chorus, args).await,
                 Err(code) => code,
             },
@@ -148,8 +152,22 @@ pub fn main() -> ExitCode {
 /// Loads the configuration, changed as the command line and environment
 /// say, and every plugin, reporting problems on stderr.
 fn load(config: Option<&std::path::Path>, overrides: &Overrides) -> Result<Arc<Chorus>, ExitCode> {
+    load_adjusted(config, overrides, |_| {})
+}
+
+/// As `load`, with the configuration changed by `adjust` (a command's own
+/// flags) before anything is built from it.
+fn load_adjusted(
+    config: Option<&std::path::Path>,
+    overrides: &Overrides,
+    adjust: impl FnOnce(&mut Loaded),
+) -> Result<Arc<Chorus>, ExitCode> {
     let chorus = Loaded::discover(config)
         .and_then(|loaded| loaded.with_overrides(overrides))
+        .map(|mut loaded| {
+            adjust(&mut loaded);
+            loaded
+        })
         .and_then(Chorus::load)
         .map_err(|e| {
             eprintln!("chorus: {e}");

@@ -109,13 +109,23 @@ impl Default for Limits {
     }
 }
 
-/// Where compiled plugins are cached.
+/// Where compiled plugins are cached, and how long models' answers are
+/// kept for identical requests (the response cache, off by default).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Cache {
     pub enabled: bool,
     /// Defaults to `$XDG_CACHE_HOME/chorus` (or `~/.cache/chorus`).
     pub dir: Option<PathBuf>,
+    /// Keep answers to identical deterministic requests (temperature 0 or
+    /// a fixed seed) in the run store this long, and answer them from
+    /// there (see `respcache`). Unset: no response cache.
+    #[serde(with = "humantime_serde")]
+    pub responses: Option<Duration>,
+    /// Not a key of the file: `chorus eval --cached` sets it, so every
+    /// identical request is reused, sampled ones included.
+    #[serde(skip)]
+    pub responses_sampled: bool,
 }
 
 impl Default for Cache {
@@ -123,6 +133,8 @@ impl Default for Cache {
         Self {
             enabled: true,
             dir: None,
+            responses: None,
+            responses_sampled: false,
         }
     }
 }
@@ -420,6 +432,11 @@ pub struct Pipeline {
     /// cannot see them; the cheapest that can see them all when unset.
     #[serde(default)]
     pub describer: Option<String>,
+    /// With `[cache] responses` set: this pipeline's sampled requests
+    /// (temperature unset or above 0, no seed) are answered from the
+    /// response cache too, so a repeated run gets the same sample.
+    #[serde(default)]
+    pub cache_sampled: bool,
 }
 
 /// `attachments_for_text_models`: what a panel member gets when it cannot

@@ -140,6 +140,9 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
     )?;
     duration_or_zero("limits.run_ttl", limits.run_ttl, MAX_TTL)?;
     duration("limits.task_ttl", limits.task_ttl, MAX_TTL)?;
+    if let Some(lifetime) = config.cache.responses {
+        duration("cache.responses", lifetime, MAX_TTL)?;
+    }
     if let Some(usd) = limits.max_cost_usd
         && !(usd.is_finite() && usd > 0.0 && usd <= MAX_USD)
     {

@@ -226,8 +226,9 @@ impl Metrics {
     }
 
     fn call_ended(&self, call: &CallRecord, client: &str, provider_of: &ProviderOf) {
-        // A call taken from an earlier run was not made by this one.
-        if call.reused_from.is_some() {
+        // A call taken from an earlier run (or answered from the response
+        // cache) was not made by this one.
+        if call.reused_from.is_some() || call.cached_from.is_some() {
             return;
         }
         let outcome = match (&call.error, call.status.as_str()) {

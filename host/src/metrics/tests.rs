@@ -26,6 +26,7 @@ fn call(model: &str, status: &str, error: Option<&str>) -> CallRecord {
         }),
         reply: None,
         reused_from: None,
+        cached_from: None,
         format_sent: None,
         fallback_from: Vec::new(),
         citations: Vec::new(),

@@ -13,6 +13,7 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 mod attach;
+mod cached;
 mod fallback;
 mod recording;
 mod search;
@@ -88,6 +89,8 @@ pub struct RunContext {
     search: Option<crate::llm::WebSearch>,
     /// Providers already named in a note for not searching.
     unsearched: Mutex<Vec<String>>,
+    /// The response cache, when it is on (see `cached`).
+    cache: Option<crate::respcache::RunCache>,
 }
 
 /// A call's live state, readable after it is cut.
@@ -128,7 +131,15 @@ impl RunContext {
             descriptions: tokio::sync::OnceCell::new(),
             search: None,
             unsearched: Mutex::new(Vec::new()),
+            cache: None,
         }
+    }
+
+    /// The run's calls check `cache` before they are sent, and keep their
+    /// answers in it.
+    pub fn with_cache(mut self, cache: Option<crate::respcache::RunCache>) -> Self {
+        self.cache = cache;
+        self
     }
 
     /// Every call of the run searches the web as `search` says (models
@@ -342,6 +353,10 @@ impl RunContext {
         if self.limits.dry_run {
             return self.pretend(id, stage, request, reservation);
         }
+        let cache_key = self.cache_key(stage, request);
+        if let Some(hit) = self.cached(cache_key.as_deref()).await {
+            return self.answer_from_cache(id, stage, request, reservation, hit);
+        }
         let on_queued = |behind: Option<usize>| {
             let ahead = behind.map_or(0, |n| {
                 u32::try_from(n).unwrap_or(u32::MAX).saturating_add(1)
@@ -373,7 +388,11 @@ impl RunContext {
             Err(_) => self.streamed_cost(&request, live),
             Ok(_) => None,
         };
+        let fresh = completion.outcome.is_ok() && tried.is_empty();
         self.record_tried(id, stage, &completion, failed_cost, tried);
+        if let (true, Some(key)) = (fresh, cache_key) {
+            self.keep_in_cache(key, id).await;
+        }
         completion
     }
 

@@ -117,6 +117,9 @@ pub struct Runner {
     pub llm: Arc<Llm>,
     /// One permit per run in progress (limits.max_concurrent_runs).
     run_slots: Arc<tokio::sync::Semaphore>,
+    /// The response cache, when `[cache] responses` turns it on (set by
+    /// whoever holds the store: see `with_responses`).
+    responses: Option<Arc<crate::respcache::ResponseCache>>,
 }
 
 impl Runner {
@@ -132,7 +135,18 @@ impl Runner {
             registry,
             llm,
             run_slots,
+            responses: None,
         })
+    }
+
+    /// The runner, answering identical requests from `responses` (see
+    /// `respcache`); `None` asks every model every time.
+    pub fn with_responses(
+        mut self,
+        responses: Option<Arc<crate::respcache::ResponseCache>>,
+    ) -> Self {
+        self.responses = responses;
+        self
     }
 
     /// The runner for a changed configuration, built beside `previous`
@@ -162,6 +176,7 @@ impl Runner {
             registry,
             llm,
             run_slots: previous.run_slots.clone(),
+            responses: None,
         })
     }
 

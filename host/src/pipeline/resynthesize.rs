@@ -266,6 +266,7 @@ fn reuse(source: &StoredRun) -> (Vec<CallRecord>, Vec<Completion>) {
                     run_id: source.run_id.clone(),
                     call: call.id,
                 }),
+                cached_from: None,
                 format_sent: call.format_sent.clone(),
             };
             let completion = Completion {
@@ -361,6 +362,7 @@ mod tests {
                 }),
                 reply: reply.map(|r| Arc::new(r.to_owned())),
                 reused_from: None,
+                cached_from: None,
                 format_sent: None,
                 fallback_from: Vec::new(),
                 citations: Vec::new(),

@@ -70,7 +70,12 @@ impl Runner {
                 .with_history(setup.history)
                 .with_reused(setup.reused)
                 .with_attachments(setup.attachments)
-                .with_search(setup.search),
+                .with_search(setup.search)
+                .with_cache(
+                    self.responses
+                        .as_ref()
+                        .map(|c| c.for_run(&setup.limits_of, &setup.request.run_id)),
+                ),
         );
         let _slot = self.run_slot(&context, setup.run_timeout).await?;
         let (answer, fan_out) =

@@ -359,6 +359,7 @@ mod tests {
             }),
             reply: ok.then(|| Arc::new("an answer".into())),
             reused_from: None,
+            cached_from: None,
             format_sent: None,
             fallback_from: Vec::new(),
             citations: Vec::new(),

@@ -153,6 +153,7 @@ mod tests {
             error: None,
             reply: None,
             reused_from: None,
+            cached_from: None,
             format_sent: None,
             fallback_from: Vec::new(),
         }

@@ -33,6 +33,7 @@ fn a_stored_call_shows_its_reply_and_request() {
         attempts: 1,
         queued_ms: None,
         ttft_ms: None,
+        cached_from: None,
         prompt_tokens: None,
         completion_tokens: None,
         reasoning_tokens: None,

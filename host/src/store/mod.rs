@@ -18,6 +18,7 @@ mod memory;
 mod owner;
 mod postgres;
 mod recorder;
+pub mod responses;
 mod retention;
 mod row;
 mod spend;

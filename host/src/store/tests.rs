@@ -94,6 +94,9 @@ mod clients;
 #[path = "tests_tasks.rs"]
 mod tasks;
 
+#[path = "tests_responses.rs"]
+mod responses;
+
 /// A run of `n` panel calls, as its events and its final record.
 struct Fixture {
     request: Arc<Request>,
@@ -160,6 +163,7 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 error: None,
                 reply: Some(Arc::new(format!("answer {i} to {prompt}"))),
                 reused_from: None,
+                cached_from: None,
                 format_sent: (i == 1).then(|| "json-object".to_owned()),
                 fallback_from: if i == 1 {
                     vec!["m0: HTTP 402: out of credit".to_owned()]

@@ -265,6 +265,9 @@ fn member_card(i: usize, member: &StoredCall) -> Markup {
                 @if let Some(from) = &call.reused_from {
                     li { "reused from " a href=(format!("/runs/{}", from.run_id)) { "its run" } }
                 }
+                @if let Some(from) = &call.cached_from {
+                    li class="cached" { "cached: answered by " a href=(format!("/runs/{}", from.run_id)) { "an earlier run" } " (call #" (from.call) "), cost $0" }
+                }
             }
             @if let Some(error) = &call.error {
                 p class="reason" { "Failed: " (error.to_string()) }
@@ -284,7 +287,7 @@ fn calls_table(run: &StoredRun) -> Markup {
                     th scope="col" { "#" } th scope="col" { "Stage" } th scope="col" { "Model" }
                     th scope="col" { "Status" } th scope="col" { "Latency" }
                     th scope="col" { "First token" } th scope="col" { "Queued" } th scope="col" { "Attempts" }
-                    th scope="col" { "Tokens in/out" } th scope="col" { "Cost" } th scope="col" { "Failure" }
+                    th scope="col" { "Tokens in/out" } th scope="col" { "Cost" } th scope="col" { "Failure or source" }
                 } }
                 tbody {
                     @for stored in &run.calls {
@@ -299,7 +302,12 @@ fn calls_table(run: &StoredRun) -> Markup {
                             td { (call.prompt_tokens.map_or("-".into(), |t| t.to_string())) " / "
                                  (call.completion_tokens.map_or("-".into(), |t| t.to_string())) }
                             td { (call.cost_usd.map_or("-".to_owned(), dollars)) }
-                            td { @if let Some(error) = &call.error { (error.to_string()) } }
+                            td {
+                                @if let Some(error) = &call.error { (error.to_string()) }
+                                @if let Some(from) = &call.cached_from {
+                                    "cached from " a href=(format!("/runs/{}", from.run_id)) { (from.run_id) "/" (from.call) }
+                                }
+                            }
                         }
                     }
                 }
@@ -365,6 +373,11 @@ pub async fn export(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::record::{CallRecord, CallRef};
+
     #[test]
     fn a_members_card_and_the_calls_table_show_its_time_to_first_token() {
         let run = super::timeline::tests::run(1, Some(120), Some(340));
@@ -374,5 +387,48 @@ mod tests {
         let table = super::calls_table(&run).into_string();
         assert!(table.contains("First token"), "{table}");
         assert!(table.contains("<td>340 ms</td>"), "{table}");
+    }
+
+    #[test]
+    fn a_cached_answer_says_where_it_came_from_and_that_it_cost_nothing() {
+        let call = CallRecord {
+            id: 0,
+            stage: "fan-out".into(),
+            label: "panel".into(),
+            model: "m1".into(),
+            status: "ok".into(),
+            latency_ms: 0,
+            queued_ms: None,
+            ttft_ms: None,
+            attempts: 0,
+            prompt_tokens: Some(10),
+            completion_tokens: Some(20),
+            reasoning_tokens: None,
+            cached_tokens: None,
+            cache_write_tokens: None,
+            cost_usd: Some(0.0),
+            cost_estimated: false,
+            error: None,
+            reply: Some(Arc::new("four".into())),
+            reused_from: None,
+            cached_from: Some(CallRef {
+                run_id: "run-a".into(),
+                call: 2,
+            }),
+            format_sent: None,
+            fallback_from: Vec::new(),
+            citations: Vec::new(),
+        };
+        let card = member_card(
+            0,
+            &StoredCall {
+                call,
+                request: None,
+            },
+        )
+        .into_string();
+        assert!(card.contains("cached: answered by"), "{card}");
+        assert!(card.contains("href=\"/runs/run-a\""), "{card}");
+        assert!(card.contains("(call #2), cost $0"), "{card}");
     }
 }

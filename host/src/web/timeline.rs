@@ -60,6 +60,9 @@ pub fn svg(run: &StoredRun, starts: &[(u32, i64)]) -> Markup {
             if call.reused_from.is_some() {
                 note.push("reused".to_owned());
             }
+            if call.cached_from.is_some() {
+                note.push("cached".to_owned());
+            }
             if let Some(error) = &call.error {
                 note.push(error.kind.clone());
             }
@@ -205,6 +208,7 @@ pub(super) mod tests {
             error: None,
             reply: Some(std::sync::Arc::new("an answer".into())),
             reused_from: None,
+            cached_from: None,
             format_sent: None,
             fallback_from: Vec::new(),
             citations: Vec::new(),

@@ -100,6 +100,11 @@ pub(super) fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()>
             .reused_from
             .as_ref()
             .map(|r| format!("  (reused from {} #{})", r.run_id, r.call))
+            .or_else(|| {
+                call.cached_from
+                    .as_ref()
+                    .map(|r| format!("  (cached from {}/{}, cost $0)", r.run_id, r.call))
+            })
             .unwrap_or_default();
         writeln!(
             out,
@@ -235,6 +240,7 @@ mod tests {
             error: None,
             reply: None,
             reused_from: None,
+            cached_from: None,
             format_sent: None,
             fallback_from: Vec::new(),
             citations: Vec::new(),

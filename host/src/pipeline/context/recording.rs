@@ -134,6 +134,11 @@ impl RunContext {
             record.cost_usd = Some(cost);
             record.cost_estimated = true;
         }
+        self.keep_record(record);
+    }
+
+    /// Adds `record` to the run's and announces it.
+    pub(super) fn keep_record(&self, record: CallRecord) {
         let record = Arc::new(record);
         self.records
             .lock()
@@ -244,6 +249,7 @@ pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord 
         error,
         reply,
         reused_from: None,
+        cached_from: None,
         format_sent,
         fallback_from: Vec::new(),
         citations: match &completion.outcome {

@@ -194,9 +194,9 @@ async fn upsert_call(
                  attempts, prompt_tokens, completion_tokens, cost_usd, error_kind, error_status,
                  error_message, reply, reused_from_run, reused_from_call, reasoning_tokens,
                  cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens,
-                 citations, queued_ms, ttft_ms)
+                 citations, queued_ms, ttft_ms, cached_from_run, cached_from_call)
              SELECT seq, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                    $18, $19, $20, $21, $22, $23, $24, $25, $26
+                    $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28
              FROM runs WHERE id = $1
              ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status,
                  model = excluded.model, latency_ms = excluded.latency_ms,
@@ -210,7 +210,9 @@ async fn upsert_call(
                  cached_tokens = excluded.cached_tokens,
                  cache_write_tokens = excluded.cache_write_tokens,
                  citations = excluded.citations,
-                 queued_ms = excluded.queued_ms, ttft_ms = excluded.ttft_ms
+                 queued_ms = excluded.queued_ms, ttft_ms = excluded.ttft_ms,
+                 cached_from_run = excluded.cached_from_run,
+                 cached_from_call = excluded.cached_from_call
              {condition}"
         ),
         &[
@@ -242,6 +244,8 @@ async fn upsert_call(
                 .then(|| serde_json::to_string(&call.citations).unwrap_or_default()),
             &call.queued_ms.map(i64::from),
             &call.ttft_ms.map(i64::from),
+            &call.cached_from.as_ref().map(|r| r.run_id.as_str()),
+            &call.cached_from.as_ref().map(|r| i64::from(r.call)),
         ],
     )
     .await?;

@@ -9,6 +9,7 @@
 
 mod apply;
 mod read;
+mod responses;
 mod retention;
 mod schema;
 mod spend;
@@ -408,6 +409,24 @@ impl Postgres {
     pub fn reserve(&self, ask: &Ask) -> Result<Verdict, StoreError> {
         let ask = ask.clone();
         self.read(move |mut client| async move { spend::reserve(&mut client, &ask).await })
+    }
+
+    /// The response cache's entry of `key` at `now` (see `store::responses`).
+    pub fn cache_entry(
+        &self,
+        key: &str,
+        now: i64,
+    ) -> Result<Option<crate::record::CallRef>, StoreError> {
+        let key = key.to_owned();
+        self.read(move |client| async move { responses::entry(&**client, &key, now).await })
+    }
+
+    pub fn remember_answer(
+        &self,
+        entry: &crate::store::responses::CacheEntry,
+    ) -> Result<(), StoreError> {
+        let entry = entry.clone();
+        self.read(move |client| async move { responses::put(&**client, &entry).await })
     }
 
     /// A run's cost replaces its worst case.

@@ -148,7 +148,7 @@ fn call_select(with_requests: bool, more: &str) -> String {
                 completion_tokens, cost_usd, error_kind, error_status, error_message, reply,
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
                 cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens,
-                citations, queued_ms, ttft_ms
+                citations, queued_ms, ttft_ms, cached_from_run, cached_from_call
          FROM calls WHERE run_seq = $1 {more}"
     )
 }
@@ -242,6 +242,10 @@ fn call_row(row: &Row, run_ended: bool) -> StoredCall {
                 .get::<_, Option<String>>(23)
                 .and_then(|text| serde_json::from_str(&text).ok())
                 .unwrap_or_default(),
+            cached_from: row.get::<_, Option<String>>(26).map(|run_id| CallRef {
+                run_id,
+                call: small(row.get(27)).unwrap_or(0),
+            }),
         },
         request: json(row.get(16)),
     }

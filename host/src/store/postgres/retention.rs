@@ -66,6 +66,7 @@ pub async fn prune(
         )
         .await?
         .get(0);
+    super::responses::prune(&tx, now).await?;
     let kept = tx
         .query_one(
             "SELECT COUNT(*)::BIGINT, COALESCE(SUM(bytes), 0)::BIGINT FROM runs",

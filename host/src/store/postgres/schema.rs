@@ -8,7 +8,7 @@ use tokio_postgres::Client;
 use super::{Failure, LOCK_MIGRATE};
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// Version 1: runs and their calls, as the SQLite store keeps them (texts
 /// of any length inline: PostgreSQL stores long ones out of line itself).
@@ -135,6 +135,20 @@ ALTER TABLE runs ADD COLUMN attachments TEXT;
 const V7: &str = r#"
 ALTER TABLE calls ADD COLUMN queued_ms BIGINT;
 ALTER TABLE calls ADD COLUMN ttft_ms BIGINT;
+"#;
+
+/// Version 8: the response cache, as in the SQLite store's version 11.
+const V8: &str = r#"
+ALTER TABLE calls ADD COLUMN cached_from_run TEXT;
+ALTER TABLE calls ADD COLUMN cached_from_call BIGINT;
+CREATE TABLE response_cache (
+    key        TEXT PRIMARY KEY,
+    run_id     TEXT NOT NULL,
+    call_id    BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX response_cache_by_expiry ON response_cache (expires_at);
 "#;
 
 /// The schema version this chorus writes.

@@ -5,6 +5,7 @@
 
 pub(super) mod location;
 mod read;
+mod responses;
 pub(super) mod retention;
 pub(super) mod schema;
 mod spend;
@@ -160,6 +161,22 @@ impl Sqlite {
 
     pub fn request_task_cancel(&self, id: &str) -> Result<(), StoreError> {
         self.spending(|conn| tasks::request_cancel(conn, id))
+    }
+
+    /// The response cache's entry of `key` at `now` (see `store::responses`).
+    pub fn cache_entry(
+        &self,
+        key: &str,
+        now: i64,
+    ) -> Result<Option<crate::record::CallRef>, StoreError> {
+        self.read(|conn| responses::entry(conn, key, now))
+    }
+
+    pub fn remember_answer(
+        &self,
+        entry: &crate::store::responses::CacheEntry,
+    ) -> Result<(), StoreError> {
+        self.spending(|conn| responses::put(conn, entry))
     }
 
     fn spending<T>(

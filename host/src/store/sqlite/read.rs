@@ -117,7 +117,7 @@ fn call_select(with_requests: bool, more: &str) -> String {
                 completion_tokens, cost_usd, error_kind, error_status, error_message, {reply_column},
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
                 cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens,
-                citations, queued_ms, ttft_ms
+                citations, queued_ms, ttft_ms, cached_from_run, cached_from_call
          FROM calls WHERE run_seq = ?1 {more}"
     )
 }
@@ -221,6 +221,13 @@ fn call_row(row: &Row<'_>, run_ended: bool) -> rusqlite::Result<StoredCall> {
                 .get::<_, Option<String>>(23)?
                 .and_then(|text| serde_json::from_str(&text).ok())
                 .unwrap_or_default(),
+            cached_from: match row.get::<_, Option<String>>(26)? {
+                Some(run_id) => Some(CallRef {
+                    run_id,
+                    call: row.get::<_, Option<u32>>(27)?.unwrap_or(0),
+                }),
+                None => None,
+            },
         },
         request: json(texts::read(row, 16)?),
     })

@@ -67,6 +67,7 @@ pub fn prune(conn: &mut Connection, retention: &Retention, now: i64) -> rusqlite
         tx.prepare_cached("DELETE FROM runs WHERE seq = ?1")?
             .execute([seq])?;
     }
+    super::responses::prune(&tx, now)?;
     let (kept, kept_bytes): (i64, i64) = tx.query_row(
         "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM runs",
         [],

@@ -14,7 +14,19 @@ use crate::store::StoreError;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The migrations, oldest first; the schema version is their count.
-const MIGRATIONS: &[&str] = &[V1, super::texts::MIGRATION, V3, V4, V5, V6, V7, V8, V9, V10];
+const MIGRATIONS: &[&str] = &[
+    V1,
+    super::texts::MIGRATION,
+    V3,
+    V4,
+    V5,
+    V6,
+    V7,
+    V8,
+    V9,
+    V10,
+    V11,
+];
 
 /// Version 1: runs, and the calls of each run.
 pub(in crate::store) const V1: &str = r#"
@@ -143,6 +155,22 @@ ALTER TABLE runs ADD COLUMN attachments TEXT;  -- JSON array; NULL: none
 const V10: &str = r#"
 ALTER TABLE calls ADD COLUMN queued_ms INTEGER;  -- NULL: never queued
 ALTER TABLE calls ADD COLUMN ttft_ms INTEGER;    -- NULL: no answer, or kept before version 10
+"#;
+
+/// Version 11: the response cache (see `store::responses`): which earlier
+/// call answered each cached call, and the index from a request's key to
+/// the call whose answer is reused.
+const V11: &str = r#"
+ALTER TABLE calls ADD COLUMN cached_from_run TEXT;
+ALTER TABLE calls ADD COLUMN cached_from_call INTEGER;
+CREATE TABLE response_cache (
+    key        TEXT PRIMARY KEY,              -- hex SHA-256 of the request (see respcache::key)
+    run_id     TEXT NOT NULL,
+    call_id    INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,              -- unix ms
+    expires_at INTEGER NOT NULL               -- unix ms; past this the entry is not used
+) WITHOUT ROWID;
+CREATE INDEX response_cache_by_expiry ON response_cache (expires_at);
 "#;
 
 /// The schema version this chorus writes.

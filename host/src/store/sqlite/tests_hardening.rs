@@ -190,6 +190,7 @@ fn the_end_of_a_run_does_not_write_a_long_reply_again() {
         error: None,
         reply: Some(Arc::new("r".repeat(texts::LONG))),
         reused_from: None,
+        cached_from: None,
         format_sent: None,
         fallback_from: Vec::new(),
         citations: Vec::new(),

@@ -358,6 +358,8 @@ fn upsert_call(
             .then(|| serde_json::to_string(&call.citations).unwrap_or_default()),
         call.queued_ms,
         call.ttft_ms,
+        call.cached_from.as_ref().map(|r| r.run_id.as_str()),
+        call.cached_from.as_ref().map(|r| r.call),
     ])?;
     if written == 0 {
         texts::discard(tx, &placed)?;
@@ -369,9 +371,9 @@ const UPSERT_CALL: &str = "INSERT INTO calls (run_seq, id, stage, label, model, 
         attempts, prompt_tokens, completion_tokens, cost_usd, error_kind, error_status,
         error_message, reply, reused_from_run, reused_from_call, reasoning_tokens, cost_estimated,
         reply_text, format_sent, fallback_from, cached_tokens, cache_write_tokens, citations,
-        queued_ms, ttft_ms)
+        queued_ms, ttft_ms, cached_from_run, cached_from_call)
     SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
-        ?23, ?24, ?25, ?26, ?27
+        ?23, ?24, ?25, ?26, ?27, ?28, ?29
     FROM runs WHERE id = ?1
     ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status, model = excluded.model,
         latency_ms = excluded.latency_ms, attempts = excluded.attempts,
@@ -383,7 +385,8 @@ const UPSERT_CALL: &str = "INSERT INTO calls (run_seq, id, stage, label, model, 
         format_sent = excluded.format_sent, fallback_from = excluded.fallback_from,
         cached_tokens = excluded.cached_tokens, cache_write_tokens = excluded.cache_write_tokens,
         citations = excluded.citations, queued_ms = excluded.queued_ms,
-        ttft_ms = excluded.ttft_ms";
+        ttft_ms = excluded.ttft_ms, cached_from_run = excluded.cached_from_run,
+        cached_from_call = excluded.cached_from_call";
 
 /// A run that ended without a record: its totals from the calls on record.
 fn sum_usage(tx: &Transaction<'_>, run_id: &str) -> rusqlite::Result<()> {

@@ -1,0 +1,210 @@
+//! The response cache (`[cache] responses = "24h"`, off by default): an
+//! answer to a request identical to one already answered — same provider,
+//! model, messages, attachments and sampling, with temperature 0 or a fixed
+//! seed — is taken from the run store instead of asked again. Such a call
+//! is recorded with `cached_from` (the earlier run and call), costs 0 and
+//! takes no time. Sampled requests are cached only where the user opts in:
+//! a pipeline's `cache_sampled = true`, or `chorus eval --cached`.
+//!
+//! This module owns the policy (which requests, for how long) and the key
+//! (`key`); the store keeps the index (`store::responses`); the run's
+//! context asks it before a request queues for a provider's permit. When
+//! the cache is off there is no `ResponseCache` at all, so a call does no
+//! extra work.
+
+pub mod key;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::llm::{ChatRequest, WebSearch};
+use crate::record::{CallRecord, CallRef};
+use crate::store::responses::CacheEntry;
+use crate::store::{Store, now_ms};
+pub use key::Identity;
+
+/// How long `chorus eval --cached` keeps answers when `[cache] responses`
+/// is not set.
+pub const EVAL_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// The response cache of one configuration and store.
+pub struct ResponseCache {
+    store: Store,
+    lifetime: Duration,
+    /// `chorus eval --cached`: sampled requests too, in every pipeline.
+    everything: bool,
+    /// Pipelines with `cache_sampled = true`.
+    sampled: HashSet<String>,
+    /// By provider name: its base URL and `extra_body`, as the key takes them.
+    providers: HashMap<String, (String, String)>,
+    /// By model id: its `params` and search settings, as written.
+    models: HashMap<String, String>,
+}
+
+/// An answer found in the cache: the call it came from, as stored.
+pub struct Hit {
+    pub from: CallRef,
+    pub call: CallRecord,
+}
+
+impl ResponseCache {
+    /// The cache `config` asks for over `store`; `None` when it is off, or
+    /// when runs are kept in memory only (no index: every lookup would miss).
+    pub fn of(config: &Config, store: &Store) -> Option<Arc<Self>> {
+        let lifetime = config.cache.responses?;
+        if !store.keeps_answers() {
+            tracing::warn!(
+                "[cache] responses is set, but {} keeps no answers: the response cache is off",
+                store.describe()
+            );
+            return None;
+        }
+        Some(Arc::new(Self {
+            store: store.clone(),
+            lifetime,
+            everything: config.cache.responses_sampled,
+            sampled: config
+                .pipelines
+                .iter()
+                .filter(|(_, p)| p.cache_sampled)
+                .map(|(name, _)| name.clone())
+                .collect(),
+            providers: config
+                .providers
+                .iter()
+                .map(|(name, p)| {
+                    (
+                        name.clone(),
+                        (p.base_url.to_string(), format!("{:?}", p.extra_body)),
+                    )
+                })
+                .collect(),
+            models: config
+                .models
+                .iter()
+                .map(|(id, m)| {
+                    let settings = format!(
+                        "{:?} {:?} {:?} {:?}",
+                        m.params, m.web_search, m.web_search_max_results, m.web_search_context
+                    );
+                    (id.clone(), settings)
+                })
+                .collect(),
+        }))
+    }
+
+    /// What `chorus check` says of the response cache.
+    pub fn describe(config: &Config) -> String {
+        let sampled: Vec<&str> = config
+            .pipelines
+            .iter()
+            .filter(|(_, p)| p.cache_sampled)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        match config.cache.responses {
+            None => "off ([cache] responses is not set)".to_owned(),
+            Some(lifetime) if !config.store.enabled => format!(
+                "off: [cache] responses = \"{}\", but [store] enabled = false keeps no answers",
+                humantime::format_duration(lifetime)
+            ),
+            Some(lifetime) => format!(
+                "on: answers to identical requests at temperature 0 or with a seed are kept {} \
+                 ([cache] responses); sampled requests too in {}",
+                humantime::format_duration(lifetime),
+                if sampled.is_empty() {
+                    "no pipeline (pipelines.NAME.cache_sampled)".to_owned()
+                } else {
+                    format!("pipeline(s) {}", sampled.join(", "))
+                }
+            ),
+        }
+    }
+
+    /// The cache as run `run_id` of pipeline `pipeline` uses it.
+    pub fn for_run(self: &Arc<Self>, pipeline: &str, run_id: &str) -> RunCache {
+        RunCache {
+            sampled: self.everything || self.sampled.contains(pipeline),
+            cache: self.clone(),
+            run_id: run_id.to_owned(),
+        }
+    }
+
+    fn identity(&self, provider: &str, model: &str) -> Identity {
+        let (base_url, extra) = self.providers.get(provider).cloned().unwrap_or_default();
+        let settings = self.models.get(model).map_or("", String::as_str);
+        Identity {
+            provider: provider.to_owned(),
+            base_url,
+            settings: format!("{extra} {settings}"),
+        }
+    }
+}
+
+/// One run's view of the cache: whether its sampled requests qualify, and
+/// the run its answers are remembered under.
+pub struct RunCache {
+    cache: Arc<ResponseCache>,
+    sampled: bool,
+    run_id: String,
+}
+
+impl RunCache {
+    /// The key of `request` to `provider`, or `None` when the request may
+    /// not be cached (sampling randomness the run did not opt into).
+    pub fn key(
+        &self,
+        provider: &str,
+        request: &ChatRequest,
+        search: Option<&WebSearch>,
+    ) -> Option<String> {
+        key::qualifies(&request.sampling, self.sampled).then(|| {
+            key::key(
+                &self.cache.identity(provider, &request.model),
+                request,
+                search,
+            )
+        })
+    }
+
+    /// The answer kept for `key`, if any (an unreadable store is a miss,
+    /// logged).
+    pub async fn lookup(&self, key: &str) -> Option<Hit> {
+        let store = self.cache.store.clone();
+        let key = key.to_owned();
+        let found = tokio::task::spawn_blocking(move || store.cached_answer(&key, now_ms())).await;
+        match found {
+            Ok(Ok(found)) => found.map(|(from, stored)| Hit {
+                from,
+                call: stored.call,
+            }),
+            Ok(Err(e)) => {
+                tracing::warn!("the response cache could not be read: {e}");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Keeps call `call` of this run as the answer to `key`, for the
+    /// cache's lifetime.
+    pub async fn remember(&self, key: String, call: u32) {
+        let now = now_ms();
+        let lifetime = i64::try_from(self.cache.lifetime.as_millis()).unwrap_or(i64::MAX);
+        let entry = CacheEntry {
+            key,
+            from: CallRef {
+                run_id: self.run_id.clone(),
+                call,
+            },
+            created_at: now,
+            expires_at: now.saturating_add(lifetime),
+        };
+        let store = self.cache.store.clone();
+        let written = tokio::task::spawn_blocking(move || store.remember_answer(&entry)).await;
+        if let Ok(Err(e)) = written {
+            tracing::warn!("the response cache could not keep an answer: {e}");
+        }
+    }
+}
