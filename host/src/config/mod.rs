@@ -285,4 +285,4 @@ fn position_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<(usiz
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -6,7 +6,7 @@ fn parse(text: &str) -> Result<Loaded, ConfigError> {
     Loaded::parse(text, "test.toml", PathBuf::from("."))
 }
 
-pub(super) const MINIMAL: &str = r#"
+pub(crate) const MINIMAL: &str = r#"
 [providers.p]
 base_url = "http://127.0.0.1:9/v1"
 [models.m]

@@ -4,28 +4,9 @@ use std::time::Duration;
 use super::*;
 
 fn llm(catalog: bool) -> Llm {
-    let text = format!(
-        r#"
-[cache]
-enabled = false
-[providers.p]
-base_url = "http://127.0.0.1:9/v1"
-catalog = {catalog}
-[models.m]
-provider = "p"
-[plugins.s]
-builtin = "static-panel"
-[plugins.r]
-builtin = "passthrough"
-[plugins.y]
-builtin = "synthesize"
-[pipelines.ask]
-description = "d"
-selector = "s"
-prompter = "r"
-synthesizer = "y"
-"#
-    );
+    let text = crate::config::tests::MINIMAL
+        .replace("[models.m]", &format!("catalog = {catalog}\n[models.m]"));
+    let text = format!("[cache]\nenabled = false\n{text}");
     let loaded = crate::config::Loaded::parse(&text, "test.toml", PathBuf::from(".")).unwrap();
     Llm::new(&loaded).unwrap()
 }
