@@ -84,7 +84,9 @@ check(read["_meta"]["ui"]["csp"]["connectDomains"] == [], read.get("_meta"))
 html = read["text"]
 result = mcp("tools/call", {"name": "ask", "arguments": {"prompt": "What is the capital of France?"}})
 run = result["structuredContent"]
-check(run["answer"] == args["answer"], run)
+# The text answer closes with its numbered sources (m1 searched the web).
+check(run["answer"].startswith(args["answer"] + "\n\nSources:\n1. "), run)
+check([s["url"] for s in run["sources"]] == [args["source"]], run.get("sources"))
 
 # The host page and the bridge bundle, from 127.0.0.1.
 files = {"/host.html": args["host_page"], "/app-bridge.js": args["bridge"]}
@@ -150,6 +152,17 @@ with sync_playwright() as p:
         reply.filter(has_text=expected).wait_for(timeout=15_000)
         check(reply.inner_text().strip() == expected, f"{call['model']}: {reply.inner_text()!r}")
         check("latency" in panel.inner_text() and "cost" in panel.inner_text(), panel.inner_text())
+    # The sources on their own (the answer's closing list came off), m1's
+    # panel names what it cited, and a source opens through the host.
+    sources = app.locator("#sources li")
+    check(sources.count() == 1, f"{sources.count()} sources shown")
+    check("Paris — Wikipedia" in sources.inner_text() and "cited by m1" in sources.inner_text(), sources.inner_text())
+    check("Sources:" not in answer.inner_text(), answer.inner_text())
+    tabs.nth(0).click()
+    check("Cites [1] Paris — Wikipedia" in app.locator("#member-0 .cites").inner_text(), app.locator("#member-0").inner_text())
+    app.locator("#sources a").click()
+    page.wait_for_function("(window.openedLinks || []).length > 0", timeout=10_000)
+    check(page.evaluate("window.openedLinks") == [args["source"]], page.evaluate("window.openedLinks"))
     # The app told the host its size (ui/notifications/size-changed).
     check((page.evaluate("window.appHeight") or 0) > 300, f"size: {page.evaluate('window.appHeight')}")
     # A hostile reply is text: nothing of it became an element.

@@ -21,6 +21,9 @@ use crate::viewer::{CHROMIUM, browser_tools, root};
 
 const APP: &str = "ui://chorus/run";
 const MIME: &str = "text/html;profile=mcp-app";
+/// The web source m1 cites in the browser test; the host is asked to open
+/// it, and nothing goes there.
+const SOURCE: &str = "https://paris.example/wiki";
 
 fn ui_capability() -> Value {
     json!({"extensions": {"io.modelcontextprotocol/ui": {}}})
@@ -157,6 +160,16 @@ async fn the_mcp_app_in_a_real_browser_through_the_sdk_host_bridge() {
     for model in PANEL {
         mock.script(model, [Step::answer(replies[model].as_str().unwrap())]);
     }
+    // m1 searched the web: its answer cites a source the app lists.
+    mock.script(
+        "m1",
+        [Step::Cited {
+            text: replies["m1"].as_str().unwrap().to_owned(),
+            annotations: json!([{"type": "url_citation",
+                "url_citation": {"url": SOURCE, "title": "Paris — Wikipedia",
+                                 "start_index": 2, "end_index": 7}}]),
+        }],
+    );
     let answer = "The capital is **Paris**.";
     let again = "Merged again: Paris.";
     mock.script(SYNTH, [Step::answer(answer), Step::answer(again)]);
@@ -169,6 +182,7 @@ async fn the_mcp_app_in_a_real_browser_through_the_sdk_host_bridge() {
         "answer": answer,
         "resynthesized": again,
         "replies": replies,
+        "source": SOURCE,
         "chromium": CHROMIUM,
         "bridge": tools.join("app-bridge.js"),
         "axe": tools.join("node_modules/axe-core/axe.min.js"),

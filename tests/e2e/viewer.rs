@@ -15,6 +15,7 @@
 //! The README's pictures of the viewer are made here, from these runs:
 //! `CHORUS_SCREENSHOTS=docs/images cargo test --test e2e viewer::the_run_viewer_in_a_real_browser`.
 
+mod sources;
 mod team;
 
 use std::path::{Path, PathBuf};
@@ -79,7 +80,7 @@ pub fn browser_tools() -> Option<PathBuf> {
 
 /// Makes a run through MCP over HTTP and returns its id, read from the
 /// runs list (with the bearer token, as a script would).
-async fn run_id_of(server: &HttpServer, marker: &str) -> String {
+pub async fn run_id_of(server: &HttpServer, marker: &str) -> String {
     let client = reqwest::Client::new();
     for _ in 0..200 {
         let page = client

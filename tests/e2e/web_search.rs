@@ -25,7 +25,7 @@ fn cited(text: &str, annotations: Value) -> Step {
 }
 
 /// m1 and m2 cite (one source in common); the others answer plainly.
-fn script_citations(mock: &Mock) {
+pub fn script_citations(mock: &Mock) {
     mock.script(
         "m1",
         [cited(

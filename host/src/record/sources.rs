@@ -28,9 +28,9 @@ const MAX_SOURCES: usize = 100;
 
 /// The run's sources from its calls' citations, numbered in the order
 /// first cited.
-pub fn merged(calls: &[CallRecord]) -> Vec<Source> {
+pub fn merged<'a>(calls: impl IntoIterator<Item = &'a CallRecord>) -> Vec<Source> {
     let mut sources: Vec<(String, Source)> = Vec::new();
-    let mut ordered: Vec<&CallRecord> = calls.iter().collect();
+    let mut ordered: Vec<&CallRecord> = calls.into_iter().collect();
     ordered.sort_by_key(|c| c.id);
     for call in ordered {
         for citation in &call.citations {
@@ -69,6 +69,15 @@ pub fn merged(calls: &[CallRecord]) -> Vec<Source> {
         .zip(1..)
         .map(|((_, source), number)| Source { number, ..source })
         .collect()
+}
+
+/// The number `url` has among `sources`, compared as `merged` merges.
+pub fn number_of(sources: &[Source], url: &str) -> Option<u32> {
+    let key = normalised(url);
+    sources
+        .iter()
+        .find(|s| normalised(&s.url) == key)
+        .map(|s| s.number)
 }
 
 /// A URL as compared: scheme and host in lowercase (the `url` crate does
@@ -117,6 +126,17 @@ pub fn markdown(sources: &[Source]) -> String {
         ));
     }
     text
+}
+
+/// `answer` without the list `markdown` closed it with, for a view that
+/// shows `sources` on their own; `answer` itself when it does not end so.
+pub fn without_list<'a>(answer: &'a str, sources: &[Source]) -> &'a str {
+    if sources.is_empty() {
+        return answer;
+    }
+    answer
+        .strip_suffix(markdown(sources).as_str())
+        .map_or(answer, str::trim_end)
 }
 
 #[cfg(test)]
@@ -179,10 +199,22 @@ mod tests {
         assert_eq!(sources[0].cited_by, ["a", "b", "c"]);
         assert_eq!(sources[0].calls, [0, 1, 2]);
         assert_eq!(sources[1].number, 2);
+        assert_eq!(number_of(&sources, "https://EXAMPLE.com/x/#y"), Some(1));
+        assert_eq!(number_of(&sources, "https://example.com/y"), None);
         assert_eq!(
             markdown(&sources),
             "Sources:\n1. [X](https://example.com/x) — a, b, c\n\
              2. [Two \\[2\\]](https://two.example/%28a%29) — b"
         );
+    }
+
+    #[test]
+    fn the_list_comes_off_the_answer_it_closes_and_nothing_else() {
+        let calls = [call(0, "a", &[("https://example.com/x", Some("X"))])];
+        let sources = merged(&calls);
+        let answer = format!("The answer.\n\n{}", markdown(&sources));
+        assert_eq!(without_list(&answer, &sources), "The answer.");
+        assert_eq!(without_list("Edited answer.", &sources), "Edited answer.");
+        assert_eq!(without_list(&answer, &[]), answer);
     }
 }

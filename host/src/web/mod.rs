@@ -25,6 +25,7 @@ mod list;
 mod live;
 mod markdown;
 mod run;
+mod sources;
 mod timeline;
 
 use std::sync::Arc;

@@ -1,9 +1,10 @@
-//! One run: the question, the final answer, each panel member's answer
-//! side by side (tabs on a narrow screen, with script), the strategy's
-//! analysis, every call on a timeline and in a table, the notes, the runs
-//! it builds on or that build on it, and what can be done with it (copy,
-//! export as JSON, re-synthesize). And the export itself. Only runs the
-//! signed-in client may see: another client's run is not found.
+//! One run: the question, the final answer and its web sources, each panel
+//! member's answer (and what it cited) side by side (tabs on a narrow
+//! screen, with script), the strategy's analysis, every call on a timeline
+//! and in a table, the notes, the runs it builds on or that build on it,
+//! and what can be done with it (copy, export as JSON, re-synthesize). And
+//! the export itself. Only runs the signed-in client may see: another
+//! client's run is not found.
 
 use std::sync::Arc;
 
@@ -17,9 +18,10 @@ use serde_json::Value;
 use super::Viewer;
 use super::auth::Who;
 use super::layout::{dollars, duration, page as frame, problem, time};
-use super::{markdown, timeline};
+use super::{markdown, sources, timeline};
 use crate::client::Client;
 use crate::plugins::Kind;
+use crate::record::sources::Source;
 use crate::record::{RunStatus, RunSummary, StoredCall, StoredRun};
 use crate::store::{Lookup, Query};
 
@@ -143,6 +145,7 @@ fn body(
         .filter(|c| c.call.stage == "fan-out")
         .collect();
     let live = running.then(|| format!("/runs/{}/events", run.run_id));
+    let cited = crate::record::sources::merged(run.calls.iter().map(|c| &c.call));
     html! {
         div id="run" data-live=[live] {
             h1 { "Run " code { (run.run_id) } }
@@ -178,7 +181,10 @@ fn body(
             @if let Some(summary) = &run.summary { p class="muted" { (summary) } }
             @match &run.answer {
                 Some(answer) => {
-                    div class="answer" id="final-answer" data-text=(answer) { (PreEscaped(markdown::render(answer))) }
+                    // The sources are listed on their own below, with who cited them.
+                    div class="answer" id="final-answer" data-text=(answer) {
+                        (PreEscaped(markdown::render(crate::record::sources::without_list(answer, &cited))))
+                    }
                 }
                 None if running => { p { "Not yet: the run is still working." } }
                 None => { p role="alert" { "No answer: " (run.error.as_deref().unwrap_or(run.status.as_str())) } }
@@ -200,6 +206,7 @@ fn body(
                     }
                 }
             }
+            (sources::list(&cited))
             @if !related.is_empty() {
                 h2 { "Built on this run" }
                 ul {
@@ -229,7 +236,7 @@ fn body(
                     }
                 }
                 div class="members" {
-                    @for (i, member) in members.iter().enumerate() { (member_card(i, member)) }
+                    @for (i, member) in members.iter().enumerate() { (member_card(i, member, &cited)) }
                 }
             }
             @if let Some(details) = run.details.as_ref().filter(|d| !d.is_null()) {
@@ -245,7 +252,7 @@ fn body(
     }
 }
 
-fn member_card(i: usize, member: &StoredCall) -> Markup {
+fn member_card(i: usize, member: &StoredCall, cited: &[Source]) -> Markup {
     let call = &member.call;
     html! {
         section class="member" id=(format!("member-{i}")) aria-label=(call.model) data-model=(call.model) {
@@ -275,6 +282,7 @@ fn member_card(i: usize, member: &StoredCall) -> Markup {
             @if let Some(reply) = &call.reply {
                 div class="answer" { (PreEscaped(markdown::render(reply))) }
             }
+            (sources::cited_by(call, cited))
         }
     }
 }

@@ -154,8 +154,22 @@
       "tokens " + (usage.prompt_tokens || 0) + " in / " + (usage.completion_tokens || 0) + " out",
     ]));
     app.appendChild(el("h2", { text: "Answer" }));
+    var sources = run.sources || [];
+    var answer = run.answer || "(no answer)";
+    // The sources are listed on their own below: the answer's closing list comes off.
+    var list = sources.length ? answer.lastIndexOf("\n\nSources:") : -1;
+    if (list > 0) answer = answer.slice(0, list);
     // The answer is markdown written by a model: built as elements, never parsed as HTML.
-    app.appendChild(markdown(run.answer || "(no answer)", { id: "answer", "class": "answer" }));
+    app.appendChild(markdown(answer, { id: "answer", "class": "answer" }));
+    if (sources.length) {
+      app.appendChild(el("h2", { id: "sources-title", text: "Sources" }));
+      app.appendChild(el("ol", { id: "sources", "class": "sources", "aria-labelledby": "sources-title" },
+        sources.map(function (s) {
+          return el("li", { value: String(s.number) }, [
+            link(s), el("span", { "class": "muted", text: " — cited by " + (s.cited_by || []).join(", ") }),
+          ]);
+        })));
+    }
     members(run);
     if ((run.notes || []).length) {
       app.appendChild(el("h2", { text: "Notes" }));
@@ -193,6 +207,13 @@
         "cost " + usd(call.cost_usd) + (call.cost_estimated ? " (estimated)" : ""),
       ]));
       if (call.error) panel.appendChild(el("p", { "class": "reason", text: call.error.kind + ": " + call.error.message }));
+      var cites = (run.sources || []).filter(function (s) { return (s.calls || []).indexOf(call.id) >= 0; });
+      if (cites.length) {
+        panel.appendChild(el("p", { "class": "cites" }, [document.createTextNode("Cites ")].concat(
+          cites.map(function (s, j) {
+            return el("span", {}, [document.createTextNode((j ? ", " : "") + "[" + s.number + "] "), link(s)]);
+          }))));
+      }
       var reply = el("div", { "class": "reply" });
       panel.appendChild(reply);
       reply.dataset.call = String(call.id);
@@ -208,6 +229,25 @@
       tabs.appendChild(tab);
       app.appendChild(panel);
     });
+  }
+
+  // A source as a link the host opens (ui/open-link): a sandboxed app does
+  // not navigate. Only web addresses; the host may refuse, which is said.
+  function link(source) {
+    var shown = source.title || source.url;
+    if (!/^https?:\/\//i.test(source.url)) return el("span", { text: shown });
+    var a = el("a", { href: source.url, title: source.url, text: shown, rel: "noopener noreferrer" });
+    a.addEventListener("click", function (event) {
+      event.preventDefault();
+      if (!hostCapabilities.openLinks) {
+        a.title = "This host does not open links from apps: " + source.url;
+        return;
+      }
+      request("ui/open-link", { url: source.url }).then(function (r) {
+        if (r && r.isError) a.title = "The host did not open " + source.url;
+      }, function (e) { a.title = "The host refused: " + e.message; });
+    });
+    return a;
   }
 
   // The replies are not in the tool result: read through the host when it offers resources.
