@@ -85,6 +85,9 @@ async fn metrics_count_runs_and_calls_behind_the_token_or_on_their_own_listener(
             r#"chorus_model_time_to_first_token_seconds_count{model="m1",provider="mock"} 2"#,
             r#"chorus_model_time_to_first_token_seconds_count{model="synth",provider="mock"} 2"#,
             r#"chorus_provider_queue_wait_seconds_count{provider="mock"} 12"#,
+            // Each run's start, its 6 calls sent and its end, written
+            // before the run answered.
+            "chorus_store_write_lag_seconds_count 16",
             "chorus_runs_in_flight 0",
         ] {
             assert!(text.contains(line), "no {line} in\n{text}");

@@ -84,10 +84,11 @@ impl Chorus {
         let store = Store::open_or_memory(&runner.loaded);
         let responses = crate::respcache::ResponseCache::of(&runner.loaded.config, &store);
         let runner = runner.with_responses(responses);
+        let metrics = Metrics::new(store.write_lag().as_ref());
         Ok(Self {
             current: watch::Sender::new(Arc::new(runner)),
             store,
-            metrics: Metrics::new(),
+            metrics,
             gate: Gate::new(),
             reloading: tokio::sync::Mutex::new(()),
             moved: watch::Sender::new(0),

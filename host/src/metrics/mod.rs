@@ -1,8 +1,8 @@
 //! What the server is doing, as Prometheus metrics: runs by pipeline and
 //! how they ended, model calls by model and outcome, run and call latency,
 //! time to first token by model and provider, the wait for provider
-//! permits, tokens and USD by model and client, runs in flight, and the
-//! build. Fed by the same
+//! permits, tokens and USD by model and client, runs in flight, how far
+//! the run store's writes trail the runs, and the build. Fed by the same
 //! run events the store and MCP progress see ([`Metrics::watcher`]) and by
 //! each run's end ([`Flight`]); rendered in the OpenMetrics text format
 //! Prometheus scrapes ([`Metrics::render`]), served by `mcp::http` at
@@ -140,7 +140,9 @@ impl Metrics {
         self.in_flight.get()
     }
 
-    pub fn new() -> Arc<Self> {
+    /// The metrics of a server whose run store's write lag is `store_lag`
+    /// (none when runs are kept in memory).
+    pub fn new(store_lag: Option<&crate::store::WriteLag>) -> Arc<Self> {
         let mut registry = Registry::with_prefix("chorus");
         let runs = Family::<RunLabels, Counter>::default();
         registry.register(
@@ -199,6 +201,13 @@ impl Metrics {
             })
             .set(1);
         registry.register("build_info", "The chorus version serving", build);
+        if let Some(lag) = store_lag {
+            registry.register(
+                "store_write_lag_seconds",
+                "From a run event (a run's start, a call sent, a run's end) to the commit that wrote it to the run store",
+                lag.histogram(),
+            );
+        }
         Arc::new(Self {
             registry,
             runs,

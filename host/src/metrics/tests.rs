@@ -56,7 +56,7 @@ fn record(kind: AnswerKind) -> Arc<RunRecord> {
 
 #[test]
 fn runs_calls_tokens_and_cost_are_counted_with_bounded_labels() {
-    let metrics = Metrics::new();
+    let metrics = Metrics::new(Some(&crate::store::WriteLag::default()));
     let providers: ProviderOf = Arc::new(|model| (model == "m1").then(|| "p1".to_owned()));
     let watch = metrics.watcher("alice", providers);
     watch(Event::CallFinished(Arc::new(call("m1", "ok", None))));
@@ -106,7 +106,7 @@ fn runs_calls_tokens_and_cost_are_counted_with_bounded_labels() {
 
 #[test]
 fn a_run_is_in_flight_until_it_ends() {
-    let metrics = Metrics::new();
+    let metrics = Metrics::new(None);
     let flight = metrics.run("ask");
     assert!(metrics.render().contains("chorus_runs_in_flight 1"));
     flight.end(&Err(RunError::Timeout(std::time::Duration::from_secs(1))));
@@ -124,7 +124,7 @@ fn a_run_is_in_flight_until_it_ends() {
 /// sample, so a call and a run go through first (a new metric fed by
 /// something else needs feeding here too).
 fn exported_series() -> std::collections::BTreeSet<String> {
-    let metrics = Metrics::new();
+    let metrics = Metrics::new(Some(&crate::store::WriteLag::default()));
     let providers: ProviderOf = Arc::new(|_| Some("p".to_owned()));
     metrics.watcher("c", providers)(Event::CallFinished(Arc::new(call("m", "ok", None))));
     metrics.run("ask").end(&Ok(record(AnswerKind::Synthesis)));
@@ -186,6 +186,7 @@ fn the_grafana_dashboard_queries_only_metrics_chorus_exports() {
         "chorus_provider_queue_wait_seconds_bucket",
         "chorus_cost_usd_total",
         "chorus_runs_in_flight",
+        "chorus_store_write_lag_seconds_bucket",
     ] {
         assert!(queried.contains(needed), "no panel shows {needed}");
     }

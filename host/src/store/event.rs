@@ -67,6 +67,18 @@ pub enum Msg {
     Shutdown,
 }
 
+impl Msg {
+    /// When the event happened in its run (Unix ms), for the events that
+    /// say: a run's start, a call sent, a run's end.
+    pub fn happened_at(&self) -> Option<i64> {
+        match self {
+            Self::Begin(begin) => Some(begin.started_at),
+            Self::CallStarted { at, .. } | Self::End { at, .. } => Some(*at),
+            _ => None,
+        }
+    }
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -14,6 +14,7 @@
 //! its flush async for both, and a match keeps each call plain.
 
 mod event;
+mod lag;
 mod memory;
 mod owner;
 mod postgres;
@@ -34,6 +35,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 pub use event::now_ms;
+pub use lag::WriteLag;
 pub use recorder::{Links, Recorder};
 pub use retention::{Pruned, Retention};
 pub use spend::{Ask, Period, Verdict};
@@ -322,6 +324,16 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(sqlite) => Some(&sqlite.path),
             _ => None,
+        }
+    }
+
+    /// How far the store's writes trail the runs; `None` when runs are
+    /// kept in memory (nothing is written).
+    pub fn write_lag(&self) -> Option<WriteLag> {
+        match &self.backend {
+            Backend::Sqlite(sqlite) => Some(sqlite.lag.clone()),
+            Backend::Postgres(pg) => Some(pg.lag.clone()),
+            Backend::Memory(..) => None,
         }
     }
 

@@ -389,7 +389,7 @@ mod tests {
     #[test]
     fn a_members_card_and_the_calls_table_show_its_time_to_first_token() {
         let run = super::timeline::tests::run(1, Some(120), Some(340));
-        let card = super::member_card(0, &run.calls[0]).into_string();
+        let card = super::member_card(0, &run.calls[0], &[]).into_string();
         assert!(card.contains("first token 340 ms"), "{card}");
         assert!(card.contains("120 ms queued"), "{card}");
         let table = super::calls_table(&run).into_string();
@@ -433,6 +433,7 @@ mod tests {
                 call,
                 request: None,
             },
+            &[],
         )
         .into_string();
         assert!(card.contains("cached: answered by"), "{card}");

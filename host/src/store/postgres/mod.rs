@@ -113,6 +113,8 @@ pub struct Postgres {
     pub instance: String,
     /// Task cancel requests heard from any instance (see `tasks::listen`).
     pub cancels: tokio::sync::broadcast::Sender<String>,
+    /// How far its writes trail the runs (see `store::lag`).
+    pub lag: crate::store::WriteLag,
 }
 
 /// The last handle lets the writer write what it was sent (a bounded
@@ -193,6 +195,7 @@ impl Postgres {
             last_prune: Instant::now(),
             ended_since_prune: 0,
             retry: Duration::from_millis(250),
+            lag: store.lag.clone(),
         };
         if let Some(runtime) = &store.runtime {
             runtime.spawn(async move {
@@ -261,6 +264,7 @@ impl Postgres {
             runtime: Some(runtime),
             instance: uuid::Uuid::now_v7().to_string(),
             cancels: tokio::sync::broadcast::channel(256).0,
+            lag: crate::store::WriteLag::default(),
         })
     }
 

@@ -67,6 +67,7 @@ pub struct Writer {
     pub last_prune: Instant,
     pub ended_since_prune: u32,
     pub retry: Duration,
+    pub lag: crate::store::WriteLag,
 }
 
 impl Writer {
@@ -187,6 +188,9 @@ impl Writer {
 
     /// Answers the ends and flushes of a written (or refused) batch.
     fn answer(&mut self, batch: Vec<Msg>, error: Option<String>) {
+        if error.is_none() {
+            self.lag.written(&batch);
+        }
         let result = || error.clone().map_or(Ok(()), Err);
         for msg in batch {
             match msg {

@@ -37,6 +37,8 @@ pub struct Sqlite {
     /// The budgets' connection (see `store::spend`), opened when first
     /// needed; one admission of this process at a time.
     spend: Mutex<Option<Connection>>,
+    /// How far its writes trail the runs (see `store::lag`).
+    pub lag: super::WriteLag,
 }
 
 /// Dropping the last handle lets the writer finish what it was sent; the
@@ -58,12 +60,11 @@ impl Sqlite {
     pub fn open(path: &Path, retention: Retention, capacity: usize) -> Result<Self, StoreError> {
         let conn = schema::open(path)?;
         let first = schema::open_reader(path)?;
-        let (sender, done) =
-            writer::spawn(conn, path.to_owned(), retention, capacity).map_err(|e| {
-                StoreError::Open {
-                    path: path.to_owned(),
-                    message: format!("cannot start its writer thread: {e}"),
-                }
+        let lag = super::WriteLag::default();
+        let (sender, done) = writer::spawn(conn, path.to_owned(), retention, capacity, lag.clone())
+            .map_err(|e| StoreError::Open {
+                path: path.to_owned(),
+                message: format!("cannot start its writer thread: {e}"),
             })?;
         Ok(Self {
             path: path.to_owned(),
@@ -71,6 +72,7 @@ impl Sqlite {
             readers: Readers::new(path, false, first),
             done: Mutex::new(done),
             spend: Mutex::new(None),
+            lag,
         })
     }
 
@@ -92,6 +94,7 @@ impl Sqlite {
             sender: None,
             done: Mutex::new(done),
             spend: Mutex::new(None),
+            lag: super::WriteLag::default(),
         })
     }
 

@@ -16,6 +16,7 @@ use super::retention;
 use super::texts;
 use crate::plugins::plan_to_value;
 use crate::record::CallRecord;
+use crate::store::WriteLag;
 use crate::store::event::{Begin, End, Msg, now_ms, request_json};
 use crate::store::retention::Retention;
 
@@ -32,6 +33,7 @@ pub fn spawn(
     path: PathBuf,
     retention: Retention,
     capacity: usize,
+    lag: WriteLag,
 ) -> std::io::Result<(mpsc::Sender<Msg>, std::sync::mpsc::Receiver<()>)> {
     let (sender, receiver) = mpsc::channel(capacity);
     let (done_tx, done) = std::sync::mpsc::channel();
@@ -44,6 +46,7 @@ pub fn spawn(
                 retention,
                 last_prune: Instant::now(),
                 ended_since_prune: 0,
+                lag,
             }
             .run(receiver);
             let _ = done_tx.send(());
@@ -57,6 +60,7 @@ struct Writer {
     retention: Retention,
     last_prune: Instant,
     ended_since_prune: u32,
+    lag: WriteLag,
 }
 
 impl Writer {
@@ -101,8 +105,11 @@ impl Writer {
                     .map(|(_, e)| e.clone()),
             }
         };
-        if let Err(e) = &outcome {
-            tracing::warn!(store = %self.path.display(), "{} run events were not recorded: {e}", batch.len());
+        match &outcome {
+            Err(e) => {
+                tracing::warn!(store = %self.path.display(), "{} run events were not recorded: {e}", batch.len());
+            }
+            Ok(_) => self.lag.written(&batch),
         }
         for (i, msg) in batch.drain(..).enumerate() {
             let result = failed(i).map_or(Ok(()), Err);
