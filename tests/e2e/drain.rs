@@ -2,7 +2,8 @@
 //! SIGTERM: new requests get a 503 saying the instance is shutting down,
 //! runs going on finish within `[http] drain_seconds`, those still going
 //! then are cancelled (tasks failed, saying why), the lease is given back,
-//! and the process exits 0.
+//! and the process exits 0. On stdio, SIGTERM stops the runs at once and
+//! records them before exiting 0.
 
 use std::time::Duration;
 
@@ -108,4 +109,58 @@ async fn runs_going_past_the_drain_are_cancelled_and_the_lease_given_back() {
         "1",
         "A gave its lease back"
     );
+}
+
+/// On stdio, SIGTERM (what a client sends before SIGKILL) stops at once:
+/// the run going is cancelled and its upstream requests closed, its end
+/// is in the store, and the process exits 0 — nothing is left "running".
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stdio_server_told_to_stop_cancels_its_runs_records_them_and_exits_0() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::Hang]);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("runs.db");
+    let text = config(
+        &mock,
+        &format!("\n[store]\npath = \"{}\"\n", store.display()),
+    );
+    let mut raw = Raw::start(&text).await;
+    raw.initialize(json!({})).await;
+    raw.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "ask", "arguments": {"prompt": "a stopped question"}}}))
+        .await;
+    assert!(
+        mock.wait_until(Duration::from_secs(20), |m| m.in_flight() == PANEL.len())
+            .await
+    );
+
+    let pid = raw.child.id().expect("still running").to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let status = tokio::time::timeout(Duration::from_secs(10), raw.child.wait())
+        .await
+        .expect("chorus exits in time")
+        .expect("wait for chorus");
+    assert!(status.success(), "a clean exit: {status}\n{}", raw.stderr());
+    assert_eq!(mock.in_flight(), 0, "every upstream request was closed");
+
+    let config = write_config(&text);
+    let (code, stdout, stderr) = run_cli(&[
+        "runs",
+        "show",
+        "last",
+        "--json",
+        "--config",
+        config.path.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let run: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(run["prompt"], "a stopped question");
+    assert_eq!(run["status"], "cancelled", "{run}");
 }

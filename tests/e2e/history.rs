@@ -28,18 +28,6 @@ fn echo(prefix: &str) -> Step {
     }
 }
 
-async fn chorus(args: &[&str]) -> (i32, String, String) {
-    let output = tokio::time::timeout(Duration::from_secs(60), command(args).output())
-        .await
-        .expect("chorus finished within 60 s")
-        .expect("chorus ran");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 async fn read_run(server: &Server, run_id: &str) -> Result<Value, String> {
     let read = server
         .client
@@ -129,7 +117,7 @@ async fn runs_outlive_their_process_and_servers_share_one_store() {
     // The terminal sees the same history.
     let file = write_config(&toml);
     let config = file.path.to_str().unwrap();
-    let (code, stdout, stderr) = chorus(&["runs", "--config", config]).await;
+    let (code, stdout, stderr) = run_cli(&["runs", "--config", config]).await;
     assert_eq!(code, 0, "{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 7, "a header and six runs: {stdout}");
@@ -259,7 +247,7 @@ async fn a_follow_up_shows_the_models_the_conversation_and_links_to_it() {
 
     // The terminal can follow up too, naming the run by `last`.
     let file = write_config(&toml);
-    let (code, stdout, stderr) = chorus(&[
+    let (code, stdout, stderr) = run_cli(&[
         "ask",
         "--quiet",
         "--config",
@@ -395,7 +383,7 @@ async fn resynthesis_merges_again_without_asking_the_panel() {
     // From the terminal, by a prefix of the id.
     let file = write_config(&toml);
     let config = file.path.to_str().unwrap();
-    let (code, stdout, stderr) = chorus(&[
+    let (code, stdout, stderr) = run_cli(&[
         "runs",
         "resynthesize",
         &source[..30],
@@ -408,7 +396,7 @@ async fn resynthesis_merges_again_without_asking_the_panel() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(stdout, "The answer is 42.\n");
     assert_eq!(request_counts(&mock), expected, "still nobody asked");
-    let (code, stdout, _) = chorus(&["runs", "show", "last", "--config", config]).await;
+    let (code, stdout, _) = run_cli(&["runs", "show", "last", "--config", config]).await;
     assert_eq!(code, 0);
     assert!(
         stdout.contains(&format!("merges    the answers of {source} again")),
@@ -446,7 +434,8 @@ async fn a_killed_server_keeps_the_answers_that_arrived() {
     };
     // Wait until the four answers are on disk.
     let show = || async {
-        let (_, stdout, _) = chorus(&["runs", "show", "last", "--json", "--config", &config]).await;
+        let (_, stdout, _) =
+            run_cli(&["runs", "show", "last", "--json", "--config", &config]).await;
         serde_json::from_str::<Value>(&stdout).unwrap_or(Value::Null)
     };
     let mut run = Value::Null;
@@ -482,7 +471,7 @@ async fn a_killed_server_keeps_the_answers_that_arrived() {
 
     // And they can still be merged, without asking anyone again.
     let m1 = mock.requests_for("m1").len();
-    let (code, stdout, stderr) = chorus(&[
+    let (code, stdout, stderr) = run_cli(&[
         "runs",
         "resynthesize",
         "last",
@@ -517,7 +506,7 @@ synthesizer = "synthesize"
     );
     let file = write_config(&toml);
     let config = file.path.to_str().unwrap();
-    let (code, _, stderr) = chorus(&["runs", "--config", config]).await;
+    let (code, _, stderr) = run_cli(&["runs", "--config", config]).await;
     assert_eq!(code, 0);
     assert!(stderr.contains("no runs yet"), "{stderr}");
 
@@ -537,7 +526,7 @@ synthesizer = "synthesize"
         let all: Vec<String> = all.iter().map(|s| s.to_string()).collect();
         async move {
             let all: Vec<&str> = all.iter().map(String::as_str).collect();
-            chorus(&all).await
+            run_cli(&all).await
         }
     };
 
@@ -656,7 +645,7 @@ async fn the_default_store_is_under_the_data_directory_and_can_be_turned_off() {
     run_id(&follow);
     client.cancel().await.unwrap();
     assert!(!data.exists(), "nothing written to disk");
-    let (code, _, stderr) = chorus(&["runs", "--config", file.path.to_str().unwrap()]).await;
+    let (code, _, stderr) = run_cli(&["runs", "--config", file.path.to_str().unwrap()]).await;
     assert_eq!(code, 2);
     assert!(stderr.contains("enabled = false"), "{stderr}");
 }

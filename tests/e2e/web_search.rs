@@ -5,8 +5,6 @@
 //! merged and numbered — in the structured result, the text, the store and
 //! `chorus runs show`.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -227,18 +225,6 @@ async fn a_provider_that_cannot_search_is_said_and_search_counts_against_max_cos
     }
 }
 
-async fn chorus(args: &[&str]) -> (i32, String, String) {
-    let output = tokio::time::timeout(Duration::from_secs(60), command(args).output())
-        .await
-        .expect("chorus finished within 60 s")
-        .expect("chorus ran");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn chorus_ask_web_searches_and_runs_show_lists_the_sources_from_the_store() {
     let mock = Mock::start().await;
@@ -254,7 +240,7 @@ async fn chorus_ask_web_searches_and_runs_show_lists_the_sources_from_the_store(
     let file = write_config(&toml);
     let config = file.path.to_str().unwrap();
     let (code, stdout, stderr) =
-        chorus(&["ask", "--web", "-q", "--config", config, "Which language?"]).await;
+        run_cli(&["ask", "--web", "-q", "--config", config, "Which language?"]).await;
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(stdout.trim_end(), SOURCES_TEXT);
     for model in PANEL {
@@ -262,7 +248,7 @@ async fn chorus_ask_web_searches_and_runs_show_lists_the_sources_from_the_store(
         assert_eq!(search_fields(body), (Value::Null, json!({})), "{model}");
     }
 
-    let (code, stdout, stderr) = chorus(&["runs", "show", "last", "--config", config]).await;
+    let (code, stdout, stderr) = run_cli(&["runs", "show", "last", "--config", config]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(
         stdout.contains(
@@ -271,7 +257,7 @@ async fn chorus_ask_web_searches_and_runs_show_lists_the_sources_from_the_store(
         ),
         "{stdout}"
     );
-    let (code, stdout, _) = chorus(&["runs", "show", "last", "--json", "--config", config]).await;
+    let (code, stdout, _) = run_cli(&["runs", "show", "last", "--json", "--config", config]).await;
     assert_eq!(code, 0);
     let run: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(run["sources"][1]["url"], "https://b.example/go");
@@ -293,7 +279,7 @@ async fn a_dry_run_counts_the_search_in_each_panel_calls_worst_case() {
         );
     let file = write_config(&toml);
     let config = file.path.to_str().unwrap();
-    let (code, stdout, stderr) = chorus(&[
+    let (code, stdout, stderr) = run_cli(&[
         "ask",
         "--web",
         "--dry-run",

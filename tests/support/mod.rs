@@ -155,6 +155,20 @@ pub fn write_config(text: &str) -> ConfigFile {
 /// cache, a data directory (for the run store) under the target directory —
 /// never the real home — and nothing inherited that could change its
 /// behaviour. `Server` gives each server a data directory of its own.
+/// Runs `chorus ARGS` to its end (within 60 s): its exit code, stdout and
+/// stderr.
+pub async fn run_cli(args: &[&str]) -> (i32, String, String) {
+    let output = tokio::time::timeout(Duration::from_secs(60), command(args).output())
+        .await
+        .expect("chorus finished within 60 s")
+        .expect("chorus ran");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 pub fn command(args: &[&str]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(chorus_bin());
     command

@@ -19,6 +19,7 @@ pub mod http;
 mod progress;
 mod resources;
 mod server;
+mod signal;
 mod tasks;
 mod tools;
 pub mod transport;
@@ -30,7 +31,10 @@ pub use server::Server;
 use transport::{LineTransport, Session};
 
 /// Serves MCP on stdin/stdout until the client goes away (closes stdin, or
-/// closes our stdout); every run still going then is stopped at once.
+/// closes our stdout) or chorus is told to stop (SIGTERM, Ctrl-C); every
+/// run still going then is stopped at once and recorded as cancelled, the
+/// store written out and this instance's lease given back — a client that
+/// sends SIGTERM is about to send SIGKILL, so nothing waits for runs.
 ///
 /// The session is served directly: `initialize` is an ordinary request,
 /// answered by [`Server`] with rmcp's negotiation, so a notification (or
@@ -39,15 +43,33 @@ pub async fn serve(chorus: Arc<Chorus>) -> anyhow::Result<()> {
     let session = Session::new();
     transport::watch_stdout(session.clone());
     let transport = LineTransport::new(tokio::io::stdin(), tokio::io::stdout(), session.clone());
-    let server = Server::new(chorus, session.clone());
+    let server = Server::new(chorus.clone(), session.clone());
+    let signalled = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(signal::on_signal(signalled.clone()));
     // The transport ends rmcp's loop as soon as the session ends; every
     // call and task watches the session too, so rmcp's drain of in-flight
     // responses finds them already stopped.
     let running = rmcp::service::serve_directly(server.clone(), transport, None);
     server.announce_tool_changes(running.peer().clone());
-    let reason = running.waiting().await?;
-    session.end("the service stopped");
+    tokio::select! {
+        reason = running.waiting() => {
+            let reason = reason?;
+            tracing::debug!("MCP session ended: {reason:?}");
+        }
+        () = signalled.cancelled() => {}
+    }
+    session.end("chorus was stopped");
     server.shutdown();
-    tracing::debug!("MCP session ended: {reason:?}");
+    // Each stopped run's end reaches the store before the process ends.
+    server.settle(STOP_GRACE).await;
+    if let Err(e) = chorus.store.flush().await {
+        tracing::warn!("the last runs may not be in the store: {e}");
+    }
+    let store = chorus.store.clone();
+    let _ = tokio::task::spawn_blocking(move || store.release()).await;
     Ok(())
 }
+
+/// How long the end of a stdio session waits for its runs' ends to be
+/// recorded.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(3);

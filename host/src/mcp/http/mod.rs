@@ -73,7 +73,7 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options, pages: Router) -> anyh
     eprintln!("chorus: serving MCP at http://{local}{PATH}");
     eprintln!("chorus: the run viewer is at http://{local}/");
     eprintln!("chorus: {}", options.describe());
-    tokio::spawn(on_signal(signalled.clone()));
+    tokio::spawn(super::signal::on_signal(signalled.clone()));
     let drain_for = Duration::from_secs(chorus.runner().loaded.config.http.drain_seconds);
 
     let bounds = listen::Bounds::new(
@@ -110,7 +110,7 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options, pages: Router) -> anyh
 /// same connection bounds as `serve --http`, until SIGINT or SIGTERM.
 pub async fn serve_pages(listener: tokio::net::TcpListener, app: Router, chorus: &Chorus) {
     let stop = CancellationToken::new();
-    tokio::spawn(on_signal(stop.clone()));
+    tokio::spawn(super::signal::on_signal(stop.clone()));
     let bounds = listen::Bounds::new(
         &chorus.runner().loaded.config.http,
         listen::descriptor_limit(),
@@ -218,35 +218,4 @@ fn cors(options: &Options) -> Option<CorsLayer> {
             ])
             .max_age(Duration::from_secs(600)),
     )
-}
-
-/// Fires `stop` on the first SIGINT (Ctrl-C) or SIGTERM.
-async fn on_signal(stop: CancellationToken) {
-    let interrupt = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::warn!("cannot listen for Ctrl-C: {e}");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                term.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!("cannot listen for SIGTERM: {e}");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => {}
-        () = terminate => {}
-    }
-    eprintln!("chorus: shutting down");
-    stop.cancel();
 }
