@@ -8,6 +8,7 @@ mod adaptive;
 mod analysis;
 mod apps;
 mod attachments;
+mod balanced;
 mod cancel;
 mod catalog;
 mod cli;

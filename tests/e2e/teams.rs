@@ -70,7 +70,12 @@ fn answering(mock: &Mock) {
 }
 
 pub(crate) async fn rpc(server: &HttpServer, token: &str, message: Value) -> Value {
-    let mut request = server.post(Some(token), &message);
+    rpc_at(&server.url, token, message).await
+}
+
+/// `rpc` to the MCP endpoint `url` (an instance, or a balancer in front).
+pub(crate) async fn rpc_at(url: &str, token: &str, message: Value) -> Value {
+    let mut request = crate::support::http::post_to(url, Some(token), &message);
     // A 2026-07-28 request names its version in a header too.
     if let Some(version) =
         message["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str()

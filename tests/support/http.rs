@@ -105,15 +105,7 @@ impl HttpServer {
     /// A POST of one JSON-RPC message as an MCP client makes it, with the
     /// bearer token when given.
     pub fn post(&self, token: Option<&str>, message: &Value) -> reqwest::RequestBuilder {
-        let request = reqwest::Client::new()
-            .post(&self.url)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .body(message.to_string());
-        match token {
-            Some(token) => request.bearer_auth(token),
-            None => request,
-        }
+        post_to(&self.url, token, message)
     }
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
@@ -152,4 +144,18 @@ pub fn tool_call(id: u64, tool: &str, prompt: &str) -> Value {
         "method": "tools/call",
         "params": {"name": tool, "arguments": {"prompt": prompt}, "_meta": {"progressToken": id}},
     })
+}
+
+/// A POST of one JSON-RPC message to the MCP endpoint `url`, as an MCP
+/// client makes it, with the bearer token when given.
+pub fn post_to(url: &str, token: Option<&str>, message: &Value) -> reqwest::RequestBuilder {
+    let request = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(message.to_string());
+    match token {
+        Some(token) => request.bearer_auth(token),
+        None => request,
+    }
 }

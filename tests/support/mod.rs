@@ -7,6 +7,7 @@
 
 pub mod http;
 pub mod mock;
+pub mod nginx;
 pub mod postgres;
 
 use std::path::{Path, PathBuf};
