@@ -3,6 +3,7 @@
 //! connection; reads take a connection from a small pool, so concurrent
 //! readers (`resources/read`, `chorus runs`) do not queue behind each other.
 
+mod checkpoint;
 pub(super) mod location;
 mod read;
 mod responses;

@@ -12,6 +12,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::checkpoint::Checkpointer;
 use super::retention;
 use super::texts;
 use crate::plugins::plan_to_value;
@@ -35,6 +36,9 @@ pub fn spawn(
     capacity: usize,
     lag: WriteLag,
 ) -> std::io::Result<(mpsc::Sender<Msg>, std::sync::mpsc::Receiver<()>)> {
+    // Checkpoints are the checkpointer's, so no commit waits on one.
+    let _ = conn.pragma_update(None, "wal_autocheckpoint", 0);
+    let checkpointer = Checkpointer::spawn(&path)?;
     let (sender, receiver) = mpsc::channel(capacity);
     let (done_tx, done) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -47,6 +51,7 @@ pub fn spawn(
                 last_prune: Instant::now(),
                 ended_since_prune: 0,
                 lag,
+                checkpointer,
             }
             .run(receiver);
             let _ = done_tx.send(());
@@ -61,6 +66,7 @@ struct Writer {
     last_prune: Instant,
     ended_since_prune: u32,
     lag: WriteLag,
+    checkpointer: Checkpointer,
 }
 
 impl Writer {
@@ -109,7 +115,10 @@ impl Writer {
             Err(e) => {
                 tracing::warn!(store = %self.path.display(), "{} run events were not recorded: {e}", batch.len());
             }
-            Ok(_) => self.lag.written(&batch),
+            Ok(_) => {
+                self.lag.written(&batch);
+                self.checkpointer.nudge();
+            }
         }
         for (i, msg) in batch.drain(..).enumerate() {
             let result = failed(i).map_or(Ok(()), Err);
