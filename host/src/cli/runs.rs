@@ -15,6 +15,7 @@ use crate::client::Client;
 use crate::config::Loaded;
 use crate::pipeline::Merger;
 use crate::record::{RunStatus, StoredRun};
+use crate::store::attachments::Stored;
 use crate::store::{Cursor, Lookup, Query, Retention, Store, StoreError, now_ms};
 
 mod render;
@@ -52,10 +53,15 @@ enum Command {
         /// A run id, a unique prefix of one, or `last`.
         id: String,
     },
-    /// Everything kept about a run as JSON, every request sent included.
+    /// Everything kept about a run as JSON, every request sent included,
+    /// and its attachments' bytes (base64, as `data`) where they are kept.
     Export {
         /// A run id, a unique prefix of one, or `last`.
         id: String,
+        /// Leave the attachments' bytes out (their names, types, sizes and
+        /// hashes stay).
+        #[arg(long)]
+        no_attachments: bool,
     },
     /// Removes old runs now: past [store] max_runs, max_age or max_bytes, or
     /// the limits given here.
@@ -185,10 +191,11 @@ fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode,
         Command::List(args) => list(store, args, &mut out)?,
         Command::Show { id, json } => {
             let run = find(store, &id, false)?;
+            let stored = store.attachments(&run, false)?;
             if json {
-                writeln!(out, "{}", to_json(&run))?;
+                writeln!(out, "{}", to_json(&run, &stored))?;
             } else {
-                show(&run, &mut out)?;
+                show(&run, &stored, &mut out)?;
             }
         }
         Command::Answer { id } => {
@@ -205,7 +212,11 @@ fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode,
                 return Ok(ExitCode::FAILURE);
             }
         }
-        Command::Export { id } => writeln!(out, "{}", to_json(&find(store, &id, true)?))?,
+        Command::Export { id, no_attachments } => {
+            let run = find(store, &id, true)?;
+            let stored = store.attachments(&run, !no_attachments)?;
+            writeln!(out, "{}", to_json(&run, &stored))?;
+        }
         Command::Prune(args) => {
             let configured = Retention::of(&loaded.config.store);
             let retention = Retention {
@@ -235,9 +246,31 @@ fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode,
 }
 
 /// The run as JSON, with its merged web `sources` (rebuilt from its calls'
-/// citations) when it has any.
-fn to_json(run: &StoredRun) -> String {
+/// citations) when it has any, and with each attachment what the store
+/// holds of it (`stored`) and its bytes as base64 (`data`) when read.
+fn to_json(run: &StoredRun, stored: &[Stored]) -> String {
     let mut value = serde_json::to_value(run).unwrap_or_default();
+    if let Some(list) = value
+        .get_mut("attachments")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for (entry, s) in list.iter_mut().zip(stored) {
+            let Some(entry) = entry.as_object_mut() else {
+                continue;
+            };
+            entry.insert(
+                "stored".into(),
+                serde_json::to_value(&s.held).unwrap_or_default(),
+            );
+            if let Some(bytes) = &s.bytes {
+                use base64::Engine;
+                entry.insert(
+                    "data".into(),
+                    base64::engine::general_purpose::STANDARD.encode(bytes).into(),
+                );
+            }
+        }
+    }
     let calls: Vec<crate::record::CallRecord> = run.calls.iter().map(|c| c.call.clone()).collect();
     let sources = crate::record::sources::merged(&calls);
     if let (false, Some(object)) = (sources.is_empty(), value.as_object_mut()) {

@@ -7,6 +7,7 @@ use std::io::Write;
 use chrono::{Local, TimeZone};
 
 use crate::record::{RunSummary, StoredRun, format_time};
+use crate::store::attachments::Stored;
 
 /// The shortest id prefix that tells the listed runs apart; at least the
 /// time part of a uuid v7 (`0196a1b2-c3d4`), which already tells most apart.
@@ -23,7 +24,12 @@ pub(super) fn short_id_width(runs: &[RunSummary]) -> usize {
         .min(longest)
 }
 
-pub(super) fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()> {
+/// `run` in full; `stored` says what the store holds of each attachment.
+pub(super) fn show(
+    run: &StoredRun,
+    stored: &[Stored],
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     let what = match run.kind {
         Some(kind) => format!("{} · {}", run.pipeline, kind.as_str()),
         None => run.pipeline.clone(),
@@ -68,9 +74,13 @@ pub(super) fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()>
                 .url
                 .clone()
                 .unwrap_or_else(|| crate::text::show_bytes(a.bytes as u64));
+            let held = stored
+                .iter()
+                .find(|s| s.info.id == a.id)
+                .map_or_else(|| "not known".to_owned(), |s| s.held.describe());
             writeln!(
                 out,
-                "  #{} {}  {}  {size}  sha256:{:.12}",
+                "  #{} {}  {}  {size}  sha256:{:.12}  bytes {held}",
                 a.id, a.name, a.mime, a.sha256
             )?;
         }
