@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 const SEES: &str = "v/sees";
+const OTHER: &str = "v/other";
 const MERGER: &str = "v/merger";
 
 /// A 1×1 GIF.
@@ -21,7 +22,7 @@ fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// One panel model and a merger, both taking images.
+/// Two panel models and a merger, all taking images.
 fn config(mock: &Mock, extra: &str) -> String {
     format!(
         r#"
@@ -37,19 +38,21 @@ max_attempts = 1
 
 [models."{SEES}"]
 input = ["text", "image"]
+[models."{OTHER}"]
+input = ["text", "image"]
 [models."{MERGER}"]
 input = ["text", "image"]
 
 [plugins.panel]
 builtin = "static-panel"
-settings = {{ panel = ["{SEES}"], synthesizers = ["{MERGER}"] }}
+settings = {{ panel = ["{SEES}", "{OTHER}"], synthesizers = ["{MERGER}"] }}
 [plugins.passthrough]
 builtin = "passthrough"
 [plugins.synthesize]
 builtin = "synthesize"
 
 [pipelines.ask]
-description = "One panel model, one merge."
+description = "Two panel models, one merge."
 selector = "panel"
 prompter = "passthrough"
 synthesizer = "synthesize"
@@ -106,11 +109,12 @@ async fn runs(server: &Server, args: &[&str]) -> (bool, String) {
 async fn a_follow_up_and_a_resynthesis_send_the_kept_image_again() {
     let mock = Mock::start().await;
     mock.script(SEES, [Step::answer("a square")]);
+    mock.script(OTHER, [Step::answer("a small square")]);
     mock.script(MERGER, [Step::answer("merged: a square")]);
     let server = Server::start(&config(&mock, "")).await;
     let data_url = format!("data:image/gif;base64,{}", b64(GIF));
     let first = first_run(&server).await;
-    assert_eq!(image_urls(&mock.requests_for(SEES)[0].body), [&data_url]);
+    assert_eq!(image_urls(&mock.requests_for(SEES)[0].body), [data_url.as_str()]);
 
     // A follow-up without attachments: the model sees the same image.
     let second = server
@@ -122,7 +126,7 @@ async fn a_follow_up_and_a_resynthesis_send_the_kept_image_again() {
     assert_eq!(second.is_error, Some(false), "{}", text(&second));
     let panel = mock.requests_for(SEES);
     assert_eq!(panel.len(), 2);
-    assert_eq!(image_urls(&panel[1].body), [&data_url]);
+    assert_eq!(image_urls(&panel[1].body), [data_url.as_str()]);
     let record = structured(&second);
     assert_eq!(record["attachments"][0]["name"], "photo.gif", "{record:#}");
     assert!(
@@ -141,7 +145,7 @@ async fn a_follow_up_and_a_resynthesis_send_the_kept_image_again() {
     assert_eq!(again.is_error, Some(false), "{}", text(&again));
     let merges = mock.requests_for(MERGER);
     assert_eq!(merges.len(), merges_before + 1);
-    assert_eq!(image_urls(&merges.last().unwrap().body), [&data_url]);
+    assert_eq!(image_urls(&merges.last().unwrap().body), [data_url.as_str()]);
     assert_eq!(mock.requests_for(SEES).len(), 2, "the panel is not asked");
 
     // `runs show` lists it and says the bytes are kept.
@@ -172,6 +176,7 @@ async fn a_follow_up_and_a_resynthesis_send_the_kept_image_again() {
 async fn bytes_the_store_could_not_keep_are_said_to_be_gone() {
     let mock = Mock::start().await;
     mock.script(SEES, [Step::answer("a square")]);
+    mock.script(OTHER, [Step::answer("a small square")]);
     mock.script(MERGER, [Step::answer("merged: a square")]);
     // Less than the image: its bytes are not kept.
     let extra = "[pipelines.strict]\ndescription = \"Refuses without the attachments.\"\nselector = \"panel\"\nprompter = \"passthrough\"\nsynthesizer = \"synthesize\"\nattachments_for_text_models = \"fail\"\n\n[store]\nmax_bytes = 30";
