@@ -114,7 +114,10 @@ async fn a_follow_up_and_a_resynthesis_send_the_kept_image_again() {
     let server = Server::start(&config(&mock, "")).await;
     let data_url = format!("data:image/gif;base64,{}", b64(GIF));
     let first = first_run(&server).await;
-    assert_eq!(image_urls(&mock.requests_for(SEES)[0].body), [data_url.as_str()]);
+    assert_eq!(
+        image_urls(&mock.requests_for(SEES)[0].body),
+        [data_url.as_str()]
+    );
 
     // A follow-up without attachments: the model sees the same image.
     let second = server
@@ -139,13 +142,14 @@ async fn a_follow_up_and_a_resynthesis_send_the_kept_image_again() {
 
     // A re-synthesis: the merger's request carries it again.
     let merges_before = mock.requests_for(MERGER).len();
-    let again = server
-        .call("resynthesize", json!({"run_id": first}))
-        .await;
+    let again = server.call("resynthesize", json!({"run_id": first})).await;
     assert_eq!(again.is_error, Some(false), "{}", text(&again));
     let merges = mock.requests_for(MERGER);
     assert_eq!(merges.len(), merges_before + 1);
-    assert_eq!(image_urls(&merges.last().unwrap().body), [data_url.as_str()]);
+    assert_eq!(
+        image_urls(&merges.last().unwrap().body),
+        [data_url.as_str()]
+    );
     assert_eq!(mock.requests_for(SEES).len(), 2, "the panel is not asked");
 
     // `runs show` lists it and says the bytes are kept.
@@ -192,7 +196,10 @@ async fn bytes_the_store_could_not_keep_are_said_to_be_gone() {
 
     // The follow-up goes on text-only, and says so.
     let second = server
-        .call("ask", json!({"prompt": "And its colour?", "follow_up_of": first}))
+        .call(
+            "ask",
+            json!({"prompt": "And its colour?", "follow_up_of": first}),
+        )
         .await;
     assert_eq!(second.is_error, Some(false), "{}", text(&second));
     assert!(image_urls(&mock.requests_for(SEES)[1].body).is_empty());

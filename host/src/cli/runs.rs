@@ -15,12 +15,11 @@ use crate::client::Client;
 use crate::config::Loaded;
 use crate::pipeline::Merger;
 use crate::record::{RunStatus, StoredRun};
-use crate::store::attachments::Stored;
 use crate::store::{Cursor, Lookup, Query, Retention, Store, StoreError, now_ms};
 
 mod render;
 use crate::text::show_bytes;
-use render::{dollars, local_time, short_id_width, show};
+use render::{dollars, local_time, short_id_width, show, to_json};
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -243,43 +242,6 @@ fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode,
         Command::Resynthesize(_) => unreachable!("handled before the store is opened"),
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The run as JSON, with its merged web `sources` (rebuilt from its calls'
-/// citations) when it has any, and with each attachment what the store
-/// holds of it (`stored`) and its bytes as base64 (`data`) when read.
-fn to_json(run: &StoredRun, stored: &[Stored]) -> String {
-    let mut value = serde_json::to_value(run).unwrap_or_default();
-    if let Some(list) = value
-        .get_mut("attachments")
-        .and_then(serde_json::Value::as_array_mut)
-    {
-        for (entry, s) in list.iter_mut().zip(stored) {
-            let Some(entry) = entry.as_object_mut() else {
-                continue;
-            };
-            entry.insert(
-                "stored".into(),
-                serde_json::to_value(&s.held).unwrap_or_default(),
-            );
-            if let Some(bytes) = &s.bytes {
-                use base64::Engine;
-                entry.insert(
-                    "data".into(),
-                    base64::engine::general_purpose::STANDARD.encode(bytes).into(),
-                );
-            }
-        }
-    }
-    let calls: Vec<crate::record::CallRecord> = run.calls.iter().map(|c| c.call.clone()).collect();
-    let sources = crate::record::sources::merged(&calls);
-    if let (false, Some(object)) = (sources.is_empty(), value.as_object_mut()) {
-        object.insert(
-            "sources".into(),
-            serde_json::to_value(sources).unwrap_or_default(),
-        );
-    }
-    serde_json::to_string_pretty(&value).unwrap_or_default()
 }
 
 /// The run `id` names, or a message saying why there is none.

@@ -102,7 +102,9 @@ impl Runner {
             Arc::new(super::RunAttachments::new(
                 attachments,
                 &merge.pipeline,
-                pipeline.map(|p| p.attachments_for_text_models).unwrap_or_default(),
+                pipeline
+                    .map(|p| p.attachments_for_text_models)
+                    .unwrap_or_default(),
                 pipeline.and_then(|p| p.describer.clone()),
                 &source.prompt,
             ))

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use base64::Engine;
 use serde::Serialize;
 
+use super::{Backend, Store, StoreError};
 use crate::attach::{Attachment, Attachments, Body, Info, Kind};
+use crate::record::StoredRun;
 use crate::text::show_bytes;
 
 /// What the store holds of one of a run's attachments.
@@ -39,7 +41,9 @@ impl Held {
         match self {
             Self::Kept => "kept".into(),
             Self::NotKept(why) => format!("not kept: {why}"),
-            Self::Removed => "not kept: removed by retention ([store] max_runs, max_age or max_bytes)".into(),
+            Self::Removed => {
+                "not kept: removed by retention ([store] max_runs, max_age or max_bytes)".into()
+            }
             Self::ByUrl => "by URL (no bytes to keep)".into(),
         }
     }
@@ -103,14 +107,19 @@ pub fn join(infos: &[Info], mut rows: Vec<Row>) -> Vec<Stored> {
             let (held, bytes) = match (info.url.is_some(), row) {
                 (true, _) => (Held::ByUrl, None),
                 (false, None) => (
-                    Held::NotKept("the run was recorded before chorus kept attachment bytes".into()),
+                    Held::NotKept(
+                        "the run was recorded before chorus kept attachment bytes".into(),
+                    ),
                     None,
                 ),
                 (false, Some(row)) if row.present => (Held::Kept, row.bytes),
-                (false, Some(Row {
-                    not_kept: Some(why),
-                    ..
-                })) => (Held::NotKept(why), None),
+                (
+                    false,
+                    Some(Row {
+                        not_kept: Some(why),
+                        ..
+                    }),
+                ) => (Held::NotKept(why), None),
                 (false, Some(_)) => (Held::Removed, None),
             };
             Stored {
@@ -176,6 +185,47 @@ pub fn to_keep(files: &Attachments, max_bytes: u64) -> Vec<ToKeep<'_>> {
 
 /// Why a store without a database or file keeps no bytes.
 pub const IN_MEMORY: &str = "runs kept in memory keep no attachment bytes";
+
+impl Store {
+    /// `run`'s attachments and what the store holds of each, their bytes
+    /// too when `with_bytes`. Blocking.
+    pub fn attachments(
+        &self,
+        run: &StoredRun,
+        with_bytes: bool,
+    ) -> Result<Vec<Stored>, StoreError> {
+        if run.attachments.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = match &self.backend {
+            Backend::Memory(..) => {
+                let why = IN_MEMORY.to_owned();
+                return Ok(join(&run.attachments, Vec::new())
+                    .into_iter()
+                    .map(|mut a| {
+                        if !matches!(a.held, Held::ByUrl) {
+                            a.held = Held::NotKept(why.clone());
+                        }
+                        a
+                    })
+                    .collect());
+            }
+            Backend::Sqlite(sqlite) => sqlite.attachment_rows(&run.run_id, with_bytes)?,
+            Backend::Postgres(pg) => pg.attachment_rows(&run.run_id, with_bytes)?,
+        };
+        Ok(join(&run.attachments, rows))
+    }
+
+    /// How many attachments' bytes are kept, and their size.
+    #[cfg(test)]
+    pub(super) fn attachment_bytes_kept(&self) -> (u64, u64) {
+        match &self.backend {
+            Backend::Memory(..) => (0, 0),
+            Backend::Sqlite(sqlite) => sqlite.attachment_bytes_kept(),
+            Backend::Postgres(pg) => pg.attachment_bytes_kept(),
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -431,35 +431,6 @@ impl Store {
         }
     }
 
-    /// `run`'s attachments and what the store holds of each, their bytes
-    /// too when `with_bytes`. Blocking.
-    pub fn attachments(
-        &self,
-        run: &StoredRun,
-        with_bytes: bool,
-    ) -> Result<Vec<attachments::Stored>, StoreError> {
-        if run.attachments.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = match &self.backend {
-            Backend::Memory(..) => {
-                let why = attachments::IN_MEMORY.to_owned();
-                return Ok(attachments::join(&run.attachments, Vec::new())
-                    .into_iter()
-                    .map(|mut a| {
-                        if !matches!(a.held, attachments::Held::ByUrl) {
-                            a.held = attachments::Held::NotKept(why.clone());
-                        }
-                        a
-                    })
-                    .collect());
-            }
-            Backend::Sqlite(sqlite) => sqlite.attachment_rows(&run.run_id, with_bytes)?,
-            Backend::Postgres(pg) => pg.attachment_rows(&run.run_id, with_bytes)?,
-        };
-        Ok(attachments::join(&run.attachments, rows))
-    }
-
     /// A page of runs, newest first. Blocking.
     pub fn list(&self, query: &Query) -> Result<Page, StoreError> {
         match &self.backend {
@@ -519,16 +490,6 @@ impl Store {
 }
 
 impl Store {
-    /// How many attachments' bytes are kept, and their size.
-    #[cfg(test)]
-    fn attachment_bytes_kept(&self) -> (u64, u64) {
-        match &self.backend {
-            Backend::Memory(..) => (0, 0),
-            Backend::Sqlite(sqlite) => sqlite.attachment_bytes_kept(),
-            Backend::Postgres(pg) => pg.attachment_bytes_kept(),
-        }
-    }
-
     /// `prune` as if it were `now`.
     #[cfg(test)]
     fn prune_at(&self, retention: &Retention, now: i64) -> Result<Pruned, StoreError> {

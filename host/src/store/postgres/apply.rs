@@ -164,26 +164,27 @@ async fn insert_run(
     max_bytes: u64,
 ) -> Result<(), Failure> {
     let request = &begin.request;
-    let inserted = tx.execute(
-        "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
+    let inserted = tx
+        .execute(
+            "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
                            follow_up_of, resynthesis_of, owner, client, attachments)
          VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10, $11)
          ON CONFLICT (id) DO NOTHING",
-        &[
-            &request.run_id,
-            &request.pipeline,
-            &begin.started_at,
-            &begin.deadline_at,
-            &text(&request.prompt),
-            &request.options.to_string(),
-            &begin.follow_up_of,
-            &begin.resynthesis_of,
-            &owner,
-            &begin.client,
-            &begin.attachments,
-        ],
-    )
-    .await?;
+            &[
+                &request.run_id,
+                &request.pipeline,
+                &begin.started_at,
+                &begin.deadline_at,
+                &text(&request.prompt),
+                &request.options.to_string(),
+                &begin.follow_up_of,
+                &begin.resynthesis_of,
+                &owner,
+                &begin.client,
+                &begin.attachments,
+            ],
+        )
+        .await?;
     if inserted > 0 && !begin.files.is_empty() {
         super::attachments::keep(tx, begin, max_bytes).await?;
     }

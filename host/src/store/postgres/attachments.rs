@@ -33,8 +33,11 @@ CREATE INDEX run_attachments_by_hash ON run_attachments (sha256);
 /// Links the run `begin` starts to its attachments and keeps the bytes not
 /// kept yet, within `max_bytes`.
 pub async fn keep(tx: &Transaction<'_>, begin: &Begin, max_bytes: u64) -> Result<(), Failure> {
-    tx.execute("SELECT pg_advisory_xact_lock_shared($1)", &[&LOCK_RETENTION])
-        .await?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock_shared($1)",
+        &[&LOCK_RETENTION],
+    )
+    .await?;
     for item in to_keep(&begin.files, max_bytes) {
         let a = item.attachment;
         tx.execute(

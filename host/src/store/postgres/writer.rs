@@ -152,7 +152,14 @@ impl Writer {
         while !self.pending.is_empty() {
             let take = self.pending.len().min(BATCH);
             let batch: Vec<Msg> = self.pending.drain(..take).collect();
-            match transaction(&mut client, &batch, &self.instance, self.retention.max_bytes).await {
+            match transaction(
+                &mut client,
+                &batch,
+                &self.instance,
+                self.retention.max_bytes,
+            )
+            .await
+            {
                 Ok(()) => self.answer(batch, None),
                 Err(failure) if failure.unreachable() => {
                     for msg in batch.into_iter().rev() {

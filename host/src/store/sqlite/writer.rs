@@ -288,25 +288,26 @@ fn apply(tx: &Transaction<'_>, msg: &Msg, max_bytes: u64) -> rusqlite::Result<()
 /// start was written finds its row there).
 fn insert_run(tx: &Transaction<'_>, begin: &Begin, max_bytes: u64) -> rusqlite::Result<()> {
     let request = &begin.request;
-    let inserted = tx.prepare_cached(
-        "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
                            follow_up_of, resynthesis_of, owner, client, attachments)
          VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
          ON CONFLICT (id) DO NOTHING",
-    )?
-    .execute(params![
-        request.run_id,
-        request.pipeline,
-        begin.started_at,
-        begin.deadline_at,
-        request.prompt,
-        request.options.to_string(),
-        begin.follow_up_of,
-        begin.resynthesis_of,
-        crate::store::owner::this_process(),
-        begin.client,
-        begin.attachments,
-    ])?;
+        )?
+        .execute(params![
+            request.run_id,
+            request.pipeline,
+            begin.started_at,
+            begin.deadline_at,
+            request.prompt,
+            request.options.to_string(),
+            begin.follow_up_of,
+            begin.resynthesis_of,
+            crate::store::owner::this_process(),
+            begin.client,
+            begin.attachments,
+        ])?;
     if inserted > 0 && !begin.files.is_empty() {
         super::attachments::keep(tx, begin, max_bytes)?;
     }
