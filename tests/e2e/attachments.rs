@@ -432,7 +432,7 @@ async fn chorus_ask_attaches_what_its_user_names() {
         format!("data:image/gif;base64,{}", b64(GIF))
     );
 
-    // The run store keeps what the question came with, not the bytes.
+    // The run store keeps what the question came with, and its bytes.
     let shown = command(&[
         "runs",
         "show",

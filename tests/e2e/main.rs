@@ -7,6 +7,7 @@ mod support;
 mod adaptive;
 mod analysis;
 mod apps;
+mod attachment_history;
 mod attachments;
 mod balanced;
 mod cancel;

@@ -11,6 +11,7 @@
 //! [`watcher`] in `chorus serve`): each run takes the current one when it
 //! starts and finishes on it, whatever is swapped in meanwhile.
 
+mod carried;
 pub mod reload;
 mod visible;
 pub mod watcher;
@@ -142,15 +143,19 @@ impl Chorus {
         }
         let follow_up_of =
             options::take_follow_up(&mut options).map_err(RunError::InvalidOptions)?;
-        let conversation = match &follow_up_of {
-            Some(id) => Some(self.conversation(client, id).await?),
-            None => None,
+        let (conversation, question) = match &follow_up_of {
+            Some(id) => {
+                let (conversation, earlier) = self.conversation(client, id).await?;
+                let question = self.carry_over(&earlier, question, pipeline).await?;
+                (Some(conversation), question)
+            }
+            None => (None, question),
         };
         let links = Links {
             follow_up_of: conversation.as_ref().map(|c| c.of.clone()),
             resynthesis_of: None,
             client: Some(client.name.clone()),
-            attachments: question.attachments.infos(),
+            attachments: question.attachments.clone(),
         };
         let worst = worst_case(&self.runner(), Some(&options));
         self.make(
@@ -213,7 +218,7 @@ impl Chorus {
         let mut lost_conversation = None;
         let conversation = match &source.follow_up_of {
             Some(of) => match self.conversation(client, of).await {
-                Ok(conversation) => Some(conversation),
+                Ok((conversation, _)) => Some(conversation),
                 Err(e) => {
                     lost_conversation = Some(e.to_string());
                     None
@@ -225,21 +230,31 @@ impl Chorus {
             Merger::Pipeline(name) => name.clone(),
             _ => source.pipeline.clone(),
         };
+        let carried = self.carried(&source).await;
+        let attachments = crate::attach::Attachments::new(carried.attachments);
         let links = Links {
             follow_up_of: source.follow_up_of.clone(),
             resynthesis_of: Some(source.run_id.clone()),
             client: Some(client.name.clone()),
-            attachments: source.attachments.clone(),
+            attachments: attachments.clone(),
         };
         let worst = worst_case(&self.runner(), None);
+        let missing = carried.missing;
         self.make(client, &limit_of, links, worst, progress, |runner, progress| async move {
             runner
-                .resynthesize(&source, &merger, conversation, progress)
+                .resynthesize(&source, &merger, conversation, attachments, progress)
                 .await
                 .map(|mut record| {
                     if let Some(why) = lost_conversation {
                         record.notes.push(format!(
                             "The conversation this run follows up could not be shown to the synthesizer: {why}."
+                        ));
+                    }
+                    if !missing.is_empty() {
+                        record.notes.push(format!(
+                            "The synthesizer did not see these attachments of run {}, whose bytes are gone: {}.",
+                            source.run_id,
+                            missing.join("; ")
                         ));
                     }
                     record

@@ -106,12 +106,13 @@ impl Chorus {
     }
 
     /// The conversation that a follow-up of run `id` continues: that run
-    /// and the runs it followed up in turn, as far back as they are kept.
+    /// and the runs it followed up in turn, as far back as they are kept;
+    /// and that run itself.
     pub(super) async fn conversation(
         &self,
         client: &Client,
         id: &str,
-    ) -> Result<Conversation, RunError> {
+    ) -> Result<(Conversation, StoredRun), RunError> {
         let run = self.kept_run(client, id).await?;
         let problem = match (run.status, &run.answer, run.kind) {
             (RunStatus::Done, Some(_), Some(kind)) if kind != AnswerKind::None => None,
@@ -162,7 +163,10 @@ impl Chorus {
             }
         }
         let max_bytes = self.runner().loaded.config.limits.max_prompt_bytes;
-        Ok(Conversation::new(run.run_id, turns, beyond, max_bytes))
+        Ok((
+            Conversation::new(run.run_id.clone(), turns, beyond, max_bytes),
+            run,
+        ))
     }
 }
 

@@ -117,6 +117,7 @@ pub async fn run(chorus: Arc<Chorus>, mut args: Args) -> ExitCode {
     let question = crate::pipeline::Question {
         text: prompt,
         attachments,
+        ..Default::default()
     };
     let runner = chorus.runner();
     let Some(pipeline) = args

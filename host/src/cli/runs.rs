@@ -19,7 +19,7 @@ use crate::store::{Cursor, Lookup, Query, Retention, Store, StoreError, now_ms};
 
 mod render;
 use crate::text::show_bytes;
-use render::{dollars, local_time, short_id_width, show};
+use render::{dollars, local_time, short_id_width, show, to_json};
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -52,10 +52,15 @@ enum Command {
         /// A run id, a unique prefix of one, or `last`.
         id: String,
     },
-    /// Everything kept about a run as JSON, every request sent included.
+    /// Everything kept about a run as JSON, every request sent included,
+    /// and its attachments' bytes (base64, as `data`) where they are kept.
     Export {
         /// A run id, a unique prefix of one, or `last`.
         id: String,
+        /// Leave the attachments' bytes out (their names, types, sizes and
+        /// hashes stay).
+        #[arg(long)]
+        no_attachments: bool,
     },
     /// Removes old runs now: past [store] max_runs, max_age or max_bytes, or
     /// the limits given here.
@@ -185,10 +190,11 @@ fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode,
         Command::List(args) => list(store, args, &mut out)?,
         Command::Show { id, json } => {
             let run = find(store, &id, false)?;
+            let stored = store.attachments(&run, false)?;
             if json {
-                writeln!(out, "{}", to_json(&run))?;
+                writeln!(out, "{}", to_json(&run, &stored))?;
             } else {
-                show(&run, &mut out)?;
+                show(&run, &stored, &mut out)?;
             }
         }
         Command::Answer { id } => {
@@ -205,7 +211,11 @@ fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode,
                 return Ok(ExitCode::FAILURE);
             }
         }
-        Command::Export { id } => writeln!(out, "{}", to_json(&find(store, &id, true)?))?,
+        Command::Export { id, no_attachments } => {
+            let run = find(store, &id, true)?;
+            let stored = store.attachments(&run, !no_attachments)?;
+            writeln!(out, "{}", to_json(&run, &stored))?;
+        }
         Command::Prune(args) => {
             let configured = Retention::of(&loaded.config.store);
             let retention = Retention {
@@ -232,21 +242,6 @@ fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode,
         Command::Resynthesize(_) => unreachable!("handled before the store is opened"),
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The run as JSON, with its merged web `sources` (rebuilt from its calls'
-/// citations) when it has any.
-fn to_json(run: &StoredRun) -> String {
-    let mut value = serde_json::to_value(run).unwrap_or_default();
-    let calls: Vec<crate::record::CallRecord> = run.calls.iter().map(|c| c.call.clone()).collect();
-    let sources = crate::record::sources::merged(&calls);
-    if let (false, Some(object)) = (sources.is_empty(), value.as_object_mut()) {
-        object.insert(
-            "sources".into(),
-            serde_json::to_value(sources).unwrap_or_default(),
-        );
-    }
-    serde_json::to_string_pretty(&value).unwrap_or_default()
 }
 
 /// The run `id` names, or a message saying why there is none.

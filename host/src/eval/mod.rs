@@ -228,6 +228,7 @@ async fn ask(
                     crate::pipeline::Question {
                         text: question,
                         attachments,
+                        ..Default::default()
                     },
                     serde_json::Map::new(),
                     ignore(),

@@ -91,6 +91,9 @@ pub enum RunError {
 pub struct Question {
     pub text: String,
     pub attachments: crate::attach::Attachments,
+    /// What the result should say of what the question came with (say,
+    /// attachments carried over from the run a follow-up continues).
+    pub notes: Vec<String>,
 }
 
 impl From<&str> for Question {
@@ -104,7 +107,7 @@ impl Question {
     pub fn text(text: String) -> Self {
         Self {
             text,
-            attachments: crate::attach::Attachments::default(),
+            ..Self::default()
         }
     }
 }
@@ -246,6 +249,7 @@ impl Runner {
         Question {
             text: prompt,
             attachments,
+            notes: question_notes,
         }: Question,
         options: serde_json::Map<String, Value>,
         conversation: Option<Conversation>,
@@ -290,6 +294,7 @@ impl Runner {
                 .as_ref()
                 .and_then(Conversation::note)
                 .into_iter()
+                .chain(question_notes)
                 .collect(),
             attachments,
             search: options::web_search(pipeline, &request.options),

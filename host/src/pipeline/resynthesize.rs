@@ -37,12 +37,15 @@ struct Merge<'a> {
 impl Runner {
     /// Merges `source`'s fan-out answers again with `merger`. The panel is
     /// not asked again; a synthesizer's own model calls are made as usual.
-    /// `conversation` is the source's, when it was a follow-up.
+    /// `conversation` is the source's, when it was a follow-up;
+    /// `attachments` the source's, as kept (the synthesizer's own calls
+    /// carry them, as in the source run).
     pub async fn resynthesize(
         &self,
         source: &StoredRun,
         merger: &Merger,
         conversation: Option<Conversation>,
+        attachments: crate::attach::Attachments,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
         let unusable = |problem: String| RunError::UnusableRun {
@@ -93,6 +96,19 @@ impl Runner {
             completions.len()
         ));
         lead_notes.extend(merge.notes);
+        let infos = attachments.infos();
+        let attachments = (!attachments.is_empty()).then(|| {
+            let pipeline = self.loaded.config.pipelines.get(&merge.pipeline);
+            Arc::new(super::RunAttachments::new(
+                attachments,
+                &merge.pipeline,
+                pipeline
+                    .map(|p| p.attachments_for_text_models)
+                    .unwrap_or_default(),
+                pipeline.and_then(|p| p.describer.clone()),
+                &source.prompt,
+            ))
+        });
         let setup = Setup {
             request: request.clone(),
             run_timeout: self.time_limit(&merge.pipeline) - WRAP_UP,
@@ -106,7 +122,7 @@ impl Runner {
             dry_run: false,
             answered_by: merge.synthesizer.name.clone(),
             lead_notes,
-            attachments: None,
+            attachments,
             search: None,
         };
         let synthesizer = merge.synthesizer;
@@ -130,6 +146,7 @@ impl Runner {
             })
             .await?;
         record.resynthesis_of = Some(source.run_id.clone());
+        record.attachments = infos;
         record.follow_up_of = source.follow_up_of.clone();
         Ok(record)
     }

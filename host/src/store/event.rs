@@ -23,6 +23,9 @@ pub struct Begin {
     /// The run's attachments as JSON (names, types, sizes, hashes), when
     /// it has any.
     pub attachments: Option<String>,
+    /// The attachments themselves, whose bytes the writer keeps (shared
+    /// with the run, never copied).
+    pub files: crate::attach::Attachments,
     pub started_at: i64,
     pub deadline_at: i64,
 }

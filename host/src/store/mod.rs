@@ -13,6 +13,7 @@
 //! enum over the backends, not a trait object: its reads are blocking and
 //! its flush async for both, and a match keeps each call plain.
 
+pub mod attachments;
 mod event;
 mod lag;
 mod memory;

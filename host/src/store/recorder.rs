@@ -28,8 +28,9 @@ pub struct Links {
     pub resynthesis_of: Option<String>,
     /// Who makes the run.
     pub client: Option<String>,
-    /// What the question came with (metadata, not bytes).
-    pub attachments: Vec<crate::attach::Info>,
+    /// What the question came with: its metadata is recorded with the run,
+    /// its bytes kept once by content (see `store::attachments`).
+    pub attachments: crate::attach::Attachments,
 }
 
 #[derive(Clone)]
@@ -149,8 +150,9 @@ impl Shared {
                     resynthesis_of: self.links.resynthesis_of.clone(),
                     client: self.links.client.clone(),
                     attachments: (!self.links.attachments.is_empty())
-                        .then(|| serde_json::to_string(&self.links.attachments).ok())
+                        .then(|| serde_json::to_string(&self.links.attachments.infos()).ok())
                         .flatten(),
+                    files: self.links.attachments.clone(),
                     started_at,
                     deadline_at: started_at.saturating_add(limit),
                 };

@@ -97,6 +97,9 @@ mod tasks;
 #[path = "tests_responses.rs"]
 mod responses;
 
+#[path = "tests_attachments.rs"]
+mod attachments;
+
 /// A run of `n` panel calls, as its events and its final record.
 struct Fixture {
     request: Arc<Request>,
@@ -249,15 +252,15 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
             follow_up_of: Some("earlier".into()),
             resynthesis_of: None,
             client: Some("alice".into()),
-            attachments: vec![crate::attach::Info {
+            attachments: crate::attach::Attachments::new(vec![crate::attach::Attachment {
                 id: 1,
                 name: "diagram.png".into(),
                 kind: crate::attach::Kind::Image,
                 mime: "image/png".into(),
                 bytes: 41_000,
                 sha256: "ab".repeat(32),
-                url: None,
-            }],
+                body: crate::attach::Body::Base64(Arc::from("AAAA")),
+            }]),
         },
         Duration::from_secs(60),
     );

@@ -1,5 +1,6 @@
 //! How `chorus runs` shows runs in a terminal: one run in full (`show`:
-//! its prompt, calls, answer and notes), and the pieces a listing uses —
+//! its prompt, attachments, calls, answer and notes; `to_json` for
+//! `--json` and `export`), and the pieces a listing uses —
 //! local times, dollars, sizes, the shortest ids that stay apart.
 
 use std::io::Write;
@@ -7,6 +8,7 @@ use std::io::Write;
 use chrono::{Local, TimeZone};
 
 use crate::record::{RunSummary, StoredRun, format_time};
+use crate::store::attachments::Stored;
 
 /// The shortest id prefix that tells the listed runs apart; at least the
 /// time part of a uuid v7 (`0196a1b2-c3d4`), which already tells most apart.
@@ -23,7 +25,12 @@ pub(super) fn short_id_width(runs: &[RunSummary]) -> usize {
         .min(longest)
 }
 
-pub(super) fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()> {
+/// `run` in full; `stored` says what the store holds of each attachment.
+pub(super) fn show(
+    run: &StoredRun,
+    stored: &[Stored],
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     let what = match run.kind {
         Some(kind) => format!("{} · {}", run.pipeline, kind.as_str()),
         None => run.pipeline.clone(),
@@ -68,9 +75,13 @@ pub(super) fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()>
                 .url
                 .clone()
                 .unwrap_or_else(|| crate::text::show_bytes(a.bytes as u64));
+            let held = stored
+                .iter()
+                .find(|s| s.info.id == a.id)
+                .map_or_else(|| "not known".to_owned(), |s| s.held.describe());
             writeln!(
                 out,
-                "  #{} {}  {}  {size}  sha256:{:.12}",
+                "  #{} {}  {}  {size}  sha256:{:.12}  bytes {held}",
                 a.id, a.name, a.mime, a.sha256
             )?;
         }
@@ -150,6 +161,45 @@ pub(super) fn show(run: &StoredRun, out: &mut impl Write) -> std::io::Result<()>
         indented(answer, out)?;
     }
     Ok(())
+}
+
+/// The run as JSON, with its merged web `sources` (rebuilt from its calls'
+/// citations) when it has any, and with each attachment what the store
+/// holds of it (`stored`) and its bytes as base64 (`data`) when read.
+pub(super) fn to_json(run: &StoredRun, stored: &[Stored]) -> String {
+    let mut value = serde_json::to_value(run).unwrap_or_default();
+    if let Some(list) = value
+        .get_mut("attachments")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for (entry, s) in list.iter_mut().zip(stored) {
+            let Some(entry) = entry.as_object_mut() else {
+                continue;
+            };
+            entry.insert(
+                "stored".into(),
+                serde_json::to_value(&s.held).unwrap_or_default(),
+            );
+            if let Some(bytes) = &s.bytes {
+                use base64::Engine;
+                entry.insert(
+                    "data".into(),
+                    base64::engine::general_purpose::STANDARD
+                        .encode(bytes)
+                        .into(),
+                );
+            }
+        }
+    }
+    let calls: Vec<crate::record::CallRecord> = run.calls.iter().map(|c| c.call.clone()).collect();
+    let sources = crate::record::sources::merged(&calls);
+    if let (false, Some(object)) = (sources.is_empty(), value.as_object_mut()) {
+        object.insert(
+            "sources".into(),
+            serde_json::to_value(sources).unwrap_or_default(),
+        );
+    }
+    serde_json::to_string_pretty(&value).unwrap_or_default()
 }
 
 pub(super) fn indented(text: &str, out: &mut impl Write) -> std::io::Result<()> {

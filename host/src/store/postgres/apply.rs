@@ -10,15 +10,17 @@ use crate::plugins::plan_to_value;
 use crate::record::CallRecord;
 use crate::store::event::{Begin, End, Msg, request_json};
 
-/// One transaction for the batch.
+/// One transaction for the batch; attachment bytes kept within
+/// `max_bytes` (`[store] max_bytes`).
 pub async fn transaction(
     client: &mut tokio_postgres::Client,
     batch: &[Msg],
     owner: &str,
+    max_bytes: u64,
 ) -> Result<(), Failure> {
     let tx = client.transaction().await?;
     for msg in batch {
-        apply(&tx, msg, owner).await?;
+        apply(&tx, msg, owner, max_bytes).await?;
     }
     tx.commit().await?;
     Ok(())
@@ -37,9 +39,14 @@ fn big(value: impl TryInto<i64>) -> i64 {
     value.try_into().unwrap_or(i64::MAX)
 }
 
-async fn apply(tx: &Transaction<'_>, msg: &Msg, owner: &str) -> Result<(), Failure> {
+async fn apply(
+    tx: &Transaction<'_>,
+    msg: &Msg,
+    owner: &str,
+    max_bytes: u64,
+) -> Result<(), Failure> {
     match msg {
-        Msg::Begin(begin) => insert_run(tx, begin, owner).await,
+        Msg::Begin(begin) => insert_run(tx, begin, owner, max_bytes).await,
         Msg::Plan { run_id, plan } => {
             tx.execute(
                 "UPDATE runs SET plan = $1 WHERE id = $2",
@@ -81,7 +88,7 @@ async fn apply(tx: &Transaction<'_>, msg: &Msg, owner: &str) -> Result<(), Failu
             at,
             ..
         } => {
-            insert_run(tx, begin, owner).await?;
+            insert_run(tx, begin, owner, max_bytes).await?;
             let run_id = &begin.request.run_id;
             if let Some(plan) = plan {
                 tx.execute(
@@ -148,28 +155,39 @@ async fn apply(tx: &Transaction<'_>, msg: &Msg, owner: &str) -> Result<(), Failu
     }
 }
 
-async fn insert_run(tx: &Transaction<'_>, begin: &Begin, owner: &str) -> Result<(), Failure> {
+/// The run's first row, and its attachments (once: the end of a run whose
+/// start was written finds its row there).
+async fn insert_run(
+    tx: &Transaction<'_>,
+    begin: &Begin,
+    owner: &str,
+    max_bytes: u64,
+) -> Result<(), Failure> {
     let request = &begin.request;
-    tx.execute(
-        "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
+    let inserted = tx
+        .execute(
+            "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
                            follow_up_of, resynthesis_of, owner, client, attachments)
          VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10, $11)
          ON CONFLICT (id) DO NOTHING",
-        &[
-            &request.run_id,
-            &request.pipeline,
-            &begin.started_at,
-            &begin.deadline_at,
-            &text(&request.prompt),
-            &request.options.to_string(),
-            &begin.follow_up_of,
-            &begin.resynthesis_of,
-            &owner,
-            &begin.client,
-            &begin.attachments,
-        ],
-    )
-    .await?;
+            &[
+                &request.run_id,
+                &request.pipeline,
+                &begin.started_at,
+                &begin.deadline_at,
+                &text(&request.prompt),
+                &request.options.to_string(),
+                &begin.follow_up_of,
+                &begin.resynthesis_of,
+                &owner,
+                &begin.client,
+                &begin.attachments,
+            ],
+        )
+        .await?;
+    if inserted > 0 && !begin.files.is_empty() {
+        super::attachments::keep(tx, begin, max_bytes).await?;
+    }
     Ok(())
 }
 

@@ -8,6 +8,7 @@
 //! TLS (see docs/scaling.md).
 
 mod apply;
+mod attachments;
 mod read;
 mod responses;
 mod retention;
@@ -385,6 +386,32 @@ impl Postgres {
     pub fn call_starts(&self, id: &str) -> Result<Vec<(u32, i64)>, StoreError> {
         let id = id.to_owned();
         self.read(move |client| async move { read::call_starts(&**client, &id).await })
+    }
+
+    #[cfg(test)]
+    pub fn attachment_bytes_kept(&self) -> (u64, u64) {
+        let (count, size): (i64, i64) = self
+            .read(|client| async move {
+                let row = client
+                    .query_one(
+                        "SELECT COUNT(*)::BIGINT, COALESCE(SUM(size), 0)::BIGINT FROM attachment_bytes",
+                        &[],
+                    )
+                    .await?;
+                Ok((row.get(0), row.get(1)))
+            })
+            .unwrap();
+        (count as u64, size as u64)
+    }
+
+    /// What the store holds of each attachment of run `id` (in full).
+    pub fn attachment_rows(
+        &self,
+        id: &str,
+        with_bytes: bool,
+    ) -> Result<Vec<super::attachments::Row>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |client| async move { attachments::rows(&**client, &id, with_bytes).await })
     }
 
     pub fn exchanges(&self, id: &str, most: usize) -> Result<Vec<Exchange>, StoreError> {

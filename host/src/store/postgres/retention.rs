@@ -1,11 +1,13 @@
 //! Retention in the PostgreSQL store (what it keeps: `store::retention`),
 //! applied by one instance at a time: a pass that cannot take the advisory
-//! lock leaves the work to the instance that holds it.
+//! lock leaves the work to the instance that holds it. A run's size counts
+//! the attachment bytes it is the newest to refer to; bytes no kept run
+//! refers to are freed.
 
 use tokio_postgres::Client;
 use tokio_postgres::Transaction;
 
-use super::{Failure, LOCK_RETENTION};
+use super::{Failure, LOCK_RETENTION, attachments};
 use crate::store::retention::{Pruned, Retention};
 
 /// A run is live while it is running and its deadline has not passed.
@@ -47,10 +49,12 @@ pub async fn prune(
                  SELECT seq FROM runs
                  WHERE $3::BIGINT IS NOT NULL AND started_at < $1 - $3::BIGINT AND {NOT_LIVE}
                  UNION
-                 SELECT seq FROM (SELECT seq, status, deadline_at,
-                                         SUM(bytes) OVER (ORDER BY seq DESC) AS newer
-                                  FROM runs) t
-                 WHERE newer > $4::BIGINT AND {NOT_LIVE}"
+                 SELECT seq FROM (SELECT r.seq, r.status, r.deadline_at,
+                                         SUM(r.bytes + COALESCE(o.size, 0))
+                                             OVER (ORDER BY r.seq DESC) AS newer
+                                  FROM runs r LEFT JOIN ({owned}) o ON o.seq = r.seq) t
+                 WHERE newer > $4::BIGINT AND {NOT_LIVE}",
+                owned = attachments::OWNED_BYTES
             ),
             &[&now, &max(retention.max_runs), &age, &max(retention.max_bytes)],
         )
@@ -66,6 +70,8 @@ pub async fn prune(
         )
         .await?
         .get(0);
+    let freed = attachments::free(&tx).await?;
+    let attachment_bytes = attachments::total(&tx).await?;
     super::responses::prune(&tx, now).await?;
     let kept = tx
         .query_one(
@@ -77,9 +83,9 @@ pub async fn prune(
     let unsigned = |v: i64| u64::try_from(v).unwrap_or(0);
     Ok(Some(Pruned {
         removed: doomed.len() as u64,
-        removed_bytes: unsigned(removed_bytes),
+        removed_bytes: unsigned(removed_bytes) + unsigned(freed),
         kept: unsigned(kept.get(0)),
-        kept_bytes: unsigned(kept.get(1)),
+        kept_bytes: unsigned(kept.get(1)) + unsigned(attachment_bytes),
     }))
 }
 

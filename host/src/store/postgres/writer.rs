@@ -153,7 +153,14 @@ impl Writer {
         while !self.pending.is_empty() {
             let take = self.pending.len().min(BATCH);
             let batch: Vec<Msg> = self.pending.drain(..take).collect();
-            match transaction(&mut client, &batch, &self.instance).await {
+            match transaction(
+                &mut client,
+                &batch,
+                &self.instance,
+                self.retention.max_bytes,
+            )
+            .await
+            {
                 Ok(()) => self.answer(batch, None),
                 Err(failure) if failure.unreachable() => {
                     for msg in batch.into_iter().rev() {
@@ -165,8 +172,13 @@ impl Writer {
                 // rest are still written.
                 Err(_) => {
                     for (i, msg) in batch.into_iter().enumerate() {
-                        match transaction(&mut client, std::slice::from_ref(&msg), &self.instance)
-                            .await
+                        match transaction(
+                            &mut client,
+                            std::slice::from_ref(&msg),
+                            &self.instance,
+                            self.retention.max_bytes,
+                        )
+                        .await
                         {
                             Ok(()) => self.answer(vec![msg], None),
                             Err(failure) if failure.unreachable() => {

@@ -3,6 +3,7 @@
 //! connection; reads take a connection from a small pool, so concurrent
 //! readers (`resources/read`, `chorus runs`) do not queue behind each other.
 
+mod attachments;
 mod checkpoint;
 pub(super) mod location;
 mod read;
@@ -123,6 +124,15 @@ impl Sqlite {
         self.read(|conn| read::call_starts(conn, id))
     }
 
+    /// What the store holds of each attachment of run `id` (in full).
+    pub fn attachment_rows(
+        &self,
+        id: &str,
+        with_bytes: bool,
+    ) -> Result<Vec<super::attachments::Row>, StoreError> {
+        self.read(|conn| attachments::rows(conn, id, with_bytes))
+    }
+
     pub fn exchanges(&self, id: &str, most: usize) -> Result<Vec<Exchange>, StoreError> {
         self.read(|conn| read::exchanges(conn, id, most))
     }
@@ -226,6 +236,20 @@ impl Sqlite {
         });
         self.readers.give_back(conn);
         outcome
+    }
+
+    #[cfg(test)]
+    pub fn attachment_bytes_kept(&self) -> (u64, u64) {
+        let (count, size): (i64, i64) = self
+            .read(|conn| {
+                conn.query_row(
+                    "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM attachment_bytes",
+                    [],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+            })
+            .unwrap();
+        (count as u64, size as u64)
     }
 
     #[cfg(test)]

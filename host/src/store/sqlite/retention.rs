@@ -1,11 +1,14 @@
 //! Retention in the SQLite store (what it keeps: `store::retention`), and
-//! the size of a run it is measured by. Removing runs frees pages, which
-//! an incremental vacuum gives back to the file system.
+//! the size of a run it is measured by (with the attachment bytes it is
+//! the newest to refer to). Removing runs frees pages, and the bytes of
+//! attachments no kept run refers to; an incremental vacuum gives them
+//! back to the file system.
 
 use std::collections::BTreeSet;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
+use super::attachments;
 use crate::store::retention::{Pruned, Retention};
 
 /// A run is live while it is running and its deadline has not passed.
@@ -47,12 +50,15 @@ pub fn prune(conn: &mut Connection, retention: &Retention, now: i64) -> rusqlite
             age,
         )?;
     }
+    // A run's size counts the attachment bytes it is the newest to refer to.
     collect(
         &format!(
-            "SELECT seq FROM (SELECT seq, status, deadline_at,
-                                     SUM(bytes) OVER (ORDER BY seq DESC) AS newer
-                              FROM runs)
-             WHERE newer > ?2 AND {NOT_LIVE}"
+            "SELECT seq FROM (SELECT r.seq, r.status, r.deadline_at,
+                                     SUM(r.bytes + COALESCE(o.size, 0))
+                                         OVER (ORDER BY r.seq DESC) AS newer
+                              FROM runs r LEFT JOIN ({owned}) o ON o.seq = r.seq)
+             WHERE newer > ?2 AND {NOT_LIVE}",
+            owned = attachments::OWNED_BYTES
         ),
         i64::try_from(retention.max_bytes).unwrap_or(i64::MAX),
     )?;
@@ -66,7 +72,11 @@ pub fn prune(conn: &mut Connection, retention: &Retention, now: i64) -> rusqlite
             .execute([seq])?;
         tx.prepare_cached("DELETE FROM runs WHERE seq = ?1")?
             .execute([seq])?;
+        attachments::unlink(&tx, *seq)?;
     }
+    let freed = attachments::free(&tx)?;
+    removed_bytes += freed;
+    let attachment_bytes = attachments::total(&tx)?;
     super::responses::prune(&tx, now)?;
     let (kept, kept_bytes): (i64, i64) = tx.query_row(
         "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM runs",
@@ -74,14 +84,14 @@ pub fn prune(conn: &mut Connection, retention: &Retention, now: i64) -> rusqlite
         |row| Ok((row.get(0)?, row.get(1)?)),
     )?;
     tx.commit()?;
-    if !doomed.is_empty() {
+    if !doomed.is_empty() || freed > 0 {
         vacuum(conn)?;
     }
     Ok(Pruned {
         removed: doomed.len() as u64,
         removed_bytes,
         kept: u64::try_from(kept).unwrap_or(0),
-        kept_bytes: u64::try_from(kept_bytes).unwrap_or(0),
+        kept_bytes: u64::try_from(kept_bytes).unwrap_or(0) + attachment_bytes,
     })
 }
 

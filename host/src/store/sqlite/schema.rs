@@ -26,6 +26,7 @@ const MIGRATIONS: &[&str] = &[
     V9,
     V10,
     V11,
+    super::attachments::MIGRATION,
 ];
 
 /// Version 1: runs, and the calls of each run.

@@ -140,7 +140,7 @@ impl Writer {
     /// One transaction for the batch. A message that fails is logged and
     /// skipped (its index and error returned); the rest are still written.
     fn transaction(&mut self, batch: &[Msg]) -> Result<Vec<(usize, String)>, String> {
-        transaction(&mut self.conn, &self.path, batch)
+        transaction(&mut self.conn, &self.path, batch, self.retention.max_bytes)
     }
 
     fn prune(&mut self) {
@@ -162,17 +162,19 @@ impl Writer {
 /// skipped (its index and error returned); the rest are still written —
 /// unless SQLite rolled the whole transaction back (a full disk, an I/O
 /// error): then that error is the batch's, and nothing more is tried.
+/// Attachment bytes are kept within `max_bytes` (`[store] max_bytes`).
 pub(super) fn transaction(
     conn: &mut Connection,
     path: &std::path::Path,
     batch: &[Msg],
+    max_bytes: u64,
 ) -> Result<Vec<(usize, String)>, String> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| e.to_string())?;
     let mut errors = Vec::new();
     for (i, msg) in batch.iter().enumerate() {
-        if let Err(e) = apply(&tx, msg) {
+        if let Err(e) = apply(&tx, msg, max_bytes) {
             if tx.is_autocommit() {
                 return Err(format!("{e} (nothing of this batch was written)"));
             }
@@ -184,9 +186,9 @@ pub(super) fn transaction(
     Ok(errors)
 }
 
-fn apply(tx: &Transaction<'_>, msg: &Msg) -> rusqlite::Result<()> {
+fn apply(tx: &Transaction<'_>, msg: &Msg, max_bytes: u64) -> rusqlite::Result<()> {
     match msg {
-        Msg::Begin(begin) => insert_run(tx, begin),
+        Msg::Begin(begin) => insert_run(tx, begin, max_bytes),
         Msg::Plan { run_id, plan } => {
             tx.prepare_cached("UPDATE runs SET plan = ?1 WHERE id = ?2")?
                 .execute(params![plan_to_value(plan).to_string(), run_id])?;
@@ -232,7 +234,7 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> rusqlite::Result<()> {
             at,
             ..
         } => {
-            insert_run(tx, begin)?;
+            insert_run(tx, begin, max_bytes)?;
             let run_id = &begin.request.run_id;
             if let Some(plan) = plan {
                 tx.prepare_cached("UPDATE runs SET plan = ?1 WHERE id = ?2 AND plan IS NULL")?
@@ -298,27 +300,33 @@ fn apply(tx: &Transaction<'_>, msg: &Msg) -> rusqlite::Result<()> {
     }
 }
 
-fn insert_run(tx: &Transaction<'_>, begin: &Begin) -> rusqlite::Result<()> {
+/// The run's first row, and its attachments (once: the end of a run whose
+/// start was written finds its row there).
+fn insert_run(tx: &Transaction<'_>, begin: &Begin, max_bytes: u64) -> rusqlite::Result<()> {
     let request = &begin.request;
-    tx.prepare_cached(
-        "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
                            follow_up_of, resynthesis_of, owner, client, attachments)
          VALUES (?1, ?2, 'running', ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
          ON CONFLICT (id) DO NOTHING",
-    )?
-    .execute(params![
-        request.run_id,
-        request.pipeline,
-        begin.started_at,
-        begin.deadline_at,
-        request.prompt,
-        request.options.to_string(),
-        begin.follow_up_of,
-        begin.resynthesis_of,
-        crate::store::owner::this_process(),
-        begin.client,
-        begin.attachments,
-    ])?;
+        )?
+        .execute(params![
+            request.run_id,
+            request.pipeline,
+            begin.started_at,
+            begin.deadline_at,
+            request.prompt,
+            request.options.to_string(),
+            begin.follow_up_of,
+            begin.resynthesis_of,
+            crate::store::owner::this_process(),
+            begin.client,
+            begin.attachments,
+        ])?;
+    if inserted > 0 && !begin.files.is_empty() {
+        super::attachments::keep(tx, begin, max_bytes)?;
+    }
     Ok(())
 }
 
