@@ -82,6 +82,9 @@ impl Chorus {
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
         let runner = Runner::load(loaded)?;
         let store = Store::open_or_memory(&runner.loaded);
+        if let Some(shared) = store.shared_limits() {
+            runner.llm.share_limits(&shared);
+        }
         let responses = crate::respcache::ResponseCache::of(&runner.loaded.config, &store);
         let runner = runner.with_responses(responses);
         Ok(Self {
