@@ -186,3 +186,93 @@ async fn a_killed_instances_slots_are_freed_with_its_lease() {
     on_a.abort();
     on_b.abort();
 }
+
+/// A client's limits over two instances on one store.
+fn alice_limited(mock: &Mock, url: &str, limits: &str) -> String {
+    team_in(
+        mock,
+        &client("alice", ALICE, limits),
+        &format!("url = \"{url}\""),
+    )
+}
+
+fn tool_call(id: u64, prompt: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": "ask", "arguments": {"prompt": prompt}}})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clients_runs_per_minute_count_on_every_instance() {
+    let Some(cluster) = crate::support::postgres::shared() else {
+        return;
+    };
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer("ok")]);
+    }
+    mock.script(SYNTH, [Step::answer("merged")]);
+    let config = write_config(&alice_limited(
+        &mock,
+        &cluster.database(),
+        "max_runs_per_minute = 2",
+    ));
+    let (a, b) = tokio::join!(instance(&config.path), instance(&config.path));
+    for (id, server) in [(1, &a), (2, &b)] {
+        let response = server
+            .post(Some(ALICE), &tool_call(id, "q"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    // Two runs this minute, one on each: the third is refused on either.
+    for (id, server) in [(3, &a), (4, &b)] {
+        let response = server
+            .post(Some(ALICE), &tool_call(id, "q"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 429);
+        let wait: u64 = response.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=61).contains(&wait), "Retry-After: {wait}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clients_concurrent_runs_count_on_every_instance() {
+    let Some(cluster) = crate::support::postgres::shared() else {
+        return;
+    };
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::Hang]);
+    }
+    let config = write_config(&alice_limited(
+        &mock,
+        &cluster.database(),
+        "max_concurrent_runs = 1",
+    ));
+    let (a, b) = tokio::join!(instance(&config.path), instance(&config.path));
+    let on_a = tokio::spawn(a.post(Some(ALICE), &tool_call(1, "from a")).send());
+    assert!(
+        mock.wait_until(Duration::from_secs(20), |m| m.in_flight() == PANEL.len())
+            .await
+    );
+    let reply = ask(&b, "from b").await;
+    let text = reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        reply["result"]["isError"] == true
+            && text.contains("max_concurrent_runs = 1")
+            && text.contains("instances sharing this store"),
+        "{reply}"
+    );
+    assert!(!mock.requests().iter().any(|r| r.text().contains("from b")));
+    on_a.abort();
+}

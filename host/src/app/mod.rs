@@ -82,8 +82,10 @@ impl Chorus {
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
         let runner = Runner::load(loaded)?;
         let store = Store::open_or_memory(&runner.loaded);
+        let gate = Gate::new();
         if let Some(shared) = store.shared_limits() {
             runner.llm.share_limits(&shared);
+            gate.share(shared);
         }
         let responses = crate::respcache::ResponseCache::of(&runner.loaded.config, &store);
         let runner = runner.with_responses(responses);
@@ -91,7 +93,7 @@ impl Chorus {
             current: watch::Sender::new(Arc::new(runner)),
             store,
             metrics: Metrics::new(),
-            gate: Gate::new(),
+            gate,
             reloading: tokio::sync::Mutex::new(()),
             moved: watch::Sender::new(0),
         })
@@ -291,7 +293,7 @@ impl Chorus {
 
     /// `client`'s pass for one run, or why it has none.
     async fn admit(&self, client: &Arc<Client>, worst: Option<f64>) -> Result<Pass, String> {
-        if !client.limits.has_budget() {
+        if !client.limits.has_budget() && !self.gate.asks_shared(client) {
             // Nothing to read from the store: decided here and now.
             return self.gate.admit(client, &self.store, worst);
         }
