@@ -121,7 +121,11 @@ async fn a_429_seen_by_one_instance_holds_back_the_others() {
         mock.script(model, [Step::rate_limited("2"), Step::answer("ok")]);
     }
     mock.script(SYNTH, [Step::answer("merged")]);
-    let config = write_config(&on_store(&mock, &cluster.database(), ""));
+    // Retry-After is honoured up to max_backoff (the tests' is 200 ms).
+    let config = write_config(
+        &on_store(&mock, &cluster.database(), "")
+            .replace("max_backoff = \"200ms\"", "max_backoff = \"5s\""),
+    );
     let (a, b) = tokio::join!(instance(&config.path), instance(&config.path));
     let first = tokio::spawn(async move { ask(&a, "from a").await });
     assert!(

@@ -289,8 +289,9 @@ impl ProviderClient {
             Err(e) => {
                 if e.failure.kind == FailureKind::RateLimited {
                     permit.rate_limited();
-                    self.limiter
-                        .rate_limited(e.retry_after.unwrap_or(self.retry.initial_backoff));
+                    // As a retry's wait: never longer than max_backoff.
+                    let wait = e.retry_after.unwrap_or(self.retry.initial_backoff);
+                    self.limiter.rate_limited(wait.min(self.retry.max_backoff));
                 }
                 // Refused before streaming: no tokens spent. Having
                 // streamed, its worst case stays counted.
