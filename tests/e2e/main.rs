@@ -45,6 +45,7 @@ mod schema;
 mod secrets;
 mod selectors;
 mod serving;
+mod shared_limits;
 mod sign_in;
 mod stragglers;
 mod strategies;

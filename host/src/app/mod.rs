@@ -83,6 +83,11 @@ impl Chorus {
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
         let runner = Runner::load(loaded)?;
         let store = Store::open_or_memory(&runner.loaded);
+        let gate = Gate::new();
+        if let Some(shared) = store.shared_limits() {
+            runner.llm.share_limits(&shared);
+            gate.share(shared);
+        }
         let responses = crate::respcache::ResponseCache::of(&runner.loaded.config, &store);
         let runner = runner.with_responses(responses);
         let metrics = Metrics::new(store.write_lag().as_ref());
@@ -90,7 +95,7 @@ impl Chorus {
             current: watch::Sender::new(Arc::new(runner)),
             store,
             metrics,
-            gate: Gate::new(),
+            gate,
             reloading: tokio::sync::Mutex::new(()),
             moved: watch::Sender::new(0),
         })
@@ -304,7 +309,7 @@ impl Chorus {
 
     /// `client`'s pass for one run, or why it has none.
     async fn admit(&self, client: &Arc<Client>, worst: Option<f64>) -> Result<Pass, String> {
-        if !client.limits.has_budget() {
+        if !client.limits.has_budget() && !self.gate.asks_shared(client) {
             // Nothing to read from the store: decided here and now.
             return self.gate.admit(client, &self.store, worst);
         }

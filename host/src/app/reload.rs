@@ -85,6 +85,9 @@ impl Chorus {
                 }));
             }
         };
+        if let Some(shared) = self.store.shared_limits() {
+            runner.llm.share_limits(&shared);
+        }
         let responses = crate::respcache::ResponseCache::of(&runner.loaded.config, &self.store);
         let runner = runner.with_responses(responses);
         let changes = changes(&previous, &runner);

@@ -1,6 +1,8 @@
 //! A client's limits, held before any model is called: its runs per minute
-//! (counted per process, answered with HTTP 429 by `mcp::http`), its runs
-//! in progress at once (per process), and its spend per UTC day and month
+//! (answered with HTTP 429 by `mcp::http`) and its runs in progress at
+//! once — per process, or across every instance on a PostgreSQL store
+//! when it is given one (`share`; per process again while it cannot be
+//! reached) — and its spend per UTC day and month
 //! (in the store, so every instance sharing it holds the same sums: see
 //! `store::spend`). A run is admitted by reserving its worst case (its cost
 //! ceiling, `max_cost_usd`); when it ends, its cost replaces that.
@@ -12,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::client::Client;
+use crate::llm::limits::{Kind, Shared};
 use crate::record::show_usd;
 use crate::store::{Ask, Store, Verdict, now_ms};
 
@@ -19,6 +22,18 @@ use crate::store::{Ask, Store, Verdict, now_ms};
 #[derive(Default)]
 pub struct Gate {
     clients: Mutex<HashMap<String, Local>>,
+    /// Where instances count these limits together, if anywhere.
+    shared: std::sync::OnceLock<Arc<dyn Shared>>,
+}
+
+/// The scope of a client's limits among the shared ones.
+fn scope(client: &Client) -> String {
+    format!("client:{}", client.name)
+}
+
+/// The shared limits failed: these are counted here for now.
+fn fell_back(client: &Client, why: &str) {
+    tracing::warn!(client = %client.name, "the client limits shared with other instances cannot be reached ({why}): this instance counts its own runs");
 }
 
 #[derive(Default)]
@@ -38,11 +53,44 @@ pub struct Pass {
     client: String,
     counted: bool,
     reservation: Option<(Store, String)>,
+    /// Its run slot among the shared ones: where to give it back.
+    shared_slot: Option<(Arc<dyn Shared>, String)>,
 }
 
 impl Gate {
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
+    }
+
+    /// Counts the clients' runs per minute and runs in progress in
+    /// `shared` too, from now on (once).
+    pub fn share(&self, shared: Arc<dyn Shared>) {
+        let _ = self.shared.set(shared);
+    }
+
+    /// Whether admitting a run of `client` may ask the shared limits
+    /// (a blocking call: see `admit`).
+    pub fn asks_shared(&self, client: &Client) -> bool {
+        self.shared.get().is_some() && client.limits.concurrent_runs.is_some()
+    }
+
+    /// `per_minute`, counted across instances when shared (the local
+    /// count when the shared one cannot be read).
+    pub async fn per_minute_shared(&self, client: &Client) -> Result<(), Duration> {
+        let (Some(shared), Some(limit)) = (self.shared.get(), client.limits.runs_per_minute) else {
+            return self.per_minute(client);
+        };
+        match shared
+            .take(&scope(client), Kind::Requests, 1, 0, u64::from(limit))
+            .await
+        {
+            Ok(taken) if taken.granted >= 1 => Ok(()),
+            Ok(taken) => Err(taken.retry_in.max(Duration::from_secs(1))),
+            Err(e) => {
+                fell_back(client, &e);
+                self.per_minute(client)
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Local>> {
@@ -87,6 +135,7 @@ impl Gate {
             client: client.name.clone(),
             counted: false,
             reservation: None,
+            shared_slot: None,
         };
         if let Some(limit) = client.limits.concurrent_runs {
             let mut clients = self.lock();
@@ -100,6 +149,29 @@ impl Gate {
             }
             local.running += 1;
             pass.counted = true;
+            drop(clients);
+            if let Some(shared) = self.shared.get() {
+                let scope = scope(client);
+                match futures::executor::block_on(shared.take(
+                    &scope,
+                    Kind::Concurrency,
+                    1,
+                    0,
+                    u64::from(limit),
+                )) {
+                    Ok(taken) if taken.granted >= 1 => {
+                        pass.shared_slot = Some((shared.clone(), taken.hold));
+                    }
+                    Ok(_) => {
+                        return Err(format!(
+                            "client `{}` already has {limit} runs in progress on the instances sharing this store, its limit (max_concurrent_runs = {limit}); \
+                             try again when one has finished",
+                            client.name
+                        ));
+                    }
+                    Err(e) => fell_back(client, &e),
+                }
+            }
         }
         if !client.limits.has_budget() {
             return Ok(pass);
@@ -160,6 +232,10 @@ impl Pass {
 
 impl Drop for Pass {
     fn drop(&mut self) {
+        if let Some((shared, hold)) = self.shared_slot.take() {
+            // Runs on the store's own runtime, whether awaited or not.
+            drop(shared.adjust(&hold, -1));
+        }
         if self.counted {
             let mut clients = self.gate.lock();
             if let Some(local) = clients.get_mut(&self.client) {

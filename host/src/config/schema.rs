@@ -242,6 +242,15 @@ pub struct Provider {
     /// Requests in flight to this provider at once, across all runs.
     #[serde(default = "defaults::max_concurrency")]
     pub max_concurrency: usize,
+    /// Requests sent to this provider in any 60 s, across all runs (and
+    /// all instances on one PostgreSQL store). Unset: no such limit.
+    #[serde(default)]
+    pub requests_per_minute: Option<u64>,
+    /// Tokens (prompt + answer) in any 60 s: each request reserves its
+    /// worst case (prompt estimate + max_tokens) and settles with its
+    /// usage. Unset: no such limit.
+    #[serde(default)]
+    pub tokens_per_minute: Option<u64>,
     /// Establishing the TCP (and TLS) connection.
     #[serde(default = "defaults::connect_timeout", with = "humantime_serde")]
     pub connect_timeout: Duration,

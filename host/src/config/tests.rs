@@ -137,6 +137,22 @@ fn semantic_errors_name_the_key_and_what_is_valid() {
             "must be from 1 to 1024, got 0",
         ),
         (
+            MINIMAL.replace(
+                "base_url = \"http://127.0.0.1:9/v1\"",
+                "base_url = \"http://127.0.0.1:9/v1\"\nrequests_per_minute = 0",
+            ),
+            "providers.p.requests_per_minute",
+            "must be from 1 to 1000000000, got 0 (leave it out for no limit)",
+        ),
+        (
+            MINIMAL.replace(
+                "base_url = \"http://127.0.0.1:9/v1\"",
+                "base_url = \"http://127.0.0.1:9/v1\"\ntokens_per_minute = 2000000000",
+            ),
+            "providers.p.tokens_per_minute",
+            "must be from 1 to 1000000000, got 2000000000",
+        ),
+        (
             format!("{MINIMAL}\n[http]\ndrain_seconds = 7200\n"),
             "http.drain_seconds",
             "must be from 0 to 3600, got 7200",

@@ -246,6 +246,8 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
             1,
             MAX_CONCURRENCY,
         )?;
+        per_minute(&key("requests_per_minute"), p.requests_per_minute)?;
+        per_minute(&key("tokens_per_minute"), p.tokens_per_minute)?;
         if p.retry.max_attempts == 0 || p.retry.max_attempts > MAX_ATTEMPTS {
             return Err((
                 key("retry.max_attempts"),
@@ -551,6 +553,21 @@ fn search_results(key: &str, value: Option<u32>) -> Result<(), Invalid> {
     match value {
         Some(n) => count(key, n as usize, 1, MAX_SEARCH_RESULTS),
         None => Ok(()),
+    }
+}
+
+/// The most a `*_per_minute` limit may be (a billion: beyond any
+/// provider's, and far from overflowing the counts).
+const MAX_PER_MINUTE: u64 = 1_000_000_000;
+
+/// A provider's requests or tokens per minute: from 1 up, when set.
+fn per_minute(key: &str, value: Option<u64>) -> Result<(), Invalid> {
+    match value {
+        Some(n) if n == 0 || n > MAX_PER_MINUTE => Err((
+            key.into(),
+            format!("must be from 1 to {MAX_PER_MINUTE}, got {n} (leave it out for no limit)"),
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 use url::Url;
 
 use super::http::{self, Auth, KeyProblem};
+use super::limits::{Limiter, Shared};
 use super::queue::{PermitQueue, Priority};
 use super::secret::Scrubber;
 use super::timeouts::{Limits, Watch};
@@ -65,6 +66,9 @@ pub struct ProviderClient {
     auth: Auth,
     scrubber: Scrubber,
     permits: PermitQueue,
+    /// Requests and tokens per minute, the 429 backoff, and (shared) the
+    /// concurrency across instances.
+    limiter: Limiter,
     limits: Limits,
     retry: Retry,
     stream: bool,
@@ -157,6 +161,7 @@ impl ProviderClient {
             scrubber: auth.scrubber(),
             auth,
             permits: PermitQueue::new(config.max_concurrency),
+            limiter: Limiter::new(name, config),
             limits: Limits::of(name, config),
             retry: config.retry.clone(),
             stream: config.stream,
@@ -183,15 +188,22 @@ impl ProviderClient {
         self.stream
     }
 
+    /// Counts this provider's limits in `shared` too (every instance on it).
+    pub fn share_limits(&self, shared: std::sync::Arc<dyn Shared>) {
+        self.limiter.share(shared);
+    }
+
     /// Sends `body`, retrying as configured, each attempt waiting its turn
     /// for a permit by the call's priority, counting each attempt in
     /// `hooks.attempts` as it starts (so a caller that gives up early still
     /// knows), and what each failed attempt had streamed (billed, but in no
-    /// usage).
+    /// usage). `worst_tokens` (prompt estimate + max_tokens) is what each
+    /// attempt reserves of `tokens_per_minute` until its usage is known.
     pub async fn send(
         &self,
         body: Bytes,
         model: &str,
+        worst_tokens: u64,
         hooks: &CallHooks<'_>,
     ) -> Result<Reply, Failure> {
         let (on_tokens, attempts) = (hooks.on_tokens, hooks.attempts);
@@ -215,7 +227,7 @@ impl ProviderClient {
                 streamed.store(tokens, Ordering::Relaxed);
                 on_tokens(before.saturating_add(tokens));
             };
-            let outcome = self.attempt(&body, model, &on, hooks).await;
+            let outcome = self.attempt(&body, model, worst_tokens, &on, hooks).await;
             let streamed = streamed.load(Ordering::Relaxed);
             if outcome.is_err() && streamed > 0 {
                 attempts.lost_tokens.fetch_add(streamed, Ordering::Relaxed);
@@ -246,6 +258,7 @@ impl ProviderClient {
         &self,
         body: &Bytes,
         model: &str,
+        worst_tokens: u64,
         on_tokens: OnTokens<'_>,
         hooks: &CallHooks<'_>,
     ) -> Result<Reply, AttemptError> {
@@ -259,12 +272,35 @@ impl ProviderClient {
                 permit
             }
         };
-        let outcome = self.attempt_raw(body, model, on_tokens).await;
+        let mut ticket = self.limiter.admit(worst_tokens, hooks.attempts).await;
+        let streamed = AtomicU32::new(0);
+        let on = |tokens: u32| {
+            streamed.store(tokens, Ordering::Relaxed);
+            on_tokens(tokens);
+        };
+        let outcome = self.attempt_raw(body, model, &on).await;
         match &outcome {
-            Ok(_) => permit.succeeded(),
-            Err(e) if e.failure.kind == FailureKind::RateLimited => permit.rate_limited(),
-            Err(_) => {}
+            Ok((reply, _)) => {
+                permit.succeeded();
+                ticket.settle(reply.usage.as_ref().map(|u| {
+                    u64::from(u.prompt_tokens).saturating_add(u64::from(u.completion_tokens))
+                }));
+            }
+            Err(e) => {
+                if e.failure.kind == FailureKind::RateLimited {
+                    permit.rate_limited();
+                    // As a retry's wait: never longer than max_backoff.
+                    let wait = e.retry_after.unwrap_or(self.retry.initial_backoff);
+                    self.limiter.rate_limited(wait.min(self.retry.max_backoff));
+                }
+                // Refused before streaming: no tokens spent. Having
+                // streamed, its worst case stays counted.
+                if streamed.load(Ordering::Relaxed) == 0 {
+                    ticket.settle(Some(0));
+                }
+            }
         }
+        drop(ticket);
         drop(permit);
         match outcome {
             Ok((reply, first_token)) => {

@@ -7,6 +7,7 @@
 mod catalog;
 mod client;
 mod http;
+pub mod limits;
 mod queue;
 mod search;
 mod secret;
@@ -282,6 +283,14 @@ impl Llm {
         )
     }
 
+    /// Counts every provider's limits in `shared` too, so that they hold
+    /// across the instances that share it.
+    pub fn share_limits(&self, shared: &Arc<dyn limits::Shared>) {
+        for provider in self.providers.values() {
+            provider.share_limits(shared.clone());
+        }
+    }
+
     /// Where a provider is, as `host:port` (for first-contact messages).
     pub fn host_of(&self, provider: &str) -> Option<String> {
         self.providers
@@ -467,10 +476,15 @@ impl Llm {
                 let search = self.search_plan(&request.model, hooks.search);
                 let searching = search::merged(provider.extra_body(), &search);
                 let extra = searching.as_ref().unwrap_or(provider.extra_body());
+                let worst_tokens = estimate_prompt_tokens(request).saturating_add(u64::from(
+                    self.max_tokens(request)
+                        .or(info.max_output_tokens)
+                        .unwrap_or(UNBOUNDED_ANSWER_TOKENS),
+                ));
                 let send = |format: FormatSent| {
                     let body =
                         wire::request_body(request, extra, params, provider.streams(), format);
-                    provider.send(Bytes::from(body), &request.model, hooks)
+                    provider.send(Bytes::from(body), &request.model, worst_tokens, hooks)
                 };
                 let outcome = match wire::forced_format(params) {
                     Some(forced) => send(forced).await.map(|r| r.sent(forced)),
@@ -517,6 +531,11 @@ impl Llm {
 fn refuses_format(failure: &Failure) -> bool {
     failure.kind == FailureKind::HttpStatus && matches!(failure.status, Some(400 | 404 | 422))
 }
+
+/// What a request with no `max_tokens` (and a model with no known
+/// `max_output_tokens`) reserves of its provider's `tokens_per_minute`
+/// for its answer until its usage is known.
+pub const UNBOUNDED_ANSWER_TOKENS: u32 = 4096;
 
 /// Rough tokens of a text: four bytes a token, as OpenAI's rule of thumb.
 pub fn estimate_tokens(text: &str) -> u64 {

@@ -338,6 +338,18 @@ impl Store {
         }
     }
 
+    /// Limits (providers', clients') counted across every instance on
+    /// this store: PostgreSQL's; `None` for SQLite or memory (one process
+    /// counts its own).
+    pub fn shared_limits(&self) -> Option<Arc<dyn crate::llm::limits::Shared>> {
+        match &self.backend {
+            Backend::Postgres(pg) => pg
+                .shared_limits()
+                .map(|s| Arc::new(s) as Arc<dyn crate::llm::limits::Shared>),
+            _ => None,
+        }
+    }
+
     /// Where runs are kept, for messages.
     pub fn describe(&self) -> String {
         match &self.backend {

@@ -131,15 +131,20 @@ const RATE_LIMITED: i64 = -32029;
 /// The middleware: a `tools/call` past its client's `max_runs_per_minute`
 /// is answered 429 with `Retry-After`, before MCP reads it.
 pub async fn per_minute(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
-    let over = match (
+    let asked = match (
         request.extensions().get::<ToolCall>(),
         request.extensions().get::<Arc<Client>>(),
     ) {
-        (Some(call), Some(client)) => gate
-            .per_minute(client)
-            .err()
-            .map(|wait| (call.id.clone(), client.clone(), wait)),
+        (Some(call), Some(client)) => Some((call.id.clone(), client.clone())),
         _ => None,
+    };
+    let over = match asked {
+        Some((id, client)) => gate
+            .per_minute_shared(&client)
+            .await
+            .err()
+            .map(|wait| (id, client, wait)),
+        None => None,
     };
     let Some((id, client, wait)) = over else {
         return next.run(request).await;

@@ -9,6 +9,7 @@
 
 mod apply;
 mod attachments;
+pub mod limits;
 mod read;
 mod responses;
 mod retention;
@@ -324,6 +325,16 @@ impl Postgres {
         }
     }
 
+    /// The limits shared with the other instances on this database.
+    pub fn shared_limits(&self) -> Option<limits::SharedLimits> {
+        Some(limits::SharedLimits {
+            pool: self.pool.clone(),
+            runtime: self.runtime.as_ref()?.handle().clone(),
+            instance: self.instance.clone(),
+            shown: self.shown.clone(),
+        })
+    }
+
     /// Why the database is unreachable, as the writer last found it.
     pub fn down(&self) -> Option<String> {
         self.health.down()
@@ -561,13 +572,17 @@ pub fn probe(target: Target) -> String {
             "{shown} (PostgreSQL) — schema version {found} is NEWER than this chorus knows ({}): upgrade chorus",
             schema::version()
         ),
-        Ok(Some(found)) => format!("{shown} (PostgreSQL, reachable, schema version {found})"),
+        Ok(Some(found)) => format!(
+            "{shown} (PostgreSQL, reachable, schema version {found}; provider limits shared by its instances)"
+        ),
         Ok(None) => format!("{shown} (PostgreSQL, reachable; its tables are made on first use)"),
         Err(e) => format!(
-            "{shown} (PostgreSQL) — UNREACHABLE: {e}; runs would be kept in memory until it is back"
+            "{shown} (PostgreSQL) — UNREACHABLE: {e}; runs would be kept in memory until it is back, and provider limits counted per instance"
         ),
     }
 }
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_limits;

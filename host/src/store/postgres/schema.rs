@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     V7,
     V8,
     super::attachments::MIGRATION,
+    V10,
 ];
 
 /// Version 1: runs and their calls, as the SQLite store keeps them (texts
@@ -159,6 +160,29 @@ CREATE TABLE response_cache (
     expires_at BIGINT NOT NULL
 );
 CREATE INDEX response_cache_by_expiry ON response_cache (expires_at);
+"#;
+
+/// Version 10 (after 9, the attachment bytes): limits
+/// shared by the instances on this database (`postgres/limits.rs`).
+/// `limit_holds`: what each instance holds of a scope's limit — its
+/// concurrency slots (one row per scope and instance, counted while the
+/// instance's lease lives), or an amount of requests or tokens taken at
+/// `at` (counted for a minute and the batch's life). `limit_backoff`: when
+/// a scope may be sent to again after a 429.
+const V10: &str = r#"
+CREATE TABLE limit_holds (
+    id       TEXT PRIMARY KEY,
+    scope    TEXT NOT NULL,
+    kind     TEXT NOT NULL,                 -- concurrency, requests, tokens
+    instance TEXT NOT NULL,
+    amount   BIGINT NOT NULL,
+    at       BIGINT NOT NULL                -- unix ms, the database's clock
+);
+CREATE INDEX limit_holds_by_scope ON limit_holds (scope, kind, at);
+CREATE TABLE limit_backoff (
+    scope TEXT PRIMARY KEY,
+    until BIGINT NOT NULL                   -- unix ms, the database's clock
+);
 "#;
 
 /// The schema version this chorus writes.
