@@ -31,6 +31,10 @@ impl Extractor for Carrier<'_> {
 /// when there is no `traceparent` or it is not a valid one.
 pub fn parent(traceparent: Option<&str>, tracestate: Option<&str>) -> Option<Context> {
     let traceparent = traceparent?.trim();
+    if !well_formed(traceparent) {
+        tracing::debug!(traceparent, "ignored a malformed traceparent");
+        return None;
+    }
     let carrier = Carrier {
         traceparent,
         tracestate,
@@ -42,6 +46,24 @@ pub fn parent(traceparent: Option<&str>, tracestate: Option<&str>) -> Option<Con
         tracing::debug!(traceparent, "ignored a malformed traceparent");
         None
     }
+}
+
+/// `version-traceid-spanid-flags` in lowercase hex of 2, 32, 16 and 2
+/// digits, as W3C Trace Context writes it (the SDK's parser takes shorter
+/// ids); a later version may add fields after these.
+fn well_formed(traceparent: &str) -> bool {
+    let parts: Vec<&str> = traceparent.split('-').collect();
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    parts.len() >= 4
+        && hex(parts[0], 2)
+        && (parts[0] != "00" || parts.len() == 4)
+        && hex(parts[1], 32)
+        && hex(parts[2], 16)
+        && hex(parts[3], 2)
 }
 
 #[cfg(test)]
@@ -75,6 +97,8 @@ mod tests {
             &format!("00-{TRACE}-0000000000000000-01"),
             &format!("ff-{TRACE}-{SPAN}-01"),
             &format!("00-{}-{SPAN}-01", &TRACE[1..]),
+            &format!("00-{}-{SPAN}-01", TRACE.to_uppercase()),
+            &format!("00-{TRACE}-{SPAN}-01-extra"),
         ] {
             assert!(parent(Some(bad), None).is_none(), "{bad}");
         }
