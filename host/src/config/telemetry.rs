@@ -55,7 +55,41 @@ pub(super) fn check(config: &Config) -> Result<(), (String, String)> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::otlp_url;
+    use crate::config::Loaded;
+
+    fn parse(telemetry: &str) -> Result<Loaded, crate::config::ConfigError> {
+        let text = format!(
+            "{}\n[telemetry]\n{telemetry}\n",
+            crate::config::tests::MINIMAL
+        );
+        Loaded::parse(&text, "test.toml", PathBuf::from("."))
+    }
+
+    #[test]
+    fn the_telemetry_section_is_read_and_checked() {
+        let loaded = parse("otlp_endpoint = \"http://c:4318\"\ncapture_content = true").unwrap();
+        let telemetry = &loaded.config.telemetry;
+        assert_eq!(telemetry.otlp_endpoint.as_deref(), Some("http://c:4318"));
+        assert!(telemetry.capture_content);
+        assert!(
+            !Loaded::parse(crate::config::tests::MINIMAL, "t", PathBuf::from("."))
+                .unwrap()
+                .config
+                .telemetry
+                .capture_content
+        );
+        let error = parse("otlp_endpoint = \"c:4318\"").unwrap_err();
+        assert_eq!(error.key, "telemetry.otlp_endpoint");
+        assert!(
+            error.to_string().contains("http://localhost:4318"),
+            "{error}"
+        );
+        let error = parse("endpoint = \"http://c:4318\"").unwrap_err();
+        assert!(error.to_string().contains("endpoint"), "{error}");
+    }
 
     #[test]
     fn an_otlp_endpoint_is_an_http_url_with_a_host() {
