@@ -109,7 +109,6 @@ impl RunTrace {
                 span.set_status(Status::error(error.to_string()));
             }
         }
-        drop(span);
         state.close();
     }
 }
