@@ -2,9 +2,10 @@
 //! answers, with the strategy decisions made by WebAssembly plugins.
 //!
 //! Dependencies point one way:
-//! `cli`/`mcp`/`web` -> `app` -> {`pipeline`, `store`, `metrics`, `budget`};
-//! `budget` -> `store`; `store` and
-//! `metrics` watch `pipeline`'s events;
+//! `cli`/`mcp`/`web` -> `app` -> {`pipeline`, `store`, `metrics`,
+//! `telemetry`, `budget`}; `budget` -> `store`; `store`, `metrics` and
+//! `telemetry` watch `pipeline`'s events (`telemetry` names models'
+//! providers and runs' failures as `metrics` does);
 //! `pipeline` -> {`plugins`, `llm`} -> `config`; everything may use `record`,
 //! the leaf that describes a run, `client`, the leaf that says who asks,
 //! and `text`, the leaf that cuts strings.
@@ -24,5 +25,6 @@ pub mod plugins;
 pub mod record;
 pub mod respcache;
 pub mod store;
+pub mod telemetry;
 pub mod text;
 pub mod web;

@@ -54,6 +54,7 @@ mod tasks;
 mod teams;
 mod timeouts;
 mod toolchains;
+mod traces;
 mod upstream;
 mod viewer;
 mod web_search;

@@ -26,10 +26,11 @@ use tokio::sync::watch;
 use crate::budget::{Gate, Pass};
 use crate::client::Client;
 use crate::config::{ConfigError, Loaded};
-use crate::metrics::{Flight, Metrics};
+use crate::metrics::{Flight, Metrics, ProviderOf};
 use crate::pipeline::{Merger, Progress, Question, RunError, Runner, events, options};
 use crate::record::{RunRecord, StoredRun};
 use crate::store::{CallLookup, Links, Lookup, Page, Query, Recorder, Store, StoreError};
+use crate::telemetry::{RunTrace, Telemetry};
 
 /// The log target of the audit lines: one per run, one per refused HTTP
 /// request; on by default when serving.
@@ -68,6 +69,8 @@ pub struct Chorus {
     pub store: Store,
     /// What runs and calls did, for `/metrics`.
     pub metrics: Arc<Metrics>,
+    /// Runs as OpenTelemetry traces, when `[telemetry]` says where to.
+    pub telemetry: Telemetry,
     /// Each client's runs per minute, runs in progress and budgets.
     pub gate: Arc<Gate>,
     /// One reload at a time.
@@ -78,9 +81,11 @@ pub struct Chorus {
 }
 
 impl Chorus {
-    /// Builds everything a configuration describes: providers, plugins, and
-    /// the run store (in memory, said in the log, if its file cannot be opened).
+    /// Builds everything a configuration describes: providers, plugins, the
+    /// run store (in memory, said in the log, if its file cannot be opened)
+    /// and the trace exporter.
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
+        let telemetry = Telemetry::start(&loaded)?;
         let runner = Runner::load(loaded)?;
         let store = Store::open_or_memory(&runner.loaded);
         let gate = Gate::new();
@@ -95,6 +100,7 @@ impl Chorus {
             current: watch::Sender::new(Arc::new(runner)),
             store,
             metrics,
+            telemetry,
             gate,
             reloading: tokio::sync::Mutex::new(()),
             moved: watch::Sender::new(0),
@@ -291,8 +297,11 @@ impl Chorus {
             .map_err(|why| self.refused(client, name, why))?;
         let runner = self.runner();
         let flight = self.metrics.run(name);
+        let trace = self
+            .telemetry
+            .run(name, &client.name, providers_of(&runner));
         let mut recorder = self.store.recorder(links, runner.time_limit(name));
-        let progress = self.watched(&recorder, progress, &client.name, &runner);
+        let progress = self.watched(&recorder, progress, &client.name, &runner, trace.as_ref());
         let outcome = run(runner, progress).await;
         let cost = match &outcome {
             Ok(record) => Some(record.usage.cost_usd),
@@ -303,7 +312,7 @@ impl Chorus {
             Err(_) => Some(0.0),
         };
         tokio::task::spawn_blocking(move || pass.settle(cost));
-        self.keep(&client.name, &mut recorder, flight, outcome)
+        self.keep(&client.name, &mut recorder, (flight, trace), outcome)
             .await
     }
 
@@ -359,36 +368,40 @@ impl Chorus {
             .map_err(|e| StoreError::Unavailable(e.to_string()))?
     }
 
-    /// `progress`, and the store, the metrics and the viewer's live pages
-    /// watching the run too.
+    /// `progress`, and the store, the metrics, the viewer's live pages and
+    /// the run's trace (if any) watching the run too.
     fn watched(
         &self,
         recorder: &Recorder,
         progress: Progress,
         client: &str,
         runner: &Runner,
+        trace: Option<&RunTrace>,
     ) -> Progress {
-        let llm = runner.llm.clone();
-        let provider_of = Arc::new(move |model: &str| llm.model(model).map(|m| m.provider));
-        events::fan(vec![
+        let mut watchers = vec![
             recorder.watcher(),
-            self.metrics.watcher(client, provider_of),
+            self.metrics.watcher(client, providers_of(runner)),
             self.mover(),
-            progress,
-        ])
+        ];
+        watchers.extend(trace.map(RunTrace::watcher));
+        watchers.push(progress);
+        events::fan(watchers)
     }
 
-    /// Records the run's end (in the store and the metrics); a run the
-    /// store could not keep says so.
+    /// Records the run's end (in the store, the metrics and its trace); a
+    /// run the store could not keep says so.
     async fn keep(
         &self,
         client: &str,
         recorder: &mut Recorder,
-        flight: Flight,
+        (flight, trace): (Flight, Option<RunTrace>),
         outcome: Result<RunRecord, RunError>,
     ) -> Result<Arc<RunRecord>, RunError> {
         let outcome = outcome.map(Arc::new);
         flight.end(&outcome);
+        if let Some(trace) = trace {
+            trace.end(&outcome);
+        }
         audit(client, recorder.run_id(), &outcome);
         let written = recorder
             .finish(outcome.as_ref().map_err(ToString::to_string))
@@ -427,6 +440,12 @@ impl Chorus {
             .dry_run(pipeline, question, options, progress)
             .await
     }
+}
+
+/// Which provider serves each model of `runner`'s configuration.
+fn providers_of(runner: &Runner) -> ProviderOf {
+    let llm = runner.llm.clone();
+    Arc::new(move |model: &str| llm.model(model).map(|m| m.provider))
 }
 
 /// A run's worst-case cost: its ceiling, `limits.max_cost_usd` lowered by

@@ -169,6 +169,11 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<String> {
         changed.push("[store]".to_owned());
         new.store = old.store.clone();
     }
+    // The exporter is started once, with the process.
+    if new.telemetry != old.telemetry {
+        changed.push("[telemetry]".to_owned());
+        new.telemetry = old.telemetry.clone();
+    }
     let (old, new) = (&old.limits, &mut new.limits);
     let mut keep = |key: &str, differs: bool| {
         if differs {

@@ -292,7 +292,11 @@ impl Renderer {
                 finished(&mut state, &call)
             }
             Event::Note { plugin, message } => format!("  · {plugin}: {message}"),
-            Event::Started(_) | Event::Planned(_) | Event::CallQueued { .. } => return,
+            Event::Started(_)
+            | Event::Planned(_)
+            | Event::CallQueued { .. }
+            | Event::PluginCalled { .. }
+            | Event::PluginReturned { .. } => return,
         };
         if state.status_line {
             eprint!("\r\x1b[K");

@@ -167,6 +167,11 @@ fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<bool> {
     writeln!(out, "store: {}", crate::store::probe(&chorus.loaded))?;
     writeln!(
         out,
+        "telemetry: {}",
+        crate::telemetry::describe(&chorus.loaded)
+    )?;
+    writeln!(
+        out,
         "response cache: {}",
         crate::respcache::ResponseCache::describe(&chorus.loaded.config)
     )?;

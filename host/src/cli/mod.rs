@@ -143,6 +143,8 @@ pub fn main() -> ExitCode {
             Command::Plugin(command) => plugin::run(command),
         }
     });
+    // Spans still queued are sent (within a bound) before the runtime goes.
+    runtime.block_on(crate::telemetry::flush());
     // Do not wait for blocking threads: one may still be parked reading a
     // stdin that the client never closed (after it closed our stdout).
     runtime.shutdown_background();

@@ -13,6 +13,7 @@ mod origin;
 mod overrides;
 mod schema;
 mod search;
+mod telemetry;
 mod validate;
 
 use std::fmt;
@@ -30,6 +31,7 @@ pub use overrides::{
 };
 pub use schema::*;
 pub use search::{SearchContext, SearchStyle};
+pub use telemetry::{Telemetry, otlp_url};
 pub use validate::{BUILTIN_OPTIONS, FORBIDDEN_HEADERS, RESERVED_TOOLS, check_option, integral};
 
 /// The default configuration compiled into the binary: the repository's

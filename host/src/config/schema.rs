@@ -31,6 +31,9 @@ pub struct Config {
     /// How `chorus serve --http` treats connections.
     #[serde(default)]
     pub http: Http,
+    /// OpenTelemetry traces of runs (read at startup).
+    #[serde(default)]
+    pub telemetry: super::Telemetry,
     pub providers: BTreeMap<String, Provider>,
     /// In the order written: selectors that prefer earlier models see it.
     #[serde(default)]

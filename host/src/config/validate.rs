@@ -402,6 +402,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
 
     super::fallbacks::check(config)?;
     super::attachments::check(config)?;
+    super::telemetry::check(config)?;
 
     for (name, pipeline) in &config.pipelines {
         search_results(

@@ -144,6 +144,20 @@ async fn cancelled(context: &RequestContext<RoleServer>) {
     }
 }
 
+/// The caller's trace context: `traceparent` (and `tracestate`) in the
+/// request's `_meta` (SEP-414), else in its HTTP headers.
+fn caller_trace(context: &RequestContext<RoleServer>) -> Option<opentelemetry::Context> {
+    if let Some(traceparent) = context.meta.get_traceparent() {
+        return crate::telemetry::parent(Some(traceparent), context.meta.get_tracestate());
+    }
+    let headers = &context
+        .extensions
+        .get::<axum::http::request::Parts>()?
+        .headers;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    crate::telemetry::parent(header("traceparent"), header("tracestate"))
+}
+
 /// The tools `client` may call: the pipelines granted to it, and
 /// `resynthesize` (over its own runs).
 fn granted(tools: &[Tool], client: &Client) -> Vec<Tool> {
@@ -257,10 +271,13 @@ impl ServerHandler for Server {
                 None,
             ));
         }
-        let call = match Call::parse(name.clone(), request.arguments.clone(), client) {
+        let mut call = match Call::parse(name.clone(), request.arguments.clone(), client) {
             Ok(call) => call,
             Err(message) => return Ok(tools::refusal(&name, &message).into()),
         };
+        if self.chorus.telemetry.is_on() {
+            call.trace = caller_trace(&context);
+        }
         let over_http = context
             .extensions
             .get::<axum::http::request::Parts>()

@@ -186,6 +186,9 @@ pub struct Call {
     pub work: Work,
     /// Who calls it.
     pub client: Arc<Client>,
+    /// The caller's trace, which the run's continues (only when runs are
+    /// traced; see `telemetry::parent`).
+    pub trace: Option<opentelemetry::Context>,
 }
 
 pub enum Work {
@@ -221,11 +224,32 @@ impl Call {
                 sources,
             }
         };
-        Ok(Self { tool, work, client })
+        Ok(Self {
+            tool,
+            work,
+            client,
+            trace: None,
+        })
     }
 
     /// Runs it; the run is recorded by `chorus`. Cancel by dropping.
     pub async fn execute(
+        mut self,
+        chorus: &Chorus,
+        progress: Progress,
+    ) -> Result<Arc<RunRecord>, RunError> {
+        use opentelemetry::context::FutureExt as _;
+        let trace = self.trace.take();
+        let work = self.work_on(chorus, progress);
+        match trace {
+            // The run's span finds its parent in the context current as
+            // it starts.
+            Some(trace) => work.with_context(trace).await,
+            None => work.await,
+        }
+    }
+
+    async fn work_on(
         self,
         chorus: &Chorus,
         progress: Progress,

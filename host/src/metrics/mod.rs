@@ -371,7 +371,7 @@ impl Drop for Flight {
 }
 
 /// How a run that gave no record ended, in a word.
-fn failure(error: &RunError) -> &'static str {
+pub(crate) fn failure(error: &RunError) -> &'static str {
     match error {
         RunError::Timeout(_) => "timeout",
         RunError::Plugin(_) => "plugin",

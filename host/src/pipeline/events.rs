@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::llm::ChatRequest;
-use crate::plugins::{Plan, Request};
+use crate::plugins::{Plan, PluginError, Request};
 use crate::record::CallRecord;
 
 #[derive(Debug, Clone)]
@@ -45,6 +45,18 @@ pub enum Event {
     CallFinished(Arc<CallRecord>),
     /// A plugin said what it is doing.
     Note { plugin: String, message: String },
+    /// A plugin is called: `export` is the function (`select`, `prompt`,
+    /// `synthesize`).
+    PluginCalled {
+        plugin: Arc<str>,
+        export: &'static str,
+    },
+    /// That call returned; `error` is how it failed (`PluginError::kind`).
+    PluginReturned {
+        plugin: Arc<str>,
+        export: &'static str,
+        error: Option<&'static str>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +76,28 @@ impl Stage {
             Stage::Synthesize => "synthesizing",
         }
     }
+}
+
+/// Runs `call`, a call of `plugin`'s `export`, announced to `emit` before
+/// and after.
+pub(super) async fn plugin_call<T>(
+    emit: impl Fn(Event),
+    plugin: &str,
+    export: &'static str,
+    call: impl Future<Output = Result<T, PluginError>>,
+) -> Result<T, PluginError> {
+    let plugin: Arc<str> = Arc::from(plugin);
+    emit(Event::PluginCalled {
+        plugin: plugin.clone(),
+        export,
+    });
+    let result = call.await;
+    emit(Event::PluginReturned {
+        plugin,
+        export,
+        error: result.as_ref().err().map(PluginError::kind),
+    });
+    result
 }
 
 /// The least time between two `CallTokens` events of one call.

@@ -344,13 +344,26 @@ impl Runner {
             roles(pipeline).map(|(_, _, name)| self.plugin(name));
 
         context.emit(Event::Stage(Stage::Select));
-        let plan = selector.select(host(), request).await?;
+        let emit = |event| context.emit(event);
+        let plan = events::plugin_call(
+            emit,
+            &selector.name,
+            "select",
+            selector.select(host(), request),
+        )
+        .await?;
         self.check_plan(selector, &plan)?;
         let plan = Arc::new(plan);
         context.emit(Event::Planned(plan.clone()));
 
         context.emit(Event::Stage(Stage::Prompt));
-        let prompts = prompter.prompt(host(), request, &plan).await?;
+        let prompts = events::plugin_call(
+            emit,
+            &prompter.name,
+            "prompt",
+            prompter.prompt(host(), request, &plan),
+        )
+        .await?;
         self.check_prompts(prompter, &prompts, context.calls_left())?;
         context
             .plan_attachments(&prompts.requests)
@@ -364,10 +377,9 @@ impl Runner {
 
         context.emit(Event::Stage(Stage::Synthesize));
         let limit = self.copy_limit(synthesizer, &plan, &completions);
+        let merge = handoff::synthesize(synthesizer, host(), request, &plan, &completions, limit);
         let mut answer =
-            match handoff::synthesize(synthesizer, host(), request, &plan, &completions, limit)
-                .await
-            {
+            match events::plugin_call(emit, &synthesizer.name, "synthesize", merge).await {
                 Ok(answer) => answer,
                 // The answers are paid for: a merge that fails returns them.
                 Err(error) => side_by_side(&completions, &error).ok_or(error)?,

@@ -133,15 +133,18 @@ impl Runner {
                 context.emit(Event::Stage(Stage::Synthesize));
                 let limit = self.copy_limit(synthesizer, &plan, &completions);
                 let host = context.clone() as Arc<dyn crate::plugins::HostServices>;
-                let answer = super::handoff::synthesize(
+                let merge = super::handoff::synthesize(
                     synthesizer,
                     host,
                     &request,
                     &plan,
                     &completions,
                     limit,
-                )
-                .await?;
+                );
+                let emit = |event| context.emit(event);
+                let answer =
+                    super::events::plugin_call(emit, &synthesizer.name, "synthesize", merge)
+                        .await?;
                 Ok((answer, completions))
             })
             .await?;

@@ -58,6 +58,21 @@ pub enum PluginError {
     Invalid { plugin: String, message: String },
 }
 
+impl PluginError {
+    /// What kind of failure it is, in a word (`cpu-time`, `trap`, …).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::CpuTime { .. } => "cpu-time",
+            Self::WallTime { .. } => "wall-time",
+            Self::Memory { .. } => "memory",
+            Self::Stopped { .. } => "stopped",
+            Self::Trap { .. } => "trap",
+            Self::Failed { .. } => "failed",
+            Self::Invalid { .. } => "invalid",
+        }
+    }
+}
+
 /// A loaded plugin, ready to call.
 pub struct Plugin {
     pub name: String,
