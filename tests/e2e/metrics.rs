@@ -88,6 +88,9 @@ async fn metrics_count_runs_and_calls_behind_the_token_or_on_their_own_listener(
             // Each run's start, its 6 calls sent and its end, written
             // before the run answered.
             "chorus_store_write_lag_seconds_count 16",
+            // Each run called its selector, prompter and synthesizer once.
+            r#"chorus_plugin_call_duration_seconds_count{plugin="panel",export="select",outcome="ok"} 2"#,
+            r#"chorus_plugin_call_duration_seconds_count{plugin="synthesize",export="synthesize",outcome="ok"} 2"#,
             "chorus_runs_in_flight 0",
         ] {
             assert!(text.contains(line), "no {line} in\n{text}");

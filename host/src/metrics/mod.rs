@@ -1,12 +1,13 @@
 //! What the server is doing, as Prometheus metrics: runs by pipeline and
 //! how they ended, model calls by model and outcome, run and call latency,
 //! time to first token by model and provider, the wait for provider
-//! permits, tokens and USD by model and client, runs in flight, how far
-//! the run store's writes trail the runs, and the build. Fed by the same
-//! run events the store and MCP progress see ([`Metrics::watcher`]) and by
-//! each run's end ([`Flight`]); rendered in the OpenMetrics text format
-//! Prometheus scrapes ([`Metrics::render`]), served by `mcp::http` at
-//! `/metrics` (behind the token) and by [`serve`] on `--metrics ADDR`.
+//! permits, strategy plugin call time, tokens and USD by model and
+//! client, runs in flight, how far the run store's writes trail the runs,
+//! and the build. Fed by the same run events the store and MCP progress
+//! see ([`Metrics::watcher`]) and by each run's end ([`Flight`]); rendered
+//! in the OpenMetrics text format Prometheus scrapes ([`Metrics::render`]),
+//! served by `mcp::http` at `/metrics` (behind the token) and by [`serve`]
+//! on `--metrics ADDR`.
 //!
 //! Labels stay bounded: pipeline names, model ids, provider and client
 //! names come from the configuration and the provider's catalog, outcomes
@@ -40,6 +41,16 @@ struct RunLabels {
     /// `unmerged`, `none`), or how the run failed (`timeout`, `refused`,
     /// `plugin`, `busy`, `cancelled`).
     outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    /// The plugin's name in `[plugins]`.
+    plugin: String,
+    /// `select`, `prompt` or `synthesize`.
+    export: &'static str,
+    /// `ok`, or how it failed (`cpu-time`, `trap`, …).
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -95,6 +106,7 @@ type Seconds = Family<PipelineLabel, Histogram, fn() -> Histogram>;
 type CallSeconds = Family<ModelLabel, Histogram, fn() -> Histogram>;
 type FirstTokenSeconds = Family<ModelProvider, Histogram, fn() -> Histogram>;
 type QueueSeconds = Family<ProviderLabel, Histogram, fn() -> Histogram>;
+type PluginSeconds = Family<PluginLabels, Histogram, fn() -> Histogram>;
 
 /// Which provider serves a model (`None`: not one the configuration knows).
 pub type ProviderOf = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -108,6 +120,7 @@ pub struct Metrics {
     call_seconds: CallSeconds,
     first_token_seconds: FirstTokenSeconds,
     queue_seconds: QueueSeconds,
+    plugin_seconds: PluginSeconds,
     tokens: Family<TokenLabels, Counter>,
     usd: Family<SpendLabels, Counter<f64, AtomicU64>>,
 }
@@ -128,6 +141,14 @@ fn first_token() -> Histogram {
 
 /// Queue wait buckets, from 5 ms (most calls: none at all) to about 5
 /// minutes.
+/// 100 µs (a strategy that only reshapes text) to ~26 s (one that waits
+/// on model calls of its own).
+fn plugin_call() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.0001, 4.0, 10,
+    ))
+}
+
 fn queue_wait() -> Histogram {
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
         0.005, 2.0, 17,
@@ -182,6 +203,12 @@ impl Metrics {
             "How long each sent model call waited for one of its provider's permits (max_concurrency), retries included, by provider",
             queue_seconds.clone(),
         );
+        let plugin_seconds = PluginSeconds::new_with_constructor(plugin_call);
+        registry.register(
+            "plugin_call_duration_seconds",
+            "How long strategy plugin calls took (instantiation, the guest's own time and the model calls it made through the host), by plugin, export and outcome",
+            plugin_seconds.clone(),
+        );
         let tokens = Family::<TokenLabels, Counter>::default();
         registry.register(
             "tokens",
@@ -217,6 +244,7 @@ impl Metrics {
             call_seconds,
             first_token_seconds,
             queue_seconds,
+            plugin_seconds,
             tokens,
             usd,
         })
@@ -227,10 +255,22 @@ impl Metrics {
     pub fn watcher(self: &Arc<Self>, client: &str, provider_of: ProviderOf) -> Progress {
         let metrics = self.clone();
         let client = client.to_owned();
-        Arc::new(move |event| {
-            if let Event::CallFinished(call) = event {
-                metrics.call_ended(&call, &client, &provider_of);
-            }
+        Arc::new(move |event| match event {
+            Event::CallFinished(call) => metrics.call_ended(&call, &client, &provider_of),
+            Event::PluginReturned {
+                plugin,
+                export,
+                error,
+                took,
+            } => metrics
+                .plugin_seconds
+                .get_or_create(&PluginLabels {
+                    plugin: plugin.to_string(),
+                    export,
+                    outcome: error.unwrap_or("ok"),
+                })
+                .observe(took.as_secs_f64()),
+            _ => {}
         })
     }
 

@@ -126,7 +126,14 @@ fn a_run_is_in_flight_until_it_ends() {
 fn exported_series() -> std::collections::BTreeSet<String> {
     let metrics = Metrics::new(Some(&crate::store::WriteLag::default()));
     let providers: ProviderOf = Arc::new(|_| Some("p".to_owned()));
-    metrics.watcher("c", providers)(Event::CallFinished(Arc::new(call("m", "ok", None))));
+    let watch = metrics.watcher("c", providers);
+    watch(Event::CallFinished(Arc::new(call("m", "ok", None))));
+    watch(Event::PluginReturned {
+        plugin: Arc::from("synthesize"),
+        export: "synthesize",
+        error: None,
+        took: std::time::Duration::from_millis(3),
+    });
     metrics.run("ask").end(&Ok(record(AnswerKind::Synthesis)));
     let text = metrics.render();
     let mut series = std::collections::BTreeSet::new();
@@ -187,6 +194,7 @@ fn the_grafana_dashboard_queries_only_metrics_chorus_exports() {
         "chorus_cost_usd_total",
         "chorus_runs_in_flight",
         "chorus_store_write_lag_seconds_bucket",
+        "chorus_plugin_call_duration_seconds_bucket",
     ] {
         assert!(queried.contains(needed), "no panel shows {needed}");
     }

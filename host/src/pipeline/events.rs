@@ -51,11 +51,13 @@ pub enum Event {
         plugin: Arc<str>,
         export: &'static str,
     },
-    /// That call returned; `error` is how it failed (`PluginError::kind`).
+    /// That call returned after `took` (its model calls through the host
+    /// included); `error` is how it failed (`PluginError::kind`).
     PluginReturned {
         plugin: Arc<str>,
         export: &'static str,
         error: Option<&'static str>,
+        took: Duration,
     },
 }
 
@@ -91,11 +93,13 @@ pub(super) async fn plugin_call<T>(
         plugin: plugin.clone(),
         export,
     });
+    let started = std::time::Instant::now();
     let result = call.await;
     emit(Event::PluginReturned {
         plugin,
         export,
         error: result.as_ref().err().map(PluginError::kind),
+        took: started.elapsed(),
     });
     result
 }

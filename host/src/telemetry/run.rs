@@ -223,11 +223,7 @@ impl Shared {
                 );
                 state.plugins.push((plugin, span));
             }
-            Event::PluginReturned {
-                plugin,
-                export: _,
-                error,
-            } => {
+            Event::PluginReturned { plugin, error, .. } => {
                 let Some(at) = state.plugins.iter().rposition(|(p, _)| *p == plugin) else {
                     return;
                 };
