@@ -32,18 +32,6 @@ fn catalog(mock: &Mock) {
     ]));
 }
 
-async fn run(args: &[&str]) -> (i32, String, String) {
-    let output = tokio::time::timeout(Duration::from_secs(60), command(args).output())
-        .await
-        .expect("chorus finished within 60 s")
-        .expect("chorus ran");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn check_flags_model_ids_the_provider_does_not_list_and_names_the_closest() {
     let mock = Mock::start().await;
@@ -55,7 +43,7 @@ settings = { budget_usd = 1.0, synthesizers = ["vendor/sythn"] }
 "#;
     let file = write_config(&config(&mock, extra));
     let path = file.path.to_str().unwrap();
-    let (code, stdout, stderr) = run(&["check", "--config", path]).await;
+    let (code, stdout, stderr) = run_cli(&["check", "--config", path]).await;
     assert_eq!(code, 1, "unknown ids fail the check: {stdout}{stderr}");
     for expected in [
         "mock             7 models, fetched now",
@@ -93,17 +81,17 @@ async fn chorus_models_lists_the_catalog_and_works_offline_from_the_cache() {
     let file = write_config(&text);
     let path = file.path.to_str().unwrap();
 
-    let (code, stdout, stderr) = run(&["models", "--config", path, "M5"]).await;
+    let (code, stdout, stderr) = run_cli(&["models", "--config", path, "M5"]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("mock (7 models, fetched now)"), "{stdout}");
     assert!(stdout.contains("  m5-v2 "), "{stdout}");
     assert!(!stdout.contains("m1 "), "filtered by the query: {stdout}");
-    let (_, stdout, _) = run(&["models", "--config", path]).await;
+    let (_, stdout, _) = run_cli(&["models", "--config", path]).await;
     assert!(
         stdout.contains("* m1") && stdout.contains("$3") && stdout.contains("$15"),
         "configured models are marked, prices per million: {stdout}"
     );
-    let (_, json_out, _) = run(&["models", "--json", "--config", path, "synth2"]).await;
+    let (_, json_out, _) = run_cli(&["models", "--json", "--config", path, "synth2"]).await;
     let rows: Value = serde_json::from_str(&json_out).unwrap();
     assert_eq!(rows[0]["id"], "synth2");
     assert_eq!(rows[0]["input_price"], 1.0);
@@ -114,7 +102,7 @@ async fn chorus_models_lists_the_catalog_and_works_offline_from_the_cache() {
     // tries, fails to connect, and says it is using the old list.
     drop(mock);
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let (code, stdout, stderr) = run(&["models", "--config", path, "m5"]).await;
+    let (code, stdout, stderr) = run_cli(&["models", "--config", path, "m5"]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(
         stdout.contains("mock (7 models from a cache")
@@ -140,12 +128,12 @@ async fn a_fresh_cached_list_saves_the_fetch() {
         );
     let file = write_config(&text);
     let path = file.path.to_str().unwrap();
-    run(&["models", "--config", path]).await;
+    run_cli(&["models", "--config", path]).await;
     assert_eq!(mock.catalog_requests(), 1);
-    let (_, stdout, _) = run(&["models", "--config", path]).await;
+    let (_, stdout, _) = run_cli(&["models", "--config", path]).await;
     assert!(stdout.contains("mock (7 models, cached"), "{stdout}");
     assert_eq!(mock.catalog_requests(), 1, "served from the disk cache");
-    let (_, stdout, _) = run(&["models", "--refresh", "--config", path]).await;
+    let (_, stdout, _) = run_cli(&["models", "--refresh", "--config", path]).await;
     assert!(stdout.contains("fetched now"), "{stdout}");
     assert_eq!(mock.catalog_requests(), 2);
 }

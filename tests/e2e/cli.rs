@@ -17,24 +17,12 @@ fn script_all(mock: &Mock) {
     mock.script(SYNTH, [Step::answer("The merged answer.")]);
 }
 
-async fn run(args: &[&str]) -> (i32, String, String) {
-    let output = tokio::time::timeout(Duration::from_secs(60), command(args).output())
-        .await
-        .expect("chorus finished within 60 s")
-        .expect("chorus ran");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn ask_prints_the_answer_on_stdout_and_progress_on_stderr() {
     let mock = Mock::start().await;
     script_all(&mock);
     let file = write_config(&config(&mock, ""));
-    let (code, stdout, stderr) = run(&[
+    let (code, stdout, stderr) = run_cli(&[
         "ask",
         "--config",
         file.path.to_str().unwrap(),
@@ -69,7 +57,7 @@ async fn ask_json_prints_the_structured_result() {
     let mock = Mock::start().await;
     script_all(&mock);
     let file = write_config(&config(&mock, ""));
-    let (code, stdout, _) = run(&[
+    let (code, stdout, _) = run_cli(&[
         "ask",
         "--json",
         "--pipeline",
@@ -85,7 +73,7 @@ async fn ask_json_prints_the_structured_result() {
     assert_eq!(result["answer"], "The merged answer.");
     assert_eq!(result["calls"].as_array().unwrap().len(), 6);
 
-    let (code, _, stderr) = run(&[
+    let (code, _, stderr) = run_cli(&[
         "ask",
         "--pipeline",
         "nope",
@@ -107,7 +95,7 @@ async fn ask_json_prints_the_structured_result() {
 async fn check_describes_pipelines_plugins_contracts_and_models() {
     let mock = Mock::start().await;
     let file = write_config(&config(&mock, &chaos_pipeline("chaotic", "ok", "")));
-    let (code, stdout, stderr) = run(&["check", "--config", file.path.to_str().unwrap()]).await;
+    let (code, stdout, stderr) = run_cli(&["check", "--config", file.path.to_str().unwrap()]).await;
     assert_eq!(code, 0, "{stderr}");
     for expected in [
         "panel                selector     chorus:strategy@0.3.0",
@@ -194,7 +182,7 @@ async fn a_broken_config_names_the_file_and_the_key() {
         let file = write_config(&text);
         let path = file.path.to_str().unwrap();
         for subcommand in ["check", "serve"] {
-            let (code, stdout, stderr) = run(&[subcommand, "--config", path]).await;
+            let (code, stdout, stderr) = run_cli(&[subcommand, "--config", path]).await;
             assert_eq!(code, 2, "{subcommand}: {stderr}");
             assert!(
                 stderr.contains(path),
@@ -215,7 +203,7 @@ async fn a_broken_config_names_the_file_and_the_key() {
         b"\0asm but not really",
     )
     .unwrap();
-    let (code, _, stderr) = run(&["check", "--config", corrupt.path.to_str().unwrap()]).await;
+    let (code, _, stderr) = run_cli(&["check", "--config", corrupt.path.to_str().unwrap()]).await;
     assert_eq!(code, 2);
     assert!(
         stderr.contains("`plugins.passthrough.path`")

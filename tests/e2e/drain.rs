@@ -13,15 +13,6 @@ use crate::failover::{ended, hanging, instance, start_task};
 use crate::support::http::{HttpServer, TOKEN, messages, tool_call};
 use crate::support::*;
 
-fn sigterm(server: &HttpServer) {
-    let pid = server.child.id().expect("still running").to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("run kill");
-    assert!(sent.success());
-}
-
 async fn exit_status(server: &mut HttpServer, within: Duration) -> std::process::ExitStatus {
     tokio::time::timeout(within, server.child.wait())
         .await
@@ -46,7 +37,7 @@ async fn on_sigterm_new_requests_get_503_and_runs_going_finish() {
             .await
     );
 
-    sigterm(&server);
+    sigterm(&server.child);
     server.wait_for_stderr("new requests are refused", 1).await;
     let refused = server
         .post(
@@ -95,7 +86,7 @@ async fn runs_going_past_the_drain_are_cancelled_and_the_lease_given_back() {
     );
     assert_eq!(cluster.psql(&db, "SELECT count(*) FROM instances"), "2");
 
-    sigterm(&a);
+    sigterm(&a.child);
     let status = exit_status(&mut a, Duration::from_secs(15)).await;
     assert!(status.success(), "a clean exit: {status}");
     assert_eq!(mock.in_flight(), 0, "every upstream request was closed");
@@ -136,12 +127,7 @@ async fn a_stdio_server_told_to_stop_cancels_its_runs_records_them_and_exits_0()
             .await
     );
 
-    let pid = raw.child.id().expect("still running").to_string();
-    let sent = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("run kill");
-    assert!(sent.success());
+    sigterm(&raw.child);
     let status = tokio::time::timeout(Duration::from_secs(10), raw.child.wait())
         .await
         .expect("chorus exits in time")

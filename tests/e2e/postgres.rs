@@ -32,20 +32,6 @@ fn echoing(mock: &Mock) {
     mock.script(SYNTH, [Step::answer("merged")]);
 }
 
-async fn chorus(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut command = command(args);
-    command.envs(env.iter().copied());
-    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
-        .await
-        .expect("chorus finished within 60 s")
-        .expect("chorus ran");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
 fn run_id(result: &rmcp::model::CallToolResult) -> String {
     assert_ne!(result.is_error, Some(true), "{}", text(result));
     structured(result)["run_id"].as_str().unwrap().to_owned()
@@ -107,7 +93,7 @@ async fn runs_written_through_one_chorus_are_read_through_another_and_by_chorus_
     // config names no store), sees both, and merges A's run again.
     let plain = write_config(&config(&mock, ""));
     let plain = plain.path.to_str().unwrap();
-    let (code, stdout, stderr) = chorus(
+    let (code, stdout, stderr) = run_cli_with(
         &["runs", "--config", plain, "--store-url", &url, "--json"],
         &env,
     )
@@ -122,9 +108,9 @@ async fn runs_written_through_one_chorus_are_read_through_another_and_by_chorus_
         .collect();
     assert_eq!(ids, [second.as_str(), first.as_str()]);
     let (code, stdout, stderr) =
-        chorus(&["runs", "answer", &first[..20], "--store-url", &url], &env).await;
+        run_cli_with(&["runs", "answer", &first[..20], "--store-url", &url], &env).await;
     assert_eq!((code, stdout.trim()), (0, "merged"), "{stderr}");
-    let (code, stdout, stderr) = chorus(
+    let (code, stdout, stderr) = run_cli_with(
         &[
             "runs",
             "resynthesize",
@@ -152,7 +138,7 @@ async fn runs_written_through_one_chorus_are_read_through_another_and_by_chorus_
     // `chorus check` says where runs go and that the database answers.
     let file = write_config(&toml);
     let (code, stdout, stderr) =
-        chorus(&["check", "--config", file.path.to_str().unwrap()], &env).await;
+        run_cli_with(&["check", "--config", file.path.to_str().unwrap()], &env).await;
     let store = stdout
         .lines()
         .find(|l| l.starts_with("store:"))
@@ -162,7 +148,7 @@ async fn runs_written_through_one_chorus_are_read_through_another_and_by_chorus_
         "{code} {stdout}{stderr}"
     );
     let dead = format!("postgres://postgres@127.0.0.1:{}/nowhere", free_port());
-    let (_, stdout, stderr) = chorus(
+    let (_, stdout, stderr) = run_cli_with(
         &[
             "runs",
             "--store-url",
@@ -173,7 +159,7 @@ async fn runs_written_through_one_chorus_are_read_through_another_and_by_chorus_
     .await;
     assert!(stderr.contains("cannot be reached"), "{stdout}{stderr}");
     let unreachable = write_config(&in_database(&mock, &dead));
-    let (_, stdout, stderr) = chorus(
+    let (_, stdout, stderr) = run_cli_with(
         &["check", "--config", unreachable.path.to_str().unwrap()],
         &env,
     )
@@ -236,7 +222,7 @@ async fn a_database_stopped_and_restarted_mid_load_loses_no_finished_answer() {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let (code, stdout, stderr) =
-            chorus(&["runs", "--store-url", &url, "--json", "-n", "100"], &[]).await;
+            run_cli(&["runs", "--store-url", &url, "--json", "-n", "100"]).await;
         let page: Value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
         let kept: Vec<(String, String)> = page["runs"]
             .as_array()
@@ -264,8 +250,7 @@ async fn a_database_stopped_and_restarted_mid_load_loses_no_finished_answer() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     for id in &ids {
-        let (code, stdout, stderr) =
-            chorus(&["runs", "answer", id, "--store-url", &url], &[]).await;
+        let (code, stdout, stderr) = run_cli(&["runs", "answer", id, "--store-url", &url]).await;
         assert_eq!((code, stdout.trim()), (0, "merged"), "{id}: {stderr}");
     }
     assert!(server.stderr().contains("reachable again"));
@@ -300,12 +285,9 @@ async fn a_killed_instances_runs_are_interrupted_within_30_s_and_the_others_serv
     let watch = async {
         // A's run is on record, running, with the answers that came.
         let id = loop {
-            let page: Value = serde_json::from_str(
-                &chorus(&["runs", "--store-url", &url, "--json"], &[])
-                    .await
-                    .1,
-            )
-            .unwrap_or(Value::Null);
+            let page: Value =
+                serde_json::from_str(&run_cli(&["runs", "--store-url", &url, "--json"]).await.1)
+                    .unwrap_or(Value::Null);
             let running = page["runs"]
                 .as_array()
                 .and_then(|runs| runs.first())

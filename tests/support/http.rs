@@ -110,12 +110,7 @@ impl HttpServer {
 
     /// Sends SIGTERM and waits (bounded) for the exit status.
     pub async fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().expect("still running").to_string();
-        let sent = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("run kill");
-        assert!(sent.success());
+        super::sigterm(&self.child);
         tokio::time::timeout(Duration::from_secs(15), self.child.wait())
             .await
             .expect("chorus exited within 15 s of SIGTERM")

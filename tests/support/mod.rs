@@ -156,10 +156,27 @@ pub fn write_config(text: &str) -> ConfigFile {
 /// cache, a data directory (for the run store) under the target directory —
 /// never the real home — and nothing inherited that could change its
 /// behaviour. `Server` gives each server a data directory of its own.
+/// Sends SIGTERM to `child` (a chorus still running).
+pub fn sigterm(child: &tokio::process::Child) {
+    let pid = child.id().expect("still running").to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+}
+
 /// Runs `chorus ARGS` to its end (within 60 s): its exit code, stdout and
 /// stderr.
 pub async fn run_cli(args: &[&str]) -> (i32, String, String) {
-    let output = tokio::time::timeout(Duration::from_secs(60), command(args).output())
+    run_cli_with(args, &[]).await
+}
+
+/// `run_cli` with `env` set for the child.
+pub async fn run_cli_with(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut command = command(args);
+    command.envs(env.iter().copied());
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
         .await
         .expect("chorus finished within 60 s")
         .expect("chorus ran");
