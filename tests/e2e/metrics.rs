@@ -76,9 +76,9 @@ async fn metrics_count_runs_and_calls_behind_the_token_or_on_their_own_listener(
         let text = response.text().await.unwrap();
         for line in [
             r#"chorus_runs_total{pipeline="ask",outcome="synthesis"} 2"#,
-            r#"chorus_model_calls_total{model="m1",outcome="ok"} 2"#,
-            r#"chorus_model_calls_total{model="m5",outcome="http-status"} 2"#,
-            r#"chorus_model_calls_total{model="synth",outcome="ok"} 2"#,
+            r#"chorus_model_calls_total{model="m1",provider="mock",outcome="ok"} 2"#,
+            r#"chorus_model_calls_total{model="m5",provider="mock",outcome="http-status"} 2"#,
+            r#"chorus_model_calls_total{model="synth",provider="mock",outcome="ok"} 2"#,
             r#"chorus_run_duration_seconds_count{pipeline="ask"} 2"#,
             // Every call that answered had a first token; every call sent
             // went through the permits (6 a run: 5 panel, 1 synthesizer).

@@ -61,6 +61,9 @@ struct PipelineLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
     model: String,
+    /// The model's provider in the configuration (`(unknown)` for a model
+    /// it does not name).
+    provider: String,
     /// `ok`, `cut`, `skipped`, or the failure's kind (`timeout`,
     /// `rate-limited`, `http-status`, …).
     outcome: String,
@@ -182,7 +185,7 @@ impl Metrics {
         let calls = Family::<CallLabels, Counter>::default();
         registry.register(
             "model_calls",
-            "Model calls ended, by model and outcome (ok, cut, skipped, or the failure's kind)",
+            "Model calls ended, by model, provider and outcome (ok, cut, skipped, or the failure's kind)",
             calls.clone(),
         );
         let call_seconds = CallSeconds::new_with_constructor(seconds);
@@ -287,9 +290,11 @@ impl Metrics {
         let model = ModelLabel {
             model: call.model.clone(),
         };
+        let provider = provider_of(&call.model).unwrap_or_else(|| "(unknown)".to_owned());
         self.calls
             .get_or_create(&CallLabels {
                 model: call.model.clone(),
+                provider: provider.clone(),
                 outcome,
             })
             .inc();
@@ -300,7 +305,6 @@ impl Metrics {
         }
         // Only calls that were sent waited for a permit or had a first token.
         if call.attempts > 0 {
-            let provider = provider_of(&call.model).unwrap_or_else(|| "(unknown)".to_owned());
             if let Some(ttft) = call.ttft_ms {
                 self.first_token_seconds
                     .get_or_create(&ModelProvider {
