@@ -123,6 +123,18 @@ impl Chorus {
         self.moved.subscribe()
     }
 
+    /// Waits until no run of this process is going (each one's end handed
+    /// to the store), or `within` has passed; how many are still going.
+    /// Looks every 100 ms: a run that just ended has its response still
+    /// to write, and the HTTP drain ends the session right after this.
+    pub async fn runs_end(&self, within: std::time::Duration) -> i64 {
+        let started = std::time::Instant::now();
+        while self.metrics.runs_in_flight() > 0 && started.elapsed() < within {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        self.metrics.runs_in_flight()
+    }
+
     /// The watcher that moves `moved`; after the recorder, so what it
     /// announces has been sent to the store.
     fn mover(&self) -> Progress {

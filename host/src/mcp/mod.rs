@@ -60,7 +60,15 @@ pub async fn serve(chorus: Arc<Chorus>) -> anyhow::Result<()> {
     }
     session.end("chorus was stopped");
     server.shutdown();
-    // Each stopped run's end reaches the store before the process ends.
+    // Each stopped run's end reaches the store before the process ends:
+    // the calls see the session end, drop their runs (whose recorders hand
+    // the store their ends), and tasks write theirs.
+    let left = chorus.runs_end(STOP_GRACE).await;
+    if left > 0 {
+        tracing::warn!(
+            "{left} runs were still stopping after {STOP_GRACE:?}; they may read as interrupted"
+        );
+    }
     server.settle(STOP_GRACE).await;
     if let Err(e) = chorus.store.flush().await {
         tracing::warn!("the last runs may not be in the store: {e}");

@@ -17,9 +17,6 @@ use axum::response::Response;
 use super::access;
 use crate::app::Chorus;
 
-/// How often the drain looks whether the runs have ended.
-const LOOK: Duration = Duration::from_millis(100);
-
 /// Whether this instance is draining; clones share it.
 #[derive(Clone, Default)]
 pub struct Drain(Arc<AtomicBool>);
@@ -65,10 +62,7 @@ pub async fn runs_end(chorus: &Chorus, within: Duration) {
             going()
         );
     }
-    while going() > 0 && started.elapsed() < within {
-        tokio::time::sleep(LOOK).await;
-    }
-    match going() {
+    match chorus.runs_end(within).await {
         0 => tracing::info!("every run ended within the drain ({:?})", started.elapsed()),
         left => {
             eprintln!("chorus: {left} runs still going after {within:?}: stopping them");

@@ -212,9 +212,8 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
         conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
             .map_err(sqlite)?;
     }
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-        .map_err(|e| open_error(format!("cannot switch to WAL mode: {e}")))?;
+    let mode =
+        wal_mode(&conn).map_err(|e| open_error(format!("cannot switch to WAL mode: {e}")))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(open_error(format!(
             "the file system does not support WAL mode (journal mode is `{mode}`)"
@@ -225,6 +224,27 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
         .map_err(sqlite)?;
     migrate(&mut conn, path)?;
     Ok(conn)
+}
+
+/// Switches `conn` to WAL mode; the journal mode it is in then. Two
+/// processes opening a new store at once race for this switch, and SQLite
+/// answers the loser "database is locked" at once, without its busy
+/// handler: tried again until `BUSY_TIMEOUT`.
+fn wal_mode(conn: &Connection) -> rusqlite::Result<String> {
+    let started = std::time::Instant::now();
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            outcome => return outcome,
+        }
+    }
 }
 
 /// A connection to the existing store at `path` (`flags`: read-write or
