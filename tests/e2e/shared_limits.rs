@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::failover::instance;
-use crate::support::http::HttpServer;
+use crate::support::http::{HttpServer, tool_call};
 use crate::support::*;
-use crate::teams::{ALICE, client, rpc, team_in};
+use crate::teams::{ALICE, answering, client, rpc, team_in};
 
 /// The team config on `url`'s database with `provider` added to
 /// `[providers.mock]`.
@@ -80,10 +80,7 @@ async fn requests_per_minute_count_every_instances_requests() {
         return;
     };
     let mock = Mock::start().await;
-    for model in PANEL {
-        mock.script(model, [Step::answer("ok")]);
-    }
-    mock.script(SYNTH, [Step::answer("merged")]);
+    answering(&mock);
     let config = write_config(&on_store(
         &mock,
         &cluster.database(),
@@ -200,21 +197,13 @@ fn alice_limited(mock: &Mock, url: &str, limits: &str) -> String {
     )
 }
 
-fn tool_call(id: u64, prompt: &str) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-           "params": {"name": "ask", "arguments": {"prompt": prompt}}})
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_clients_runs_per_minute_count_on_every_instance() {
     let Some(cluster) = crate::support::postgres::shared() else {
         return;
     };
     let mock = Mock::start().await;
-    for model in PANEL {
-        mock.script(model, [Step::answer("ok")]);
-    }
-    mock.script(SYNTH, [Step::answer("merged")]);
+    answering(&mock);
     let config = write_config(&alice_limited(
         &mock,
         &cluster.database(),
@@ -223,7 +212,7 @@ async fn a_clients_runs_per_minute_count_on_every_instance() {
     let (a, b) = tokio::join!(instance(&config.path), instance(&config.path));
     for (id, server) in [(1, &a), (2, &b)] {
         let response = server
-            .post(Some(ALICE), &tool_call(id, "q"))
+            .post(Some(ALICE), &tool_call(id, "ask", "q"))
             .send()
             .await
             .unwrap();
@@ -232,7 +221,7 @@ async fn a_clients_runs_per_minute_count_on_every_instance() {
     // Two runs this minute, one on each: the third is refused on either.
     for (id, server) in [(3, &a), (4, &b)] {
         let response = server
-            .post(Some(ALICE), &tool_call(id, "q"))
+            .post(Some(ALICE), &tool_call(id, "ask", "q"))
             .send()
             .await
             .unwrap();
@@ -261,7 +250,7 @@ async fn a_clients_concurrent_runs_count_on_every_instance() {
         "max_concurrent_runs = 1",
     ));
     let (a, b) = tokio::join!(instance(&config.path), instance(&config.path));
-    let on_a = tokio::spawn(a.post(Some(ALICE), &tool_call(1, "from a")).send());
+    let on_a = tokio::spawn(a.post(Some(ALICE), &tool_call(1, "ask", "from a")).send());
     assert!(
         mock.wait_until(Duration::from_secs(20), |m| m.in_flight() == PANEL.len())
             .await

@@ -62,7 +62,7 @@ pub(crate) fn client(name: &str, token: &str, more: &str) -> String {
     )
 }
 
-fn answering(mock: &Mock) {
+pub(crate) fn answering(mock: &Mock) {
     for model in PANEL {
         mock.script(model, [Step::answer("ok")]);
     }
