@@ -225,7 +225,7 @@ fn apply(tx: &Transaction<'_>, msg: &Msg, max_bytes: u64) -> rusqlite::Result<()
             }
             Ok(())
         }
-        Msg::CallFinished { run_id, call } => upsert_call(tx, run_id, call, false),
+        Msg::CallFinished { run_id, call } => upsert_call(tx, run_id, call),
         Msg::End {
             begin,
             plan,
@@ -243,8 +243,11 @@ fn apply(tx: &Transaction<'_>, msg: &Msg, max_bytes: u64) -> rusqlite::Result<()
             let elapsed = at.saturating_sub(begin.started_at);
             match end {
                 End::Done(record) => {
-                    for call in &record.calls {
-                        upsert_call(tx, run_id, call, true)?;
+                    // Only what dropped events missed: a call on record with
+                    // its outcome is left as it is, its reply not written again.
+                    let finished = finished_calls(tx, run_id)?;
+                    for call in record.calls.iter().filter(|c| !finished.contains(&c.id)) {
+                        upsert_call(tx, run_id, call)?;
                     }
                     tx.prepare_cached(
                         "UPDATE runs SET status = 'done', finished_at = ?2, kind = ?3, summary = ?4,
@@ -330,27 +333,18 @@ fn insert_run(tx: &Transaction<'_>, begin: &Begin, max_bytes: u64) -> rusqlite::
     Ok(())
 }
 
-/// Writes a call's outcome. With `only_if_unfinished`, a call already on
-/// record with its outcome is left as it is, and its reply is not written
-/// again (the end of a run fills in what dropped events missed, and
-/// nothing else).
-fn upsert_call(
-    tx: &Transaction<'_>,
-    run_id: &str,
-    call: &CallRecord,
-    only_if_unfinished: bool,
-) -> rusqlite::Result<()> {
-    if only_if_unfinished {
-        let finished = tx
-            .prepare_cached(
-                "SELECT 1 FROM calls WHERE run_seq = (SELECT seq FROM runs WHERE id = ?1)
-                     AND id = ?2 AND status <> 'running'",
-            )?
-            .exists(params![run_id, call.id])?;
-        if finished {
-            return Ok(());
-        }
-    }
+/// The calls of a run already on record with their outcome, in one query.
+fn finished_calls(tx: &Transaction<'_>, run_id: &str) -> rusqlite::Result<Vec<u32>> {
+    tx.prepare_cached(
+        "SELECT id FROM calls WHERE run_seq = (SELECT seq FROM runs WHERE id = ?1)
+             AND status <> 'running'",
+    )?
+    .query_map([run_id], |row| row.get(0))?
+    .collect()
+}
+
+/// Writes a call's outcome.
+fn upsert_call(tx: &Transaction<'_>, run_id: &str, call: &CallRecord) -> rusqlite::Result<()> {
     let placed = texts::place(tx, call.reply.as_deref().map(String::as_str))?;
     let written = tx.prepare_cached(UPSERT_CALL)?.execute(params![
         run_id,
