@@ -32,6 +32,7 @@ mod load;
 mod metrics;
 mod money;
 mod no_config;
+mod pdf_text;
 mod polyglot;
 mod postgres;
 mod prompt_cache;

@@ -4,12 +4,14 @@
 //! encoding every request shares — and how one gets in: `source` reads
 //! what a tool call or the CLI names, `access` decides which paths may be
 //! read, `sniff` tells the type from the bytes, `load` holds all of it to
-//! the limits before anything is sent or paid. Where each attachment goes
+//! the limits before anything is sent or paid; `pdf` reads a PDF's text
+//! layer for models that cannot take the file. Where each attachment goes
 //! in a run (which model sees which, and what a text-only model gets
 //! instead) is the pipeline's business; the wire shape is `llm::wire`'s.
 
 mod access;
 mod load;
+pub mod pdf;
 pub mod sniff;
 pub mod source;
 
