@@ -181,6 +181,23 @@ impl Attachments {
         Self(self.0.iter().filter(|a| keep(a)).cloned().collect())
     }
 
+    /// The same attachments, all said, none of their bytes held (a URL
+    /// stays: it holds none).
+    pub fn without_bytes(&self) -> Self {
+        Self(
+            self.0
+                .iter()
+                .map(|a| Attachment {
+                    body: match &a.body {
+                        Body::Url(url) => Body::Url(url.clone()),
+                        _ => Body::Base64(Arc::from("")),
+                    },
+                    ..a.clone()
+                })
+                .collect(),
+        )
+    }
+
     pub fn infos(&self) -> Vec<Info> {
         self.0.iter().map(Attachment::info).collect()
     }
