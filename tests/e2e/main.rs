@@ -48,6 +48,7 @@ mod selectors;
 mod serving;
 mod shared_limits;
 mod sign_in;
+mod single_attachments;
 mod stragglers;
 mod strategies;
 mod streaming;
