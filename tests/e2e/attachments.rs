@@ -12,22 +12,22 @@ use serde_json::{Value, json};
 use crate::support::http::{HttpServer, TOKEN, messages};
 use crate::support::*;
 
-const SEES: &str = "v/sees";
-const BLIND: &str = "t/blind";
-const EYE: &str = "v/eye";
-const MERGER: &str = "t/merger";
+pub(super) const SEES: &str = "v/sees";
+pub(super) const BLIND: &str = "t/blind";
+pub(super) const EYE: &str = "v/eye";
+pub(super) const MERGER: &str = "t/merger";
 
 /// A 1×1 GIF, whatever it is named.
-const GIF: &[u8] = b"GIF89a\x01\0\x01\0\x80\0\0\0\0\0\xff\xff\xff!\xf9\x04\x01\0\0\0\0,\0\0\0\0\x01\0\x01\0\0\x02\x02D\x01\0;";
+pub(super) const GIF: &[u8] = b"GIF89a\x01\0\x01\0\x80\0\0\0\0\0\xff\xff\xff!\xf9\x04\x01\0\0\0\0,\0\0\0\0\x01\0\x01\0\0\x02\x02D\x01\0;";
 const PDF: &[u8] = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n";
 
-fn b64(bytes: &[u8]) -> String {
+pub(super) fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// `SEES` takes images (by config), `EYE` images and files (by the
 /// catalog, and is the cheapest such), `BLIND` and `MERGER` text alone.
-fn config(mock: &Mock, pipeline_extra: &str, limits_extra: &str) -> String {
+pub(super) fn config(mock: &Mock, pipeline_extra: &str, limits_extra: &str) -> String {
     format!(
         r#"
 [limits]
@@ -66,7 +66,7 @@ synthesizer = "synthesize"
     )
 }
 
-fn catalog(mock: &Mock) {
+pub(super) fn catalog(mock: &Mock) {
     let model = |id: &str, input: &[&str], price: &str| {
         json!({"id": id, "context_length": 100000,
             "pricing": {"prompt": price, "completion": price},
@@ -80,7 +80,7 @@ fn catalog(mock: &Mock) {
     ]));
 }
 
-fn script(mock: &Mock) {
+pub(super) fn script(mock: &Mock) {
     mock.script(SEES, [Step::answer("a square")]);
     mock.script(BLIND, [Step::answer("sounds square")]);
     mock.script(
@@ -91,12 +91,12 @@ fn script(mock: &Mock) {
 }
 
 /// The content parts of the last user message of `body`.
-fn last_user(body: &Value) -> &Value {
+pub(super) fn last_user(body: &Value) -> &Value {
     let messages = body["messages"].as_array().unwrap();
     &messages.iter().rev().find(|m| m["role"] == "user").unwrap()["content"]
 }
 
-fn image_parts(content: &Value) -> Vec<&Value> {
+pub(super) fn image_parts(content: &Value) -> Vec<&Value> {
     content
         .as_array()
         .map(|parts| parts.iter().filter(|p| p["type"] == "image_url").collect())

@@ -202,12 +202,13 @@ impl Chorus {
         &self,
         client: &Arc<Client>,
         model: &str,
-        prompt: String,
+        question: Question,
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
         let name = crate::pipeline::single_run_name(model);
         let links = Links {
             client: Some(client.name.clone()),
+            attachments: question.attachments.clone(),
             ..Links::default()
         };
         let worst = worst_case(&self.runner(), None);
@@ -217,7 +218,11 @@ impl Chorus {
             links,
             worst,
             progress,
-            |runner, progress| async move { runner.ask_model(model, prompt, progress).await },
+            |runner, progress| async move {
+                runner
+                    .ask_model(model, question.text, question.attachments, progress)
+                    .await
+            },
         )
         .await
     }

@@ -4,12 +4,14 @@
 //! encoding every request shares — and how one gets in: `source` reads
 //! what a tool call or the CLI names, `access` decides which paths may be
 //! read, `sniff` tells the type from the bytes, `load` holds all of it to
-//! the limits before anything is sent or paid. Where each attachment goes
+//! the limits before anything is sent or paid; `pdf` reads a PDF's text
+//! layer for models that cannot take the file. Where each attachment goes
 //! in a run (which model sees which, and what a text-only model gets
 //! instead) is the pipeline's business; the wire shape is `llm::wire`'s.
 
 mod access;
 mod load;
+pub mod pdf;
 pub mod sniff;
 pub mod source;
 
@@ -177,6 +179,23 @@ impl Attachments {
     /// Those of `self` for which `keep` holds, sharing nothing else.
     pub fn only(&self, keep: impl Fn(&Attachment) -> bool) -> Self {
         Self(self.0.iter().filter(|a| keep(a)).cloned().collect())
+    }
+
+    /// The same attachments, all said, none of their bytes held (a URL
+    /// stays: it holds none).
+    pub fn without_bytes(&self) -> Self {
+        Self(
+            self.0
+                .iter()
+                .map(|a| Attachment {
+                    body: match &a.body {
+                        Body::Url(url) => Body::Url(url.clone()),
+                        _ => Body::Base64(Arc::from("")),
+                    },
+                    ..a.clone()
+                })
+                .collect(),
+        )
     }
 
     pub fn infos(&self) -> Vec<Info> {

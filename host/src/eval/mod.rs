@@ -235,12 +235,18 @@ async fn ask(
                 )
                 .await
         }
-        Target::Model(_) if !attachments.is_empty() => Err(crate::pipeline::RunError::Attachments(
-            "this item has attachments, and a single model cannot take them yet: evaluate a pipeline".to_owned(),
-        )),
         Target::Model(model) => {
             chorus
-                .ask_model(&Client::local(), model, question, ignore())
+                .ask_model(
+                    &Client::local(),
+                    model,
+                    crate::pipeline::Question {
+                        text: question,
+                        attachments,
+                        ..Default::default()
+                    },
+                    ignore(),
+                )
                 .await
         }
     };

@@ -6,11 +6,15 @@
 //! says — a description written first by a model that can (`describe`,
 //! the default), nothing because it is left out (`skip`), or the run
 //! refuses at planning, before anything is spent (`fail`). Each choice is
-//! said in the result's notes.
+//! said in the result's notes. Under `describe`, a PDF with a text layer
+//! is not described: a model that cannot take the file reads its text,
+//! extracted by chorus (`attach::pdf`) — faithful and free — marked as
+//! extracted text; a PDF without one (a scan, encrypted, unreadable) is
+//! described, and the notes say why.
 
 use std::sync::Arc;
 
-use crate::attach::{Attachment, Attachments, Body, Kind};
+use crate::attach::{Attachment, Attachments, Body, Kind, pdf};
 use crate::config::ForTextModels;
 use crate::llm::{ChatRequest, Failure, FailureKind, Llm, Message, ModelInfo, Role, Sampling};
 use crate::text::cut_at_char_boundary;
@@ -32,6 +36,8 @@ pub struct RunAttachments {
     policy: ForTextModels,
     /// `pipelines.NAME.attachments_for_text_models`, for messages.
     policy_key: String,
+    /// What else to do when no model can describe them.
+    or_instead: String,
     /// `pipelines.NAME.describer`, when set.
     describer: Option<String>,
     /// The question, for the describer's context.
@@ -45,6 +51,50 @@ pub struct Descriptions {
     pub by_id: Vec<(u32, Result<String, String>)>,
 }
 
+/// The text layer of each PDF sent as bytes (by id), or why there is none.
+#[derive(Debug, Default)]
+pub struct Extracted {
+    pub by_id: Vec<(u32, Result<pdf::Text, String>)>,
+}
+
+impl Extracted {
+    /// The text of attachment `id`, when it has one.
+    fn text(&self, id: u32) -> Option<&pdf::Text> {
+        self.by_id
+            .iter()
+            .find(|(at, _)| *at == id)
+            .and_then(|(_, got)| got.as_ref().ok())
+    }
+
+    /// For the result's notes: what each PDF's text came to.
+    pub fn notes(&self, all: &Attachments) -> Vec<String> {
+        let label = |id: u32| {
+            all.iter()
+                .find(|a| a.id == id)
+                .map_or_else(|| format!("#{id}"), Attachment::label)
+        };
+        self.by_id
+            .iter()
+            .map(|(id, got)| match got {
+                Ok(text) => format!(
+                    "Attachment {}: its text layer was extracted ({}); models that cannot take files read that in its place, marked as extracted text.",
+                    label(*id),
+                    text.summary()
+                ),
+                Err(why) => format!(
+                    "Attachment {}: no text extracted, since {why}; models that cannot take files read a description of it instead.",
+                    label(*id)
+                ),
+            })
+            .collect()
+    }
+}
+
+/// Whether `a` reaches a model that cannot take it as its extracted text.
+fn covered(a: &Attachment, extracted: Option<&Extracted>) -> bool {
+    extracted.is_some_and(|e| e.text(a.id).is_some())
+}
+
 impl RunAttachments {
     pub fn new(
         all: Attachments,
@@ -53,11 +103,27 @@ impl RunAttachments {
         describer: Option<String>,
         question: &str,
     ) -> Self {
+        let policy_key = format!("pipelines.{pipeline}.attachments_for_text_models");
         Self {
             all,
             policy,
-            policy_key: format!("pipelines.{pipeline}.attachments_for_text_models"),
+            or_instead: format!("set {policy_key} = \"skip\""),
+            policy_key,
             describer,
+            question: cut_at_char_boundary(question, QUESTION_FOR_DESCRIBER).to_owned(),
+        }
+    }
+
+    /// The attachments of a run of `model` alone (`chorus eval`'s
+    /// `model:ID` targets): it gets what it can take, and the rest
+    /// described (or a PDF's extracted text), as a pipeline's default.
+    pub fn for_model(all: Attachments, model: &str, question: &str) -> Self {
+        Self {
+            all,
+            policy: ForTextModels::Describe,
+            policy_key: format!("a `model:{model}` target"),
+            or_instead: "evaluate a pipeline that skips such models".to_owned(),
+            describer: None,
             question: cut_at_char_boundary(question, QUESTION_FOR_DESCRIBER).to_owned(),
         }
     }
@@ -72,7 +138,13 @@ impl RunAttachments {
 
     /// Holds the panel (the fan-out's models) to the policy before anything
     /// is spent: the notes to add, or why the run cannot go on.
-    pub fn plan(&self, llm: &Llm, panel: &[&str]) -> Result<Vec<String>, String> {
+    /// `extracted` is the PDFs' text, when some member needed it.
+    pub fn plan(
+        &self,
+        llm: &Llm,
+        panel: &[&str],
+        extracted: Option<&Extracted>,
+    ) -> Result<Vec<String>, String> {
         let mut notes = Vec::new();
         let blind: Vec<(&str, Option<ModelInfo>)> = panel
             .iter()
@@ -115,10 +187,32 @@ impl RunAttachments {
                 Ok(notes)
             }
             ForTextModels::Describe => {
-                let describer = self.describer(llm)?;
-                notes.push(format!(
-                    "{describer} described the attachments for those that cannot see them: {cannot}."
-                ));
+                let read: Vec<&str> = blind
+                    .iter()
+                    .filter(|(_, info)| {
+                        self.unseen(info.as_ref())
+                            .iter()
+                            .any(|a| covered(a, extracted))
+                    })
+                    .map(|(id, _)| *id)
+                    .collect();
+                if !read.is_empty() {
+                    notes.push(format!(
+                        "Given the text extracted from the PDFs in their place, marked as extracted text: {}.",
+                        read.join(", ")
+                    ));
+                }
+                let described = blind.iter().any(|(_, info)| {
+                    self.unseen(info.as_ref())
+                        .iter()
+                        .any(|a| !covered(a, extracted))
+                });
+                if described {
+                    let describer = self.describer(llm, &self.to_describe(extracted))?;
+                    notes.push(format!(
+                        "{describer} described the attachments for those that cannot see them: {cannot}."
+                    ));
+                }
                 Ok(notes)
             }
         }
@@ -141,11 +235,38 @@ impl RunAttachments {
         )
     }
 
-    /// The model that describes: the pipeline's `describer`, or the
-    /// cheapest of [models] that takes every kind attached.
-    pub fn describer(&self, llm: &Llm) -> Result<String, String> {
-        let sees_all = |info: &ModelInfo| self.all.binary().all(|a| info.takes(a.kind));
-        let kinds: Vec<&str> = self.all.binary().map(|a| a.kind.modality()).collect();
+    /// The attachments a describer describes: the binary ones, but for
+    /// PDFs whose text was extracted.
+    pub fn to_describe(&self, extracted: Option<&Extracted>) -> Vec<&Attachment> {
+        self.all
+            .binary()
+            .filter(|a| !covered(a, extracted))
+            .collect()
+    }
+
+    /// Whether a request to `model` needs the PDFs' text: under
+    /// `describe`, it cannot take a PDF sent as bytes.
+    pub fn needs_text(&self, model: Option<&ModelInfo>) -> bool {
+        self.policy == ForTextModels::Describe
+            && self
+                .unseen(model)
+                .iter()
+                .any(|a| a.kind == Kind::Pdf && matches!(a.body, Body::Base64(_)))
+    }
+
+    /// The PDFs sent as bytes, whose text may be extracted.
+    pub fn pdfs(&self) -> impl Iterator<Item = &Attachment> {
+        self.all
+            .iter()
+            .filter(|a| a.kind == Kind::Pdf && matches!(a.body, Body::Base64(_)))
+    }
+
+    /// The model that describes `these`: the pipeline's `describer`, or
+    /// the cheapest of [models] that takes every kind among them.
+    pub fn describer(&self, llm: &Llm, these: &[&Attachment]) -> Result<String, String> {
+        let sees_all = |info: &ModelInfo| these.iter().all(|a| info.takes(a.kind));
+        let mut kinds: Vec<&str> = these.iter().map(|a| a.kind.modality()).collect();
+        kinds.dedup();
         if let Some(id) = &self.describer {
             return match llm.model(id) {
                 Some(info) if sees_all(&info) => Ok(id.clone()),
@@ -167,27 +288,35 @@ impl RunAttachments {
             .map(|info| info.id)
             .ok_or_else(|| {
                 format!(
-                    "no model of [models] can take {} input to describe the attachments for those that cannot: add one that can (with [models.\"…\"] input = [\"text\", \"{}\"] if its catalog does not say), or set {} = \"skip\"",
+                    "no model of [models] can take {} input to describe the attachments for those that cannot: add one that can (with [models.\"…\"] input = [\"text\", \"{}\"] if its catalog does not say), or {}",
                     kinds.join("/"),
                     kinds.first().copied().unwrap_or("image"),
-                    self.policy_key
+                    self.or_instead
                 )
             })
     }
 
     /// Whether any of `requests` goes to a model that will need the
-    /// descriptions.
-    pub fn needs_descriptions(&self, llm: &Llm, requests: &[ChatRequest]) -> bool {
+    /// descriptions: one that cannot take an attachment with no extracted
+    /// text.
+    pub fn needs_descriptions(
+        &self,
+        llm: &Llm,
+        requests: &[ChatRequest],
+        extracted: Option<&Extracted>,
+    ) -> bool {
         self.policy == ForTextModels::Describe
-            && requests
-                .iter()
-                .any(|r| !self.unseen(llm.model(&r.model).as_ref()).is_empty())
+            && requests.iter().any(|r| {
+                self.unseen(llm.model(&r.model).as_ref())
+                    .iter()
+                    .any(|a| !covered(a, extracted))
+            })
     }
 
-    /// The describer's requests: one per binary attachment.
-    pub fn describe_requests(&self, describer: &str) -> Vec<ChatRequest> {
-        self.all
-            .binary()
+    /// The describer's requests: one for each of `these`.
+    pub fn describe_requests(&self, describer: &str, these: &[&Attachment]) -> Vec<ChatRequest> {
+        these
+            .iter()
             .map(|a| ChatRequest {
                 label: DESCRIBE.to_owned(),
                 model: describer.to_owned(),
@@ -225,6 +354,7 @@ impl RunAttachments {
         panel: bool,
         llm: &Llm,
         descriptions: Option<&Descriptions>,
+        extracted: Option<&Extracted>,
     ) -> Result<(), Failure> {
         let info = llm.model(&request.model);
         let unseen = self.unseen(info.as_ref());
@@ -249,7 +379,7 @@ impl RunAttachments {
                     ));
                 }
                 (_, false) => {}
-                (_, true) => text.push_str(&stand_in(a, descriptions)),
+                (_, true) => text.push_str(&stand_in(a, descriptions, extracted)),
             }
         }
         if let Some(last) = request.messages.iter_mut().rfind(|m| m.role == Role::User) {
@@ -262,8 +392,31 @@ impl RunAttachments {
     }
 }
 
-/// What a model that cannot see `a` reads in its place.
-fn stand_in(a: &Attachment, descriptions: Option<&Descriptions>) -> String {
+/// What a model that cannot see `a` reads in its place: its extracted
+/// text, else its description.
+fn stand_in(
+    a: &Attachment,
+    descriptions: Option<&Descriptions>,
+    extracted: Option<&Extracted>,
+) -> String {
+    if let Some(text) = extracted.and_then(|e| e.text(a.id)) {
+        let cut = text
+            .cut
+            .as_ref()
+            .map(|why| {
+                format!(
+                    "\n[cut: {why}; pages 1–{} of {}]",
+                    text.pages_read, text.pages
+                )
+            })
+            .unwrap_or_default();
+        return format!(
+            "\n\n--- Attachment {}: you cannot take the file; the text extracted from its text layer stands in for it (figures and images are not in it) ---\n{}{cut}\n--- end of the extracted text of attachment #{} ---",
+            a.label(),
+            text.text.trim_end(),
+            a.id
+        );
+    }
     let found = descriptions.and_then(|d| {
         d.by_id
             .iter()
@@ -287,14 +440,15 @@ fn stand_in(a: &Attachment, descriptions: Option<&Descriptions>) -> String {
     }
 }
 
-/// The descriptions from the describer's completions, in request order.
+/// The descriptions of `these` from the describer's completions, in
+/// request order.
 pub fn descriptions(
     describer: String,
-    all: &Attachments,
+    these: &[&Attachment],
     completions: Vec<crate::llm::Completion>,
 ) -> Arc<Descriptions> {
-    let by_id = all
-        .binary()
+    let by_id = these
+        .iter()
         .zip(completions)
         .map(|(a, c)| {
             let got = match c.outcome {

@@ -23,7 +23,7 @@ pub use search::search_of_stage;
 #[cfg(test)]
 pub use recording::call_record;
 
-use super::attachments::{Descriptions, RunAttachments};
+use super::attachments::{Descriptions, Extracted, RunAttachments};
 use super::budget::{Budget, Ceiling, Reservation};
 use super::events::{Event, Progress, Stage, TOKENS_EVERY};
 use super::follow_up;
@@ -85,6 +85,8 @@ pub struct RunContext {
     attachments: Option<Arc<RunAttachments>>,
     /// Their descriptions, written once, by the first batch that needs them.
     descriptions: tokio::sync::OnceCell<Arc<Descriptions>>,
+    /// The text of its PDFs, extracted once, by the first batch that needs it.
+    extracted: tokio::sync::OnceCell<Arc<Extracted>>,
     /// The run's web search, when it asked for one.
     search: Option<crate::llm::WebSearch>,
     /// Providers already named in a note for not searching.
@@ -129,6 +131,7 @@ impl RunContext {
             next_rank: AtomicU32::new(0),
             attachments: None,
             descriptions: tokio::sync::OnceCell::new(),
+            extracted: tokio::sync::OnceCell::new(),
             search: None,
             unsearched: Mutex::new(Vec::new()),
             cache: None,

@@ -367,6 +367,7 @@ impl Runner {
         self.check_prompts(prompter, &prompts, context.calls_left())?;
         context
             .plan_attachments(&prompts.requests)
+            .await
             .map_err(RunError::Attachments)?;
 
         context.emit(Event::Stage(Stage::FanOut));

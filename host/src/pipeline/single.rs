@@ -1,6 +1,8 @@
 //! A run of one model asked directly, without plugins (`chorus eval`'s
 //! `model:ID` targets): the same slot, deadline, budgets and record as any
 //! run, so comparing a model with a pipeline compares like with like.
+//! Attachments reach it as a pipeline's would by default: what it takes
+//! as it is, the rest described (or a PDF's extracted text).
 
 use std::sync::Arc;
 
@@ -19,13 +21,14 @@ pub fn single_run_name(model: &str) -> String {
 }
 
 impl Runner {
-    /// Asks `model` alone, once, with `prompt`. Its record is a run like
+    /// Asks `model` alone, once, with `prompt` and `attachments`. Its record is a run like
     /// any other, named `model:ID`: kind `single` when it answered, `none`
     /// (with the reason in the summary) when it did not.
     pub async fn ask_model(
         &self,
         model: &str,
         prompt: String,
+        attachments: crate::attach::Attachments,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
         if self.llm.model(model).is_none() {
@@ -38,6 +41,13 @@ impl Runner {
         self.check_prompt(&prompt)?;
         let limits = &self.loaded.config.limits;
         let name = single_run_name(model);
+        let attachments = (!attachments.is_empty()).then(|| {
+            Arc::new(super::RunAttachments::for_model(
+                attachments,
+                model,
+                &prompt,
+            ))
+        });
         let request = Arc::new(Request {
             run_id: uuid::Uuid::now_v7().to_string(),
             pipeline: name.clone(),
@@ -54,7 +64,7 @@ impl Runner {
             dry_run: false,
             answered_by: "chorus".to_owned(),
             lead_notes: Vec::new(),
-            attachments: None,
+            attachments,
             search: None,
         };
         let chat = ChatRequest {
@@ -69,6 +79,10 @@ impl Runner {
             attachments: Default::default(),
         };
         self.wrapped(setup, progress, |context| async move {
+            context
+                .plan_attachments(std::slice::from_ref(&chat))
+                .await
+                .map_err(RunError::Attachments)?;
             context.emit(Event::Stage(Stage::FanOut));
             context.emit(Event::FanOut { calls: 1 });
             let completions = context.fan_out(super::FAN_OUT, vec![chat]).await;

@@ -154,8 +154,13 @@ impl ToKeep<'_> {
 
 /// What to write of `files` in a store bounded by `max_bytes`: each
 /// attachment with bytes, in order, and its bytes while the run's
-/// attachments together fit in what the store may keep at all.
-pub fn to_keep(files: &Attachments, max_bytes: u64) -> Vec<ToKeep<'_>> {
+/// attachments together fit in what the store may keep at all — none when
+/// they were `let_go` before they could be written (and why).
+pub fn to_keep<'a>(
+    files: &'a Attachments,
+    max_bytes: u64,
+    let_go: Option<&str>,
+) -> Vec<ToKeep<'a>> {
     let mut total = 0u64;
     let mut seen: Vec<&str> = Vec::new();
     files
@@ -163,6 +168,12 @@ pub fn to_keep(files: &Attachments, max_bytes: u64) -> Vec<ToKeep<'_>> {
         .filter(|a| !matches!(a.body, Body::Url(_)))
         .map(|attachment| {
             let size = attachment.bytes as u64;
+            if let Some(why) = let_go {
+                return ToKeep {
+                    attachment,
+                    not_kept: Some(why.to_owned()),
+                };
+            }
             let new = !seen.contains(&attachment.sha256.as_str());
             let fits = !new || total.saturating_add(size) <= max_bytes;
             if new && fits {
@@ -251,14 +262,21 @@ mod tests {
             attachment(3, "bbbbbbb"),
             attachment(4, "cc"),
         ]);
-        let kept: Vec<bool> = to_keep(&files, 8)
+        let kept: Vec<bool> = to_keep(&files, 8, None)
             .iter()
             .map(|k| k.not_kept.is_none())
             .collect();
         // The same content twice counts once; 4 + 7 is over 8; 4 + 2 is not.
         assert_eq!(kept, [true, true, false, true]);
-        let why = to_keep(&files, 8)[2].not_kept.clone().unwrap();
+        let why = to_keep(&files, 8, None)[2].not_kept.clone().unwrap();
         assert!(why.contains("[store] max_bytes = 8 bytes"), "{why}");
+        // Bytes let go before they were written: none kept, each says why.
+        let let_go = to_keep(&files, 8, Some("the backlog was full"));
+        assert!(
+            let_go
+                .iter()
+                .all(|k| k.not_kept.as_deref() == Some("the backlog was full"))
+        );
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub struct Begin {
     /// The attachments themselves, whose bytes the writer keeps (shared
     /// with the run, never copied).
     pub files: crate::attach::Attachments,
+    /// Why the bytes of `files` were let go before they were written (a
+    /// writer's backlog over its bound): the run records them as not kept.
+    pub bytes_let_go: Option<String>,
     pub started_at: i64,
     pub deadline_at: i64,
 }

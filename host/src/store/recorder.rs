@@ -153,6 +153,7 @@ impl Shared {
                         .then(|| serde_json::to_string(&self.links.attachments.infos()).ok())
                         .flatten(),
                     files: self.links.attachments.clone(),
+                    bytes_let_go: None,
                     started_at,
                     deadline_at: started_at.saturating_add(limit),
                 };

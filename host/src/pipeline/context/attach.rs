@@ -1,15 +1,19 @@
 //! The run's attachments on its requests: the policy held at planning,
 //! each request given what its model can take (see
-//! `pipeline::attachments`), and the descriptions written once, by the
-//! first batch that needs them, through the run's own fan-out (stage
-//! `describe`), so they are budgeted and recorded like any call.
+//! `pipeline::attachments`), the PDFs' text extracted once and the
+//! descriptions written once, by the first batch that needs them — the
+//! descriptions through the run's own fan-out (stage `describe`), so they
+//! are budgeted and recorded like any call.
 
 use std::sync::Arc;
 
 use super::RunContext;
+use crate::attach::pdf;
 use crate::llm::{ChatRequest, Failure};
 use crate::pipeline::FAN_OUT;
-use crate::pipeline::attachments::{DESCRIBE, Descriptions, RunAttachments, descriptions};
+use crate::pipeline::attachments::{
+    DESCRIBE, Descriptions, Extracted, RunAttachments, descriptions,
+};
 
 impl RunContext {
     /// Every request of the run will carry `attachments` (see
@@ -21,12 +25,13 @@ impl RunContext {
 
     /// Holds the fan-out's models to the pipeline's policy for attachments,
     /// before anything is spent; what it decided goes in the notes.
-    pub fn plan_attachments(&self, requests: &[ChatRequest]) -> Result<(), String> {
+    pub async fn plan_attachments(&self, requests: &[ChatRequest]) -> Result<(), String> {
         let Some(attachments) = &self.attachments else {
             return Ok(());
         };
+        let extracted = self.extracted(attachments, requests).await;
         let panel: Vec<&str> = requests.iter().map(|r| r.model.as_str()).collect();
-        for note in attachments.plan(&self.llm, &panel)? {
+        for note in attachments.plan(&self.llm, &panel, extracted.as_deref())? {
             self.note(note);
         }
         Ok(())
@@ -42,11 +47,13 @@ impl RunContext {
         let Some(attachments) = self.attachments.as_ref().filter(|_| stage != DESCRIBE) else {
             return vec![None; requests.len()];
         };
-        let descriptions = if attachments.needs_descriptions(&self.llm, requests) {
-            Some(self.describe(attachments).await)
-        } else {
-            None
-        };
+        let extracted = self.extracted(attachments, requests).await;
+        let descriptions =
+            if attachments.needs_descriptions(&self.llm, requests, extracted.as_deref()) {
+                Some(self.describe(attachments, extracted.as_deref()).await)
+            } else {
+                None
+            };
         requests
             .iter_mut()
             .map(|request| {
@@ -56,28 +63,61 @@ impl RunContext {
                         stage == FAN_OUT,
                         &self.llm,
                         descriptions.as_deref(),
+                        extracted.as_deref(),
                     )
                     .err()
             })
             .collect()
     }
 
-    /// The attachments described, once per run, by its describer.
-    async fn describe(&self, attachments: &RunAttachments) -> Arc<Descriptions> {
+    /// The PDFs' text, extracted once per run by the first batch with a
+    /// model that needs it (and what came of it said in the notes); `None`
+    /// while no model of the run has needed it.
+    async fn extracted(
+        &self,
+        attachments: &RunAttachments,
+        requests: &[ChatRequest],
+    ) -> Option<Arc<Extracted>> {
+        let needed = requests
+            .iter()
+            .any(|r| attachments.needs_text(self.llm.model(&r.model).as_ref()));
+        if !needed {
+            return self.extracted.get().cloned();
+        }
+        let made = self.extracted.get_or_init(|| async {
+            let mut by_id = Vec::new();
+            for a in attachments.pdfs() {
+                if let crate::attach::Body::Base64(data) = &a.body {
+                    by_id.push((a.id, pdf::extract(data.clone(), pdf::Bounds::DEFAULT).await));
+                }
+            }
+            let extracted = Extracted { by_id };
+            for note in extracted.notes(&attachments.all) {
+                self.note(note);
+            }
+            Arc::new(extracted)
+        });
+        Some(made.await.clone())
+    }
+
+    /// The attachments without extracted text described, once per run, by
+    /// its describer.
+    async fn describe(
+        &self,
+        attachments: &RunAttachments,
+        extracted: Option<&Extracted>,
+    ) -> Arc<Descriptions> {
         let made = self.descriptions.get_or_init(|| async {
-            match attachments.describer(&self.llm) {
+            let these = attachments.to_describe(extracted);
+            match attachments.describer(&self.llm, &these) {
                 Ok(describer) => {
-                    let requests = attachments.describe_requests(&describer);
+                    let requests = attachments.describe_requests(&describer, &these);
                     let completions = Box::pin(self.fan_out(DESCRIBE, requests)).await;
-                    descriptions(describer, &attachments.all, completions)
+                    descriptions(describer, &these, completions)
                 }
                 Err(why) => Arc::new(Descriptions {
                     model: String::new(),
-                    by_id: attachments
-                        .all
-                        .binary()
-                        .map(|a| (a.id, Err(why.clone())))
-                        .collect(),
+                    by_id: these.iter().map(|a| (a.id, Err(why.clone()))).collect(),
                 }),
             }
         });

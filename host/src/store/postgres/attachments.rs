@@ -38,7 +38,7 @@ pub async fn keep(tx: &Transaction<'_>, begin: &Begin, max_bytes: u64) -> Result
         &[&LOCK_RETENTION],
     )
     .await?;
-    for item in to_keep(&begin.files, max_bytes) {
+    for item in to_keep(&begin.files, max_bytes, begin.bytes_let_go.as_deref()) {
         let a = item.attachment;
         tx.execute(
             "INSERT INTO run_attachments (run_seq, id, sha256, size, not_kept)

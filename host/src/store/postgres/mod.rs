@@ -9,6 +9,7 @@
 
 mod apply;
 mod attachments;
+mod backlog;
 pub mod limits;
 mod read;
 mod responses;

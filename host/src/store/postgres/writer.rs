@@ -7,8 +7,9 @@
 //! a bounded backlog in memory (the oldest events of unfinished runs go
 //! first when it is full; a run's end goes last) and the runs go on: each
 //! run's end is answered at once with why it is not written yet, and the
-//! backlog is written when the database is back. Said in the log once when
-//! it goes, once when it comes back.
+//! backlog is written when the database is back. The backlog is bounded
+//! in events and in the attachment bytes they hold (see `backlog`). Said
+//! in the log once when it goes, once when it comes back.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,8 @@ use crate::store::retention::Retention;
 const BATCH: usize = 512;
 /// Messages kept while the database is unreachable.
 const BACKLOG: usize = 4 * crate::store::event::CAPACITY;
+/// Attachment bytes those messages may hold on to.
+const BACKLOG_BYTES: u64 = 128 << 20;
 /// Retention runs this often, and after this many runs ended.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 const PRUNE_AFTER_RUNS: u32 = 200;
@@ -292,29 +295,21 @@ impl Writer {
         }
     }
 
-    /// Past `BACKLOG`, the oldest events go, a run's end last of all.
+    /// Past `BACKLOG` events or `BACKLOG_BYTES` of attachments, the
+    /// oldest events go (for bytes, those that carry them), a run's end
+    /// last of all (see `backlog`).
     fn bound(&mut self) {
-        let mut over = self.pending.len().saturating_sub(BACKLOG);
-        if over == 0 {
+        let let_go = super::backlog::bound(&mut self.pending, BACKLOG, BACKLOG_BYTES);
+        if let_go == super::backlog::LetGo::default() {
             return;
         }
-        let before = self.pending.len();
-        self.pending.retain(|m| {
-            if over > 0 && !matches!(m, Msg::End { .. }) {
-                over -= 1;
-                false
-            } else {
-                true
-            }
-        });
-        while over > 0 && self.pending.pop_front().is_some() {
-            over -= 1;
-        }
-        let dropped = before - self.pending.len();
         if self.lost == 0 {
-            tracing::warn!(store = %self.shown, "the run store has been unreachable long enough that {dropped} run events kept for it were dropped");
+            let dropped = let_go.events;
+            let bytes = crate::text::show_bytes(let_go.bytes);
+            let stripped = let_go.ends_stripped;
+            tracing::warn!(store = %self.shown, "the run store has been unreachable long enough that {dropped} run events kept for it were dropped and {bytes} of attachments let go (the backlog keeps at most {BACKLOG} events and {} of attachments; {stripped} runs will record theirs as not kept)", crate::text::show_bytes(BACKLOG_BYTES));
         }
-        self.lost += dropped as u64;
+        self.lost += (let_go.events + let_go.ends_stripped) as u64;
     }
 
     async fn prune(&mut self) {

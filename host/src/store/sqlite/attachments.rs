@@ -31,7 +31,7 @@ CREATE INDEX run_attachments_by_hash ON run_attachments (sha256);
 /// Links the run `begin` starts to its attachments and keeps the bytes not
 /// kept yet, within `max_bytes`.
 pub fn keep(tx: &Transaction<'_>, begin: &Begin, max_bytes: u64) -> rusqlite::Result<()> {
-    for item in to_keep(&begin.files, max_bytes) {
+    for item in to_keep(&begin.files, max_bytes, begin.bytes_let_go.as_deref()) {
         let a = item.attachment;
         tx.prepare_cached(
             "INSERT INTO run_attachments (run_seq, id, sha256, size, not_kept)

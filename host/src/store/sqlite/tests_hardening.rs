@@ -161,6 +161,7 @@ fn begin(prompt: String) -> Begin {
         deadline_at: i64::MAX,
         attachments: None,
         files: Default::default(),
+        bytes_let_go: None,
     }
 }
 

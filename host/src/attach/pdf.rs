@@ -1,0 +1,305 @@
+//! A PDF's text layer, for models that cannot take the file: where a PDF
+//! has one, its text is faithful and free, so a text-only model reads it
+//! rather than a describer's transcription (see `pipeline::attachments`).
+//! Everything here is bounded: the pages read, the characters kept (cut
+//! with `text`), the size any one stream may inflate to, the time (the
+//! parse runs on a blocking thread, checks its deadline between pages and
+//! is waited for no longer than that), and how many run at once. A PDF
+//! that does not parse, is encrypted or has no text layer gives the reason
+//! instead, for the caller to fall back on a description.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use tokio::sync::Semaphore;
+
+use crate::text::{cut_at_chars, ellipsized, show_bytes};
+
+/// How far one extraction may go.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// Pages read, from the first.
+    pub pages: u32,
+    /// Characters kept, in all.
+    pub chars: usize,
+    /// Bytes any one stream may decompress to (a small file cannot inflate
+    /// to gigabytes).
+    pub stream_bytes: usize,
+    /// Wall time for the whole extraction.
+    pub time: Duration,
+}
+
+impl Bounds {
+    /// What every run uses: about 25k tokens of text at most.
+    pub const DEFAULT: Self = Self {
+        pages: 300,
+        chars: 100_000,
+        stream_bytes: 32 << 20,
+        time: Duration::from_secs(15),
+    };
+}
+
+/// How many extractions run at once, across runs: each takes a core.
+static RUNNING: Semaphore = Semaphore::const_new(2);
+
+/// Fewer visible characters a page than this is no text layer (a scan's
+/// stray page number does not make one).
+const MIN_CHARS_PER_PAGE: usize = 8;
+
+/// The text of a PDF, and how much of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Text {
+    pub text: String,
+    /// Pages in the document.
+    pub pages: u32,
+    /// Pages whose text is in `text`.
+    pub pages_read: u32,
+    /// Why `text` is not all of it, when it is not.
+    pub cut: Option<String>,
+}
+
+impl Text {
+    /// `12 pages, 31.2 KiB of text` / `pages 1–300 of 412, cut: …`.
+    pub fn summary(&self) -> String {
+        let size = show_bytes(self.text.len() as u64);
+        match &self.cut {
+            None => format!("{} pages, {size} of text", self.pages),
+            Some(why) => format!(
+                "pages 1–{} of {}, {size} of text, cut: {why}",
+                self.pages_read, self.pages
+            ),
+        }
+    }
+}
+
+/// The text layer of the PDF whose bytes are `base64`, off the async
+/// runtime and within `bounds`; `Err` says why there is none.
+pub async fn extract(base64: std::sync::Arc<str>, bounds: Bounds) -> Result<Text, String> {
+    let _turn = RUNNING
+        .acquire()
+        .await
+        .map_err(|_| "text extraction is shut down".to_owned())?;
+    let deadline = Instant::now() + bounds.time;
+    let work = tokio::task::spawn_blocking(move || {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(base64.as_bytes())
+            .map_err(|e| format!("its bytes are not valid base64 ({e})"))?;
+        extract_bytes(&bytes, bounds, deadline)
+    });
+    // A little past the deadline: the parse checks it between pages, and
+    // one page may take a moment; beyond that it is not waited for.
+    match tokio::time::timeout(bounds.time + Duration::from_secs(1), work).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(join)) if join.is_panic() => Err("the PDF parser failed on it".to_owned()),
+        Ok(Err(_)) => Err("text extraction was stopped".to_owned()),
+        Err(_) => Err(format!(
+            "reading it took longer than {}s",
+            bounds.time.as_secs()
+        )),
+    }
+}
+
+/// The text layer of the PDF `bytes`, read until `deadline`.
+pub fn extract_bytes(bytes: &[u8], bounds: Bounds, deadline: Instant) -> Result<Text, String> {
+    let options = lopdf::LoadOptions {
+        max_decompressed_size: Some(bounds.stream_bytes),
+        ..lopdf::LoadOptions::default()
+    };
+    let doc = lopdf::Document::load_mem_with_options(bytes, options).map_err(|e| match e {
+        lopdf::Error::Decryption(_) | lopdf::Error::InvalidPassword => {
+            "it is encrypted with a password".to_owned()
+        }
+        e => format!(
+            "it could not be parsed ({})",
+            ellipsized(&e.to_string(), 200)
+        ),
+    })?;
+    if doc.is_encrypted() {
+        return Err("it is encrypted with a password".to_owned());
+    }
+    let numbers: Vec<u32> = doc.get_pages().into_keys().collect();
+    let pages = numbers.len() as u32;
+    if pages == 0 {
+        return Err("it has no pages".to_owned());
+    }
+    let mut text = String::new();
+    let mut pages_read = 0;
+    let mut cut = None;
+    for number in &numbers {
+        if pages_read == bounds.pages {
+            cut = Some(format!("only the first {} pages are read", bounds.pages));
+            break;
+        }
+        if Instant::now() >= deadline {
+            cut = Some(format!("reading stopped after {}s", bounds.time.as_secs()));
+            break;
+        }
+        // A page that fails (a font it cannot decode, a stream over the
+        // bound) gives what text it has; the rest of the document goes on.
+        let chunks = doc.extract_text_chunks_with_limit(&[*number], bounds.stream_bytes);
+        for chunk in chunks.into_iter().flatten() {
+            text.push_str(&chunk);
+        }
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        pages_read += 1;
+        if text.len() > bounds.chars * 4 {
+            break;
+        }
+    }
+    if pages_read == 0 {
+        return Err(format!(
+            "reading it took longer than {}s",
+            bounds.time.as_secs()
+        ));
+    }
+    let visible = text.chars().filter(|c| !c.is_whitespace()).count();
+    if visible < MIN_CHARS_PER_PAGE * pages_read as usize {
+        return Err(if visible == 0 {
+            "it has no text layer (a scan, or text drawn as shapes)".to_owned()
+        } else {
+            format!(
+                "it has almost no text layer ({visible} characters in {pages_read} pages: a scan, or text drawn as shapes)"
+            )
+        });
+    }
+    if let Some(head) = cut_at_chars(&text, bounds.chars) {
+        text = head.to_owned();
+        cut = Some(format!("text kept to {} characters", bounds.chars));
+    }
+    Ok(Text {
+        text,
+        pages,
+        pages_read,
+        cut,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lopdf::content::{Content, Operation};
+    use lopdf::{Document, Object, Stream, dictionary};
+
+    /// A PDF with one page per entry, each showing its lines in Courier
+    /// (no lines: a page with a drawn box only, as a scan has no text).
+    fn pdf(pages: &[&[&str]]) -> Vec<u8> {
+        let mut doc = Document::with_version("1.5");
+        let pages_id = doc.new_object_id();
+        let font = doc.add_object(dictionary! {
+            "Type" => "Font", "Subtype" => "Type1", "BaseFont" => "Courier",
+        });
+        let mut kids = Vec::new();
+        for lines in pages {
+            let mut ops = vec![
+                Operation::new("re", vec![0.into(), 0.into(), 100.into(), 100.into()]),
+                Operation::new("f", vec![]),
+            ];
+            for (i, line) in lines.iter().enumerate() {
+                ops.push(Operation::new("BT", vec![]));
+                ops.push(Operation::new("Tf", vec!["F1".into(), 12.into()]));
+                ops.push(Operation::new(
+                    "Td",
+                    vec![72.into(), (700 - 14 * i as i64).into()],
+                ));
+                ops.push(Operation::new("Tj", vec![Object::string_literal(*line)]));
+                ops.push(Operation::new("ET", vec![]));
+            }
+            let content = Content { operations: ops }.encode().unwrap();
+            let contents = doc.add_object(Stream::new(dictionary! {}, content));
+            let page = doc.add_object(dictionary! {
+                "Type" => "Page", "Parent" => pages_id, "Contents" => contents,
+                "Resources" => dictionary! { "Font" => dictionary! { "F1" => font } },
+                "MediaBox" => vec![0.into(), 0.into(), 612.into(), 792.into()],
+            });
+            kids.push(page.into());
+        }
+        let count = kids.len() as i64;
+        doc.objects.insert(
+            pages_id,
+            Object::Dictionary(dictionary! { "Type" => "Pages", "Kids" => kids, "Count" => count }),
+        );
+        let catalog = doc.add_object(dictionary! { "Type" => "Catalog", "Pages" => pages_id });
+        doc.trailer.set("Root", catalog);
+        let mut out = Vec::new();
+        doc.save_to(&mut out).unwrap();
+        out
+    }
+
+    fn read(bytes: &[u8], bounds: Bounds) -> Result<Text, String> {
+        extract_bytes(bytes, bounds, Instant::now() + bounds.time)
+    }
+
+    #[test]
+    fn a_text_layer_is_read_page_by_page() {
+        let bytes = pdf(&[
+            &["Clause 1: the tenant pays."],
+            &["Clause 2: the landlord fixes."],
+        ]);
+        let text = read(&bytes, Bounds::DEFAULT).unwrap();
+        assert!(text.text.contains("Clause 1: the tenant pays."), "{text:?}");
+        assert!(
+            text.text.contains("Clause 2: the landlord fixes."),
+            "{text:?}"
+        );
+        assert_eq!(
+            text.text,
+            "Clause 1: the tenant pays.\nClause 2: the landlord fixes.\n"
+        );
+        assert_eq!((text.pages, text.pages_read, text.cut), (2, 2, None));
+    }
+
+    #[test]
+    fn a_scan_has_no_text_layer_and_garbage_does_not_parse() {
+        let scan = pdf(&[&[], &[]]);
+        let why = read(&scan, Bounds::DEFAULT).unwrap_err();
+        assert!(why.contains("no text layer"), "{why}");
+        let why = read(b"%PDF-1.7\nnot really a pdf", Bounds::DEFAULT).unwrap_err();
+        assert!(why.starts_with("it could not be parsed"), "{why}");
+    }
+
+    #[test]
+    fn pages_and_characters_are_bounded_and_the_cut_said() {
+        let page: &[&str] = &["This page has a line of text on it."];
+        let bytes = pdf(&[page; 5]);
+        let few_pages = Bounds {
+            pages: 2,
+            ..Bounds::DEFAULT
+        };
+        let text = read(&bytes, few_pages).unwrap();
+        assert_eq!((text.pages, text.pages_read), (5, 2));
+        assert_eq!(text.cut.as_deref(), Some("only the first 2 pages are read"));
+        assert!(
+            text.summary().starts_with("pages 1–2 of 5"),
+            "{}",
+            text.summary()
+        );
+
+        let few_chars = Bounds {
+            chars: 50,
+            ..Bounds::DEFAULT
+        };
+        let text = read(&bytes, few_chars).unwrap();
+        assert_eq!(text.text.chars().count(), 50);
+        assert_eq!(text.cut.as_deref(), Some("text kept to 50 characters"));
+    }
+
+    #[test]
+    fn a_passed_deadline_stops_between_pages() {
+        let bytes = pdf(&[&["One page of text here."], &["Another page of text."]]);
+        let text = extract_bytes(&bytes, Bounds::DEFAULT, Instant::now());
+        // Nothing read before the deadline: no text to give.
+        assert!(text.unwrap_err().contains("took longer than 15s"));
+    }
+
+    #[tokio::test]
+    async fn extraction_runs_off_the_runtime_from_base64() {
+        let bytes = pdf(&[&["Off the runtime."]]);
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        let text = extract(encoded.into(), Bounds::DEFAULT).await.unwrap();
+        assert!(text.text.contains("Off the runtime."));
+        let why = extract("!!".into(), Bounds::DEFAULT).await.unwrap_err();
+        assert!(why.contains("not valid base64"), "{why}");
+    }
+}
