@@ -80,7 +80,10 @@ async fn rpc(client: &reqwest::Client, url: &str, message: &Value) -> Result<Val
         .await
         .map_err(|e| format!("{status}, then {e}"))?;
     if status != 200 {
-        return Err(format!("{status}: {}", text.chars().take(300).collect::<String>()));
+        return Err(format!(
+            "{status}: {}",
+            text.chars().take(300).collect::<String>()
+        ));
     }
     serde_json::from_str(&text)
         .ok()
@@ -90,7 +93,12 @@ async fn rpc(client: &reqwest::Client, url: &str, message: &Value) -> Result<Val
                 .filter_map(|data| serde_json::from_str(data.trim()).ok())
                 .last()
         })
-        .ok_or_else(|| format!("no message in: {}", text.chars().take(300).collect::<String>()))
+        .ok_or_else(|| {
+            format!(
+                "no message in: {}",
+                text.chars().take(300).collect::<String>()
+            )
+        })
 }
 
 /// One call of `ask` as an MCP client makes it over Streamable HTTP; its
@@ -168,7 +176,11 @@ async fn run() {
     println!(
         "chorus serve --http: {instances} instance{} {}, runs in {}; idle after {warmup} warm-up runs {:.1} MB resident{}; each run: 3 panel models answering after {PANEL_MS} ms, a synthesizer after {SYNTH_MS} ms; provider max_concurrency {max_concurrency}; window {} s per level",
         if instances == 1 { "" } else { "s" },
-        if balanced { "behind nginx" } else { "called directly" },
+        if balanced {
+            "behind nginx"
+        } else {
+            "called directly"
+        },
         match store {
             Store::Sqlite => "SQLite",
             Store::Postgres => "PostgreSQL",

@@ -102,8 +102,13 @@ async fn instance(file: &Path) -> (Instance, String) {
             break url.trim().replace("0.0.0.0", "127.0.0.1");
         }
     };
-    // Keep reading stderr so chorus never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+    // Keep reading stderr so chorus never blocks on a full pipe, and pass
+    // on what it says (warnings and worse: CHORUS_LOG=warn).
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            eprintln!("chorus {pid}: {line}");
+        }
+    });
     let addr = url
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
@@ -184,7 +189,12 @@ impl Deployment {
     pub fn postmaster(&self) -> Option<u32> {
         let cluster = self.cluster.as_ref()?;
         let file = cluster.dir().join("data").join("postmaster.pid");
-        std::fs::read_to_string(file).ok()?.lines().next()?.parse().ok()
+        std::fs::read_to_string(file)
+            .ok()?
+            .lines()
+            .next()?
+            .parse()
+            .ok()
     }
 
     /// `sql`'s output in the bench's database (unaligned, `|` between

@@ -148,12 +148,20 @@ pub async fn measure(deployment: &mut Deployment, client: &reqwest::Client, clie
         "failover: {} instances behind nginx, {clients} clients; kill -9 of one (pid {pid}), its last heartbeat {heartbeat_age:.1} s before",
         deployment.instances.len()
     );
-    let secs = |d: Option<Duration>| d.map_or("never (60 s)".to_owned(), |d| format!("{:.1} s", d.as_secs_f64()));
+    let secs = |d: Option<Duration>| {
+        d.map_or("never (60 s)".to_owned(), |d| {
+            format!("{:.1} s", d.as_secs_f64())
+        })
+    };
     println!(
         "  its runs on record as running: {on_record}; read `interrupted` through the balancer {} (first) to {} (last) after the kill{}",
         secs(first),
         secs(last),
-        if other.is_empty() { String::new() } else { format!("; otherwise: {other:?}") }
+        if other.is_empty() {
+            String::new()
+        } else {
+            format!("; otherwise: {other:?}")
+        }
     );
     if errors > 0 {
         println!("  reads of them that failed while polling: {errors}");
@@ -165,9 +173,11 @@ pub async fn measure(deployment: &mut Deployment, client: &reqwest::Client, clie
     println!(
         "  nginx: {} requests started after the kill tried it ({passed_on} answered by the next instance){}",
         tried.len(),
-        tried
-            .last()
-            .map_or(String::new(), |(at, _)| format!(", the last {at:.2} s after"))
+        tried.last().map_or(String::new(), |(at, _)| format!(
+            ", the last {at:.2} s after"
+        ))
     );
-    println!("  runs/s: {before:.1} in the 5 s before the kill, {after:.1} in 5 s once its runs read interrupted");
+    println!(
+        "  runs/s: {before:.1} in the 5 s before the kill, {after:.1} in 5 s once its runs read interrupted"
+    );
 }
