@@ -91,7 +91,7 @@ async fn rpc(client: &reqwest::Client, url: &str, message: &Value) -> Result<Val
             text.lines()
                 .filter_map(|line| line.strip_prefix("data:"))
                 .filter_map(|data| serde_json::from_str(data.trim()).ok())
-                .last()
+                .next_back()
         })
         .ok_or_else(|| {
             format!(
