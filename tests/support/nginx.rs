@@ -4,7 +4,8 @@
 //! pass through as they are written), a refused connection tried on the
 //! next instance. One process (`master_process off`, `daemon off`), its
 //! files in a temporary directory, listening on a free port of 127.0.0.1;
-//! stopped when dropped.
+//! stopped when dropped. Its access log says which instances each request
+//! tried (read by the multi-instance bench, `host/benches/http_load.rs`).
 //!
 //! `Nginx::start` is `None` when nginx is not installed — unless
 //! `CHORUS_REQUIRE_NGINX=1` (set by `.ci/run`), which makes that a failure.
@@ -56,8 +57,9 @@ impl Nginx {
         let d = dir.path().display();
         let conf = format!(
             "daemon off;\nmaster_process off;\nerror_log {d}/error.log warn;\npid {d}/nginx.pid;\n\
-             events {{ worker_connections 512; }}\n\
-             http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
+             events {{ worker_connections 4096; }}\nworker_rlimit_nofile 8192;\n\
+             http {{\n  log_format tried '$msec $request_time $status $upstream_addr';\n\
+             \x20 access_log {d}/access.log tried;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n\
              \x20 fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n\
              \x20 upstream chorus {{\n{servers}  }}\n\
              \x20 server {{\n    listen 127.0.0.1:{port};\n    location / {{\n\
@@ -97,6 +99,18 @@ impl Nginx {
             child,
             origin: format!("http://127.0.0.1:{port}"),
         })
+    }
+
+    /// nginx's process (one: `master_process off`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// The access log: a line a request, `$msec $request_time $status
+    /// $upstream_addr` (end time and duration in seconds; the instances the
+    /// request tried, in order, comma-separated).
+    pub fn access_log(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("access.log")).unwrap_or_default()
     }
 
     /// The MCP endpoint behind it.
