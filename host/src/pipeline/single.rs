@@ -43,6 +43,7 @@ impl Runner {
             pipeline: name.clone(),
             prompt,
             options: json!({}),
+            attachments: Vec::new(),
         });
         let setup = Setup {
             request: request.clone(),
@@ -67,6 +68,7 @@ impl Runner {
             sampling: Sampling::default(),
             response_format: None,
             attachments: Default::default(),
+            placed: Vec::new(),
         };
         self.wrapped(setup, progress, |context| async move {
             context.emit(Event::Stage(Stage::FanOut));
