@@ -22,8 +22,7 @@ use serde_json::{Map, Value};
 
 use super::secret::Scrubber;
 use super::types::{
-    ChatRequest, Failure, FailureKind, FormatSent, Message, Placed, Reply, ResponseFormat,
-    Usage,
+    ChatRequest, Failure, FailureKind, FormatSent, Message, Placed, Reply, ResponseFormat, Usage,
 };
 use crate::attach::{Attachment, Attachments, Body, Kind};
 use crate::text::ellipsized;

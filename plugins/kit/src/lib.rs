@@ -14,8 +14,8 @@ pub mod formats;
 pub mod guest;
 mod options;
 mod reply;
-mod shape;
 pub mod seeing;
+mod shape;
 pub mod sources;
 pub mod wit;
 

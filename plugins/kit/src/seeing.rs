@@ -38,8 +38,7 @@ pub fn sees(model: &ModelInfo, needed: &[&str]) -> bool {
 /// `models` reordered so those that see `needed` come first, each group
 /// in its own order.
 pub fn seeing_first(models: Vec<ModelInfo>, needed: &[&str]) -> Vec<ModelInfo> {
-    let (mut seeing, blind): (Vec<_>, Vec<_>) =
-        models.into_iter().partition(|m| sees(m, needed));
+    let (mut seeing, blind): (Vec<_>, Vec<_>) = models.into_iter().partition(|m| sees(m, needed));
     seeing.extend(blind);
     seeing
 }

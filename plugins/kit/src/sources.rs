@@ -206,13 +206,19 @@ mod tests {
         );
         assert_eq!(numbering.under(&completions[2]), "");
         assert!(numbering.instructions("Merge.").ends_with(CITE));
-        assert_eq!(Numbering::of(&[cited(1, &[])]).instructions("Merge."), "Merge.");
+        assert_eq!(
+            Numbering::of(&[cited(1, &[])]).instructions("Merge."),
+            "Merge."
+        );
     }
 
     #[test]
     fn urls_compare_as_the_host_compares_them() {
         assert_eq!(normalised("HTTPS://Example.COM"), "https://example.com");
-        assert_eq!(normalised("https://example.com/a/#x"), "https://example.com/a");
+        assert_eq!(
+            normalised("https://example.com/a/#x"),
+            "https://example.com/a"
+        );
         assert_eq!(
             normalised("https://example.com/a?utm_medium=m&q=1"),
             "https://example.com/a?q=1"

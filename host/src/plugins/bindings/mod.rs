@@ -24,12 +24,7 @@ use crate::llm;
 pub const CONTRACT: &str = v0_4::VERSION;
 
 /// Every contract version this host serves, oldest first.
-pub const VERSIONS: &[&str] = &[
-    v0_1::VERSION,
-    v0_2::VERSION,
-    v0_3::VERSION,
-    v0_4::VERSION,
-];
+pub const VERSIONS: &[&str] = &[v0_1::VERSION, v0_2::VERSION, v0_3::VERSION, v0_4::VERSION];
 
 /// Adds every version's `host` interface to the linker.
 pub fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {

@@ -227,7 +227,10 @@ mod tests {
         assert_eq!(listed.mime, "image/png");
         assert_eq!(listed.name.as_deref(), Some("d.png"));
         assert_eq!(listed.description.as_deref(), Some("a diagram"));
-        assert_eq!((listed.pages, listed.width, listed.height), (None, None, None));
+        assert_eq!(
+            (listed.pages, listed.width, listed.height),
+            (None, None, None)
+        );
 
         let reply = llm::Reply {
             content: Arc::new("Rust [1]".into()),

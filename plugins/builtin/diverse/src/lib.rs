@@ -43,9 +43,8 @@ impl Guest for Diverse {
         let settings = parse(&settings)?;
         let needed = kit::seeing::needed(&request);
         let models = host::models();
-        let (seeing, blind): (Vec<&ModelInfo>, Vec<&ModelInfo>) = models
-            .iter()
-            .partition(|m| kit::seeing::sees(m, &needed));
+        let (seeing, blind): (Vec<&ModelInfo>, Vec<&ModelInfo>) =
+            models.iter().partition(|m| kit::seeing::sees(m, &needed));
         let mut panel = spread(&seeing, settings.count);
         panel.extend(spread(&blind, settings.count - panel.len()));
         if panel.is_empty() {

@@ -108,7 +108,8 @@ impl Guest for Synthesize {
         } else {
             DEFAULT_INSTRUCTIONS
         };
-        let instructions = numbering.instructions(settings.instructions.as_deref().unwrap_or(default));
+        let instructions =
+            numbering.instructions(settings.instructions.as_deref().unwrap_or(default));
         let sampling = Sampling {
             temperature: settings.temperature,
             max_tokens: settings.max_tokens,
