@@ -32,6 +32,7 @@ mod load;
 mod metrics;
 mod money;
 mod no_config;
+mod plugin_attachments;
 mod polyglot;
 mod postgres;
 mod prompt_cache;
