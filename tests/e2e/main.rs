@@ -33,6 +33,7 @@ mod metrics;
 mod money;
 mod no_config;
 mod pdf_text;
+mod plugin_attachments;
 mod polyglot;
 mod postgres;
 mod prompt_cache;

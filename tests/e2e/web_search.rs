@@ -87,9 +87,28 @@ async fn a_searching_pipeline_sends_openrouters_plugin_and_returns_numbered_sour
             "{model}"
         );
     }
-    // The synthesizer merges; it does not search.
+    // The synthesizer merges; it does not search. It reads each answer's
+    // sources under it, numbered as the run's list is, and is asked to
+    // cite them so.
     let synth = &mock.requests_for(SYNTH)[0].body;
     assert_eq!(search_fields(synth), (Value::Null, Value::Null));
+    let system = synth["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.ends_with("Cite the sources you rely on with their numbers in brackets, like [1], exactly as numbered there; cite no others and do not list them at the end."),
+        "{system}"
+    );
+    let merge = synth["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        merge.contains(
+            "--- Answer 1 ---\nRust is fast.\n\nSources this answer cites:\n\
+             [1] Rust <https://a.example/rust?utm_source=openai>\n\n\
+             --- Answer 2 ---\nRust and Go.\n\nSources this answer cites:\n\
+             [1] Rust <https://a.example/rust?utm_source=openai>\n\
+             [2] Go <https://b.example/go>\n\n\
+             --- Answer 3 ---\nno sources\n\n"
+        ),
+        "{merge}"
+    );
 
     let result_json = structured(&result);
     assert_eq!(

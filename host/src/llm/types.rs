@@ -46,6 +46,20 @@ pub struct ChatRequest {
     /// last user message (text attachments and descriptions are in the
     /// messages already). Shared by every call of the run.
     pub attachments: crate::attach::Attachments,
+    /// Where a plugin placed attachments in the messages (contract 0.4's
+    /// `content-part.attachment`), in message and text order. Empty: the
+    /// attachments go with the last user message.
+    pub placed: Vec<Placed>,
+}
+
+/// A run attachment placed in a message: at byte `at` of the content of
+/// message `message`, before the text that follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    pub message: usize,
+    pub at: usize,
+    /// The attachment's id in the run.
+    pub id: u32,
 }
 
 /// How a reply must be written when a plugin reads it as data.
@@ -279,7 +293,8 @@ pub enum FailureKind {
     /// wrote no answer.
     TokenLimit,
     /// Never sent: the model cannot take the run's attachments (an image,
-    /// a PDF, audio) and the pipeline leaves such models out.
+    /// a PDF, audio) and the pipeline leaves such models out, or the
+    /// request placed an attachment the run does not have.
     UnsupportedInput,
 }
 

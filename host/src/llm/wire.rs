@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 
 use super::secret::Scrubber;
 use super::types::{
-    ChatRequest, Failure, FailureKind, FormatSent, Message, Reply, ResponseFormat, Usage,
+    ChatRequest, Failure, FailureKind, FormatSent, Message, Placed, Reply, ResponseFormat, Usage,
 };
 use crate::attach::{Attachment, Attachments, Body, Kind};
 use crate::text::ellipsized;
@@ -43,12 +43,13 @@ fn prefix_end(messages: &[Message]) -> Option<usize> {
 }
 
 /// The messages as sent: the one at `mark` (if any) as a content block
-/// carrying `cache_control: {"type": "ephemeral"}`, and the last user
-/// message followed by the attachments' parts, when there are any.
+/// carrying `cache_control: {"type": "ephemeral"}`; the attachments where
+/// a plugin placed them, else after the last user message's text.
 struct Messages<'a> {
     messages: &'a [Message],
     mark: Option<usize>,
     attachments: &'a Attachments,
+    placed: &'a [Placed],
 }
 
 impl Serialize for Messages<'_> {
@@ -59,7 +60,7 @@ impl Serialize for Messages<'_> {
             role: super::types::Role,
             content: Vec<Part<'a>>,
         }
-        let attach_at = (!self.attachments.is_empty())
+        let attach_at = (!self.attachments.is_empty() && self.placed.is_empty())
             .then(|| {
                 self.messages
                     .iter()
@@ -69,16 +70,33 @@ impl Serialize for Messages<'_> {
         let mut seq = serializer.serialize_seq(Some(self.messages.len()))?;
         for (i, message) in self.messages.iter().enumerate() {
             let marked = Some(i) == self.mark;
-            if !marked && Some(i) != attach_at {
+            let placed: Vec<&Placed> = self.placed.iter().filter(|p| p.message == i).collect();
+            if !marked && Some(i) != attach_at && placed.is_empty() {
                 seq.serialize_element(message)?;
                 continue;
             }
-            let mut content = vec![Part::Text {
-                text: &message.content,
-                cache_control: marked.then_some(CacheControl {
-                    r#type: "ephemeral",
-                }),
-            }];
+            let cache_control = marked.then_some(CacheControl {
+                r#type: "ephemeral",
+            });
+            let mut content = Vec::new();
+            let mut from = 0;
+            for p in placed {
+                let Some(attachment) = self.attachments.iter().find(|a| a.id == p.id) else {
+                    continue;
+                };
+                let mut at = p.at.clamp(from, message.content.len());
+                while !message.content.is_char_boundary(at) {
+                    at -= 1;
+                }
+                if at > from {
+                    content.push(Part::text(&message.content[from..at], None));
+                }
+                content.push(Part::of(attachment));
+                from = at;
+            }
+            if from < message.content.len() || content.is_empty() || cache_control.is_some() {
+                content.push(Part::text(&message.content[from..], cache_control));
+            }
             if Some(i) == attach_at {
                 content.extend(self.attachments.binary().map(Part::of));
             }
@@ -135,6 +153,13 @@ struct Audio<'a> {
 }
 
 impl<'a> Part<'a> {
+    fn text(text: &'a str, cache_control: Option<CacheControl>) -> Self {
+        Self::Text {
+            text,
+            cache_control,
+        }
+    }
+
     fn of(attachment: &'a Attachment) -> Self {
         match attachment.kind {
             Kind::Pdf => Self::File {
@@ -215,6 +240,7 @@ pub fn request_body(
             messages: &request.messages,
             mark: prefix_end(&request.messages).filter(|_| caches_when_told(&request.model)),
             attachments: &request.attachments,
+            placed: &request.placed,
         },
         stream,
     };

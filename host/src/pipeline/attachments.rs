@@ -297,19 +297,30 @@ impl RunAttachments {
     }
 
     /// Whether any of `requests` goes to a model that will need the
-    /// descriptions: one that cannot take an attachment with no extracted
-    /// text.
+    /// descriptions: one that cannot take an attachment it carries (those
+    /// it places, if it places any, and only if all of those are the
+    /// run's) and that has no extracted text.
     pub fn needs_descriptions(
         &self,
         llm: &Llm,
         requests: &[ChatRequest],
         extracted: Option<&Extracted>,
     ) -> bool {
+        let carried = |r: &ChatRequest, a: &Attachment| {
+            r.placed.is_empty() || r.placed.iter().any(|p| p.id == a.id)
+        };
+        let known = |r: &ChatRequest| {
+            r.placed
+                .iter()
+                .all(|p| self.all.iter().any(|a| a.id == p.id))
+        };
         self.policy == ForTextModels::Describe
             && requests.iter().any(|r| {
-                self.unseen(llm.model(&r.model).as_ref())
-                    .iter()
-                    .any(|a| !covered(a, extracted))
+                known(r)
+                    && self
+                        .unseen(llm.model(&r.model).as_ref())
+                        .iter()
+                        .any(|a| carried(r, a) && !covered(a, extracted))
             })
     }
 
@@ -341,13 +352,17 @@ impl RunAttachments {
                 },
                 response_format: None,
                 attachments: self.all.only(|b| b.id == a.id),
+                placed: Vec::new(),
             })
             .collect()
     }
 
     /// Puts the attachments on `request`: text inlined, what the model takes
-    /// attached, the rest described (or mentioned). `Err` when the model is
-    /// to be left out (`skip`, on the panel's own calls).
+    /// attached, the rest described (or mentioned) — where a plugin placed
+    /// them (contract 0.4's `content-part.attachment`), each once, else with
+    /// the last user message. `Err` when the model is to be left out
+    /// (`skip`, on the panel's own calls), or the request placed an
+    /// attachment the run does not have.
     pub fn place(
         &self,
         request: &mut ChatRequest,
@@ -356,8 +371,20 @@ impl RunAttachments {
         descriptions: Option<&Descriptions>,
         extracted: Option<&Extracted>,
     ) -> Result<(), Failure> {
+        if let Some(id) = request
+            .placed
+            .iter()
+            .map(|p| p.id)
+            .find(|id| !self.all.iter().any(|a| a.id == *id))
+        {
+            let ids: Vec<String> = self.all.iter().map(|a| format!("#{}", a.id)).collect();
+            return Err(unknown_attachment(id, &ids.join(", ")));
+        }
         let info = llm.model(&request.model);
-        let unseen = self.unseen(info.as_ref());
+        let mut unseen = self.unseen(info.as_ref());
+        if !request.placed.is_empty() {
+            unseen.retain(|a| request.placed.iter().any(|p| p.id == a.id));
+        }
         if panel && self.policy == ForTextModels::Skip && !unseen.is_empty() {
             return Err(Failure::new(
                 FailureKind::UnsupportedInput,
@@ -368,20 +395,20 @@ impl RunAttachments {
                 ),
             ));
         }
-        let mut text = String::new();
-        for a in self.all.iter() {
-            match (&a.body, unseen.iter().any(|u| u.id == a.id)) {
-                (Body::Text(contents), _) => {
-                    text.push_str(&format!(
-                        "\n\n--- Attachment {} ---\n{contents}\n--- end of attachment #{} ---",
-                        a.label(),
-                        a.id
-                    ));
-                }
-                (_, false) => {}
-                (_, true) => text.push_str(&stand_in(a, descriptions, extracted)),
-            }
+        let stands_in = |a: &Attachment| match &a.body {
+            Body::Text(contents) => Some(format!(
+                "\n\n--- Attachment {} ---\n{contents}\n--- end of attachment #{} ---",
+                a.label(),
+                a.id
+            )),
+            _ if unseen.iter().any(|u| u.id == a.id) => Some(stand_in(a, descriptions, extracted)),
+            _ => None,
+        };
+        if !request.placed.is_empty() {
+            self.place_where_put(request, stands_in);
+            return Ok(());
         }
+        let text: String = self.all.iter().filter_map(stands_in).collect();
         if let Some(last) = request.messages.iter_mut().rfind(|m| m.role == Role::User) {
             last.content.push_str(&text);
         }
@@ -390,6 +417,61 @@ impl RunAttachments {
             .only(|a| a.kind != Kind::Text && !unseen.iter().any(|u| u.id == a.id));
         Ok(())
     }
+
+    /// The attachments where the plugin placed them: text (a text file, or
+    /// what stands in for one the model cannot see) into the message there;
+    /// the rest stay placed, for the wire to send as parts.
+    fn place_where_put(
+        &self,
+        request: &mut ChatRequest,
+        stands_in: impl Fn(&Attachment) -> Option<String>,
+    ) {
+        request.placed.sort_by_key(|p| (p.message, p.at));
+        let mut kept = Vec::new();
+        let mut shift = (usize::MAX, 0);
+        for mut placed in std::mem::take(&mut request.placed) {
+            if shift.0 != placed.message {
+                shift = (placed.message, 0);
+            }
+            placed.at += shift.1;
+            let Some(a) = self.all.iter().find(|a| a.id == placed.id) else {
+                continue;
+            };
+            match (stands_in(a), request.messages.get_mut(placed.message)) {
+                (Some(mut text), Some(message)) => {
+                    let mut at = placed.at.min(message.content.len());
+                    while !message.content.is_char_boundary(at) {
+                        at -= 1;
+                    }
+                    if at < message.content.len() {
+                        text.push_str("\n\n");
+                    }
+                    message.content.insert_str(at, &text);
+                    shift.1 += text.len();
+                }
+                (None, Some(_)) => kept.push(placed),
+                (_, None) => {}
+            }
+        }
+        request.attachments = self.all.only(|a| kept.iter().any(|p| p.id == a.id));
+        request.placed = kept;
+    }
+
+    /// For a run without attachments: a request that places one fails.
+    pub fn none_placed(request: &ChatRequest) -> Option<Failure> {
+        let id = request.placed.first()?.id;
+        Some(unknown_attachment(id, "none"))
+    }
+}
+
+/// A request placed attachment `id`, which the run does not have.
+fn unknown_attachment(id: u32, has: &str) -> Failure {
+    Failure::new(
+        FailureKind::UnsupportedInput,
+        format!(
+            "not sent: the request places attachment #{id}, which this run does not have (its attachments: {has}); place one of those ids, from request.attachments"
+        ),
+    )
 }
 
 /// What a model that cannot see `a` reads in its place: its extracted

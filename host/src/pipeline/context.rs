@@ -237,7 +237,7 @@ impl RunContext {
             .into_iter()
             .zip(left_out)
             .map(|(mut request, left_out)| {
-                follow_up::insert(&mut request.messages, &self.history);
+                follow_up::insert_into(&mut request, &self.history);
                 if let Some(failure) = left_out {
                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                     return (Admission::LeftOut(id, failure), Arc::new(request));

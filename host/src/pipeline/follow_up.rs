@@ -109,14 +109,28 @@ impl Conversation {
 /// Puts `history` ahead of a request's own messages, after its leading
 /// system messages (which keep their place as the instructions).
 pub fn insert(messages: &mut Vec<Message>, history: &[Message]) {
-    if history.is_empty() {
-        return;
+    insert_at(messages, history);
+}
+
+/// `insert` for a whole request: attachments a plugin placed stay in the
+/// messages it placed them in.
+pub fn insert_into(request: &mut crate::llm::ChatRequest, history: &[Message]) {
+    let at = insert_at(&mut request.messages, history);
+    for placed in request.placed.iter_mut().filter(|p| p.message >= at) {
+        placed.message += history.len();
     }
+}
+
+/// Where the history went.
+fn insert_at(messages: &mut Vec<Message>, history: &[Message]) -> usize {
     let at = messages
         .iter()
         .position(|m| m.role != Role::System)
         .unwrap_or(messages.len());
-    messages.splice(at..at, history.iter().cloned());
+    if !history.is_empty() {
+        messages.splice(at..at, history.iter().cloned());
+    }
+    at
 }
 
 #[cfg(test)]

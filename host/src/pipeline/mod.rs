@@ -277,6 +277,7 @@ impl Runner {
             pipeline: pipeline_name.to_owned(),
             prompt,
             options,
+            attachments: crate::plugins::AttachmentInfo::list(&infos),
         });
         let setup = Setup {
             request: request.clone(),
@@ -378,7 +379,8 @@ impl Runner {
 
         context.emit(Event::Stage(Stage::Synthesize));
         let limit = self.copy_limit(synthesizer, &plan, &completions);
-        let merge = handoff::synthesize(synthesizer, host(), request, &plan, &completions, limit);
+        let request = context.described(request);
+        let merge = handoff::synthesize(synthesizer, host(), &request, &plan, &completions, limit);
         let mut answer =
             match events::plugin_call(emit, &synthesizer.name, "synthesize", merge).await {
                 Ok(answer) => answer,

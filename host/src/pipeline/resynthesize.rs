@@ -83,6 +83,7 @@ impl Runner {
             pipeline: merge.pipeline.clone(),
             prompt: source.prompt.clone(),
             options: merge.options,
+            attachments: crate::plugins::AttachmentInfo::list(&attachments.infos()),
         });
         let mut lead_notes: Vec<String> = conversation
             .as_ref()

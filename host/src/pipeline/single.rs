@@ -53,6 +53,7 @@ impl Runner {
             pipeline: name.clone(),
             prompt,
             options: json!({}),
+            attachments: Vec::new(),
         });
         let setup = Setup {
             request: request.clone(),
@@ -77,6 +78,7 @@ impl Runner {
             sampling: Sampling::default(),
             response_format: None,
             attachments: Default::default(),
+            placed: Vec::new(),
         };
         self.wrapped(setup, progress, |context| async move {
             context

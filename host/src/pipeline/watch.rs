@@ -330,6 +330,7 @@ mod tests {
                 sampling: Default::default(),
                 response_format: None,
                 attachments: Default::default(),
+                placed: Vec::new(),
             }),
         }
     }

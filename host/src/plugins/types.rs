@@ -42,6 +42,29 @@ pub struct Request {
     pub prompt: String,
     /// Strategy options from the call: a JSON object.
     pub options: Value,
+    /// The run's attachments, in id order (contract 0.4 on shows them).
+    pub attachments: Vec<AttachmentInfo>,
+}
+
+/// A run attachment as plugins see it: what it is, never its bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttachmentInfo {
+    pub info: crate::attach::Info,
+    /// The describer's text, once the run made one (synthesizers see it).
+    pub description: Option<String>,
+}
+
+impl AttachmentInfo {
+    /// The run's attachments, not yet described.
+    pub fn list(infos: &[crate::attach::Info]) -> Vec<Self> {
+        infos
+            .iter()
+            .map(|info| Self {
+                info: info.clone(),
+                description: None,
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

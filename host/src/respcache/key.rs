@@ -51,6 +51,14 @@ pub fn key(identity: &Identity, request: &ChatRequest, search: Option<&WebSearch
         hash.field(attachment.name.as_bytes());
         hash.field(attachment.sha256.as_bytes());
     }
+    // Where a plugin placed them (none: with the last user message, as
+    // every key before placements was made, so those keys still match).
+    if !request.placed.is_empty() {
+        hash.field(b"placed");
+        for placed in &request.placed {
+            hash.field(format!("{}:{}:{}", placed.message, placed.at, placed.id).as_bytes());
+        }
+    }
     let Sampling {
         temperature,
         top_p,

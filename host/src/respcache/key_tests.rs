@@ -32,6 +32,7 @@ fn request() -> ChatRequest {
         },
         response_format: None,
         attachments: Attachments::default(),
+        placed: Vec::new(),
     }
 }
 
@@ -108,6 +109,15 @@ fn anything_that_changes_the_answer_changes_the_key() {
         ("attachment", {
             let mut r = request();
             r.attachments = image("aa");
+            r
+        }),
+        ("placement", {
+            let mut r = request();
+            r.placed = vec![crate::llm::Placed {
+                message: 1,
+                at: 0,
+                id: 1,
+            }];
             r
         }),
         ("response format", {

@@ -60,6 +60,7 @@ mod tests {
                 sampling: crate::llm::Sampling::default(),
                 response_format: None,
                 attachments: crate::attach::Attachments::default(),
+                placed: Vec::new(),
             }),
             at: now_ms() - 3_000,
         };

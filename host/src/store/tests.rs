@@ -116,6 +116,7 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
         pipeline: pipeline.into(),
         prompt: prompt.into(),
         options: json!({"agents": 2}),
+        attachments: Vec::new(),
     });
     let plan = Arc::new(Plan {
         panel: (0..n)
@@ -140,6 +141,7 @@ fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 // The second asks for JSON, and its provider was asked.
                 response_format: (i == 1).then_some(crate::llm::ResponseFormat::JsonObject),
                 attachments: Default::default(),
+                placed: Vec::new(),
             })
         })
         .collect();

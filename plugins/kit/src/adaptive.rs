@@ -424,6 +424,7 @@ mod tests {
             supported_parameters: None,
             prices_source: None,
             listed: None,
+            input_modalities: None,
             extra: "{}".into(),
         }
     }
@@ -449,6 +450,7 @@ mod tests {
                     tokens_estimated: false,
                 }),
                 format_sent: FormatSent::None,
+                citations: Vec::new(),
             }),
         }
     }

@@ -24,13 +24,15 @@ pub fn message(role: Role, content: impl Into<String>) -> Message {
     }
 }
 
-/// The text of a message, its parts joined.
+/// The text of a message, its parts joined (attachments placed in it
+/// have no text).
 pub fn text(message: &Message) -> String {
     message
         .content
         .iter()
         .map(|part| match part {
             ContentPart::Text(text) => text.as_str(),
+            ContentPart::Attachment(_) => "",
         })
         .collect()
 }

@@ -1,6 +1,7 @@
 //! Helpers shared by chorus's Rust strategy plugins: the contract's bindings,
 //! generated once (`wit`) and reused by every plugin through wit-bindgen's
-//! `with`; helpers over those types (`guest`); and plain-text helpers.
+//! `with`; helpers over those types (`guest`, `seeing` for attachments,
+//! `sources` for web citations); and plain-text helpers.
 //!
 //! Model replies are outside data: every parser here accepts what models
 //! actually write (code fences, prose around JSON, numbered lists) and
@@ -13,7 +14,9 @@ pub mod formats;
 pub mod guest;
 mod options;
 mod reply;
+pub mod seeing;
 mod shape;
+pub mod sources;
 pub mod wit;
 
 pub use chain::{ModelText, describe_failure, fallback_notes, first_success};

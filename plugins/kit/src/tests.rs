@@ -314,6 +314,7 @@ mod guest_helpers {
                     finish_reason: None,
                     usage: None,
                     format_sent: FormatSent::None,
+                    citations: Vec::new(),
                 }),
                 Err(message) => Err(Failure {
                     kind: FailureKind::RateLimited,

@@ -225,6 +225,7 @@ fn the_request_body_layers_extra_body_sampling_and_params() {
         },
         response_format: None,
         attachments: Default::default(),
+        placed: Vec::new(),
     };
     let extra = json!({"transforms": [], "temperature": 1.0, "model": "evil/override"});
     let params = json!({"reasoning": {"effort": "high"}, "max_tokens": 20000, "stream": false});
@@ -262,6 +263,7 @@ fn asking_for(format: Option<ResponseFormat>) -> ChatRequest {
         sampling: Sampling::default(),
         response_format: format,
         attachments: Default::default(),
+        placed: Vec::new(),
     }
 }
 
@@ -545,6 +547,7 @@ fn conversation(model: &str, messages: &[(Role, &str)]) -> serde_json::Value {
         sampling: Sampling::default(),
         response_format: None,
         attachments: Default::default(),
+        placed: Vec::new(),
     };
     body_of(&request, json!({}), FormatSent::None)
 }

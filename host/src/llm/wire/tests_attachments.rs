@@ -50,6 +50,7 @@ fn attachments_follow_the_last_user_message_as_content_parts() {
         sampling: Sampling::default(),
         response_format: None,
         attachments: attachments.clone(),
+        placed: Vec::new(),
     };
     let bytes = request_body(&request, &Map::new(), &Map::new(), false, FormatSent::None);
     let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
@@ -69,6 +70,58 @@ fn attachments_follow_the_last_user_message_as_content_parts() {
                 {"type": "image_url", "image_url": {"url": png_url}},
                 {"type": "file", "file": {"filename": "c.pdf", "file_data": all[1].url()}},
                 {"type": "input_audio", "input_audio": {"data": all[2].url().split_once(",").unwrap().1, "format": "wav"}},
+            ]},
+        ])
+    );
+}
+
+#[test]
+fn placed_attachments_go_where_placed_and_nowhere_else() {
+    let all = attachments();
+    let message = |role, content: &str| Message {
+        role,
+        content: content.into(),
+    };
+    let request = ChatRequest {
+        label: "panel".into(),
+        model: "m".into(),
+        messages: vec![
+            message(Role::User, "First look:"),
+            message(Role::Assistant, "Seen."),
+            message(Role::User, "Now this: and say."),
+        ],
+        sampling: Sampling::default(),
+        response_format: None,
+        // Only the PDF and the audio: the image was not placed.
+        attachments: all.only(|a| a.id != 1),
+        placed: vec![
+            Placed {
+                message: 0,
+                at: "First look:".len(),
+                id: 3,
+            },
+            Placed {
+                message: 2,
+                at: "Now this:".len(),
+                id: 2,
+            },
+        ],
+    };
+    let bytes = request_body(&request, &Map::new(), &Map::new(), false, FormatSent::None);
+    let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let all: Vec<&crate::attach::Attachment> = all.iter().collect();
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "user", "content": [
+                {"type": "text", "text": "First look:"},
+                {"type": "input_audio", "input_audio": {"data": all[2].url().split_once(",").unwrap().1, "format": "wav"}},
+            ]},
+            {"role": "assistant", "content": "Seen."},
+            {"role": "user", "content": [
+                {"type": "text", "text": "Now this:"},
+                {"type": "file", "file": {"filename": "c.pdf", "file_data": all[1].url()}},
+                {"type": "text", "text": " and say."},
             ]},
         ])
     );

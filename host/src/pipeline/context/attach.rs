@@ -14,6 +14,7 @@ use crate::pipeline::FAN_OUT;
 use crate::pipeline::attachments::{
     DESCRIBE, Descriptions, Extracted, RunAttachments, descriptions,
 };
+use crate::plugins::Request;
 
 impl RunContext {
     /// Every request of the run will carry `attachments` (see
@@ -37,6 +38,22 @@ impl RunContext {
         Ok(())
     }
 
+    /// `request` with the descriptions the run has made so far (contract
+    /// 0.4's `attachment-info.description`): what its synthesizer is given.
+    pub fn described(&self, request: &Request) -> Request {
+        let mut request = request.clone();
+        if let Some(made) = self.descriptions.get() {
+            for attachment in &mut request.attachments {
+                attachment.description = made
+                    .by_id
+                    .iter()
+                    .find(|(id, _)| *id == attachment.info.id)
+                    .and_then(|(_, got)| got.as_ref().ok().cloned());
+            }
+        }
+        request
+    }
+
     /// The attachments placed on each request; `Some(failure)` for those
     /// left out. Descriptions are written first where a model needs them.
     pub(super) async fn place_attachments(
@@ -45,7 +62,7 @@ impl RunContext {
         requests: &mut [ChatRequest],
     ) -> Vec<Option<Failure>> {
         let Some(attachments) = self.attachments.as_ref().filter(|_| stage != DESCRIBE) else {
-            return vec![None; requests.len()];
+            return requests.iter().map(RunAttachments::none_placed).collect();
         };
         let extracted = self.extracted(attachments, requests).await;
         let descriptions =

@@ -6,18 +6,25 @@
 //!
 //! - `VERSION`;
 //! - `response_format(&wit::ChatRequest) -> Result<Option<llm::ResponseFormat>, String>`;
-//! - `reply_of(&llm::Reply) -> wit::Reply` (it may use `usage_of`).
+//! - `reply_of(&llm::Reply) -> wit::Reply` (it may use `usage_of`);
+//! - `request_of(&own::Request) -> wit::Request`;
+//! - `part_of(wit::ContentPart) -> super::Part`;
+//! - `UNSUPPORTED_INPUT: wit::FailureKind`, what `unsupported-input` is
+//!   called in the version;
+//!
+//! and passes the macro the `model-info` fields it has beyond 0.3's, as
+//! `adapters!(m => { field: m.…, })` (`m` is the host's `llm::ModelInfo`).
 //!
 //! The macro's paths resolve where it is invoked, so each expansion uses
 //! that version's generated types.
 
 macro_rules! adapters {
-    () => {
+    ($m:ident => { $($model_info:tt)* }) => {
         pub fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
             host::add_to_linker::<State, HasSelf<State>>(linker, |state| state)
         }
 
-        /// A linked 0.2 plugin of one kind, ready to instantiate per call.
+        /// A linked plugin of one kind, ready to instantiate per call.
         pub enum Guest {
             Selector(selector::SelectorPluginPre<State>),
             Prompter(prompter::PrompterPluginPre<State>),
@@ -237,41 +244,49 @@ macro_rules! adapters {
             /// without response formats never fail.
             fn try_from(r: wit::ChatRequest) -> Result<Self, String> {
                 let response_format = response_format(&r)?;
+                let mut placed = Vec::new();
+                let messages = r
+                    .messages
+                    .into_iter()
+                    .enumerate()
+                    .map(|(index, m)| llm::Message {
+                        role: m.role.into(),
+                        content: text_of(index, m.content, &mut placed),
+                    })
+                    .collect();
                 Ok(Self {
                     label: r.label,
                     model: r.model,
-                    messages: r
-                        .messages
-                        .into_iter()
-                        .map(|m| llm::Message {
-                            role: m.role.into(),
-                            content: text_of(m.content),
-                        })
-                        .collect(),
+                    messages,
                     sampling: r.sampling.into(),
                     response_format,
                     attachments: Default::default(),
+                    placed,
                 })
             }
         }
 
-        /// The text of a message's parts, in order. Text is the only kind of part
-        /// so far; a later kind would be handled here.
-        fn text_of(parts: Vec<wit::ContentPart>) -> String {
-            let mut parts = parts.into_iter().map(|part| match part {
-                wit::ContentPart::Text(text) => text,
-            });
-            match (parts.next(), parts.next()) {
-                (None, _) => String::new(),
-                (Some(only), None) => only,
-                (Some(first), Some(second)) => {
-                    let mut text = first;
-                    for part in std::iter::once(second).chain(parts) {
-                        text.push_str(&part);
-                    }
-                    text
+        /// The text of message `index`'s parts, in order; the attachments
+        /// placed among them go to `placed`, at the byte of the text they
+        /// come before.
+        fn text_of(
+            index: usize,
+            parts: Vec<wit::ContentPart>,
+            placed: &mut Vec<llm::Placed>,
+        ) -> String {
+            let mut text = String::new();
+            for part in parts {
+                match part_of(part) {
+                    super::Part::Text(part) if text.is_empty() => text = part,
+                    super::Part::Text(part) => text.push_str(&part),
+                    super::Part::Attachment(id) => placed.push(llm::Placed {
+                        message: index,
+                        at: text.len(),
+                        id,
+                    }),
                 }
             }
+            text
         }
 
         /// A usage as the contract spells it.
@@ -302,10 +317,7 @@ macro_rules! adapters {
                     K::MissingApiKey => Self::MissingApiKey,
                     K::Cut => Self::Cut,
                     K::TokenLimit => Self::TokenLimit,
-                    // Not in contracts 0.2–0.3: what a provider answers
-                    // such a request with (404, "no endpoints support
-                    // image input"); the message says which.
-                    K::UnsupportedInput => Self::HttpStatus,
+                    K::UnsupportedInput => UNSUPPORTED_INPUT,
                 }
             }
         }
@@ -331,24 +343,25 @@ macro_rules! adapters {
         }
 
         impl From<&llm::ModelInfo> for wit::ModelInfo {
-            fn from(m: &llm::ModelInfo) -> Self {
+            fn from($m: &llm::ModelInfo) -> Self {
                 Self {
-                    id: m.id.clone(),
-                    provider: m.provider.clone(),
-                    context_window: m.context_window,
-                    max_output_tokens: m.max_output_tokens,
-                    input_price: m.input_price,
-                    output_price: m.output_price,
-                    tags: m.tags.clone(),
-                    supported_parameters: m.supported_parameters.clone(),
-                    prices_source: m.prices_source.map(|source| {
+                    id: $m.id.clone(),
+                    provider: $m.provider.clone(),
+                    context_window: $m.context_window,
+                    max_output_tokens: $m.max_output_tokens,
+                    input_price: $m.input_price,
+                    output_price: $m.output_price,
+                    tags: $m.tags.clone(),
+                    supported_parameters: $m.supported_parameters.clone(),
+                    prices_source: $m.prices_source.map(|source| {
                         match source {
                             llm::PriceSource::Config => "config",
                             llm::PriceSource::Catalog => "catalog",
                         }
                         .to_owned()
                     }),
-                    listed: m.listed,
+                    listed: $m.listed,
+                    $($model_info)*
                     // Nothing beyond the named fields yet; later hosts add here first.
                     extra: "{}".to_owned(),
                 }
@@ -357,12 +370,7 @@ macro_rules! adapters {
 
         impl From<&own::Request> for wit::Request {
             fn from(r: &own::Request) -> Self {
-                Self {
-                    run_id: r.run_id.clone(),
-                    pipeline: r.pipeline.clone(),
-                    prompt: r.prompt.clone(),
-                    options: r.options.to_string(),
-                }
+                request_of(r)
             }
         }
 

@@ -244,6 +244,7 @@ impl From<wit::ChatRequest> for llm::ChatRequest {
             // Before 0.3 a request could not ask for a response format.
             response_format: None,
             attachments: Default::default(),
+            placed: Vec::new(),
         }
     }
 }

@@ -67,4 +67,25 @@ fn reply_of(reply: &llm::Reply) -> wit::Reply {
     }
 }
 
-adapters!();
+/// A request of this version's shape: no attachments before 0.4.
+fn request_of(r: &own::Request) -> wit::Request {
+    wit::Request {
+        run_id: r.run_id.clone(),
+        pipeline: r.pipeline.clone(),
+        prompt: r.prompt.clone(),
+        options: r.options.to_string(),
+    }
+}
+
+/// Text is the only part before 0.4.
+fn part_of(part: wit::ContentPart) -> super::Part {
+    match part {
+        wit::ContentPart::Text(text) => super::Part::Text(text),
+    }
+}
+
+/// Not in contracts before 0.4: what a provider answers such a request
+/// with (404, "no endpoints support image input"); the message says which.
+const UNSUPPORTED_INPUT: wit::FailureKind = wit::FailureKind::HttpStatus;
+
+adapters!(m => {});

@@ -1,6 +1,6 @@
-//! `chorus:strategy@0.3.0`, the current contract: its generated bindings
-//! and what it adapts unlike other versions (`adapt.rs` has the rest): a
-//! response format on chat requests, and what was sent of it on replies.
+//! `chorus:strategy@0.3.0`: its generated bindings and what it adapts
+//! unlike other versions (`adapt.rs` has the rest): a response format on
+//! chat requests, and what was sent of it on replies.
 
 mod generated {
     pub mod selector {
@@ -78,4 +78,69 @@ fn reply_of(reply: &llm::Reply) -> wit::Reply {
     }
 }
 
-adapters!();
+/// A request of this version's shape: no attachments before 0.4.
+fn request_of(r: &own::Request) -> wit::Request {
+    wit::Request {
+        run_id: r.run_id.clone(),
+        pipeline: r.pipeline.clone(),
+        prompt: r.prompt.clone(),
+        options: r.options.to_string(),
+    }
+}
+
+/// Text is the only part before 0.4.
+fn part_of(part: wit::ContentPart) -> super::Part {
+    match part {
+        wit::ContentPart::Text(text) => super::Part::Text(text),
+    }
+}
+
+/// Not in contracts before 0.4: what a provider answers such a request
+/// with (404, "no endpoints support image input"); the message says which.
+const UNSUPPORTED_INPUT: wit::FailureKind = wit::FailureKind::HttpStatus;
+
+adapters!(m => {});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_0_3_plugin_sees_no_attachments_and_unsupported_input_as_an_http_status() {
+        // 0.3's request has no attachments field to fill: the conversion
+        // compiles only because it leaves them out.
+        let request = own::Request {
+            run_id: "r".into(),
+            pipeline: "ask".into(),
+            prompt: "q".into(),
+            options: serde_json::json!({}),
+            attachments: Vec::new(),
+        };
+        assert_eq!(wit::Request::from(&request).prompt, "q");
+        assert!(matches!(
+            wit::FailureKind::from(llm::FailureKind::UnsupportedInput),
+            wit::FailureKind::HttpStatus
+        ));
+        let request = llm::ChatRequest::try_from(wit::ChatRequest {
+            label: "l".into(),
+            model: "m".into(),
+            messages: vec![wit::Message {
+                role: wit::Role::User,
+                content: vec![
+                    wit::ContentPart::Text("a".into()),
+                    wit::ContentPart::Text("b".into()),
+                ],
+            }],
+            sampling: wit::Sampling {
+                temperature: None,
+                top_p: None,
+                max_tokens: None,
+                seed: None,
+            },
+            response_format: None,
+        })
+        .unwrap();
+        assert_eq!(request.messages[0].content, "ab");
+        assert!(request.placed.is_empty());
+    }
+}

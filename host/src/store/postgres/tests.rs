@@ -36,6 +36,7 @@ async fn run(store: &Store, prompt: &str) -> (String, Result<(), String>) {
         pipeline: "ask".into(),
         prompt: prompt.into(),
         options: json!({}),
+        attachments: Vec::new(),
     })));
     let record = Arc::new(RunRecord {
         run_id: run_id.clone(),
@@ -216,6 +217,7 @@ async fn a_run_whose_instance_lost_its_lease_is_interrupted() {
         pipeline: "ask".into(),
         prompt: "a long one".into(),
         options: json!({}),
+        attachments: Vec::new(),
     })));
     // The process making it dies: its recorder never ends.
     std::mem::forget(recorder);

@@ -153,6 +153,7 @@ fn begin(prompt: String) -> Begin {
             pipeline: "ask".into(),
             prompt,
             options: json!({}),
+            attachments: Vec::new(),
         }),
         follow_up_of: None,
         resynthesis_of: None,

@@ -1,6 +1,8 @@
 //! Selector: the cheapest models whose estimated cost fits the budget, using
 //! the catalog's prices (USD per million tokens, from the config). Models
-//! without prices are left out, and the result says so.
+//! without prices are left out, and the result says so. On a run with
+//! images, PDFs or audio, the cheapest models that can take them are chosen
+//! before any that cannot, and the plan says which chosen models cannot.
 //!
 //! ```toml
 //! [plugins.cheapest.settings]
@@ -12,10 +14,10 @@
 
 wit_bindgen::generate!({
     world: "selector-plugin",
-    path: "../../../wit/0.3.0",
+    path: "../../../wit/0.4.0",
     with: {
-        "chorus:strategy/types@0.3.0": kit::wit::types,
-        "chorus:strategy/host@0.3.0": kit::wit::host,
+        "chorus:strategy/types@0.4.0": kit::wit::types,
+        "chorus:strategy/host@0.4.0": kit::wit::host,
     },
 });
 
@@ -55,20 +57,29 @@ impl Guest for Cheapest {
         // ~4 characters a token for the prompt; the reply as configured.
         let input_tokens = (request.prompt.len() / 4 + 50) as f64;
         let output_tokens = f64::from(settings.expected_output_tokens);
+        let needed = kit::seeing::needed(&request);
+        let models = host::models();
         let mut unpriced = Vec::new();
-        let mut priced: Vec<(String, f64)> = Vec::new();
-        for model in host::models() {
+        // (cannot see the attachments, id, cost): those that can sort first.
+        let mut priced: Vec<(bool, String, f64)> = Vec::new();
+        for model in &models {
             match (model.input_price, model.output_price) {
-                (Some(i), Some(o)) => {
-                    priced.push((model.id, (input_tokens * i + output_tokens * o) / 1e6))
-                }
-                _ => unpriced.push(model.id),
+                (Some(i), Some(o)) => priced.push((
+                    !kit::seeing::sees(model, &needed),
+                    model.id.clone(),
+                    (input_tokens * i + output_tokens * o) / 1e6,
+                )),
+                _ => unpriced.push(model.id.clone()),
             }
         }
-        priced.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        priced.sort_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| a.2.total_cmp(&b.2))
+                .then_with(|| a.1.cmp(&b.1))
+        });
         let mut spent = 0.0;
         let mut panel = Vec::new();
-        for (model, cost) in &priced {
+        for (_, model, cost) in &priced {
             if panel.len() == settings.count || spent + cost > settings.budget_usd {
                 break;
             }
@@ -77,7 +88,7 @@ impl Guest for Cheapest {
         }
         if panel.is_empty() {
             return Err(match priced.first() {
-                Some((model, cost)) => format!(
+                Some((_, model, cost)) => format!(
                     "no model fits the budget of ${:.4}: the cheapest, {model}, is estimated at ${cost:.4}",
                     settings.budget_usd
                 ),
@@ -89,6 +100,7 @@ impl Guest for Cheapest {
             panel.len(),
             settings.budget_usd
         )];
+        notes.extend(kit::seeing::blind_note(&panel, &models, &needed));
         if !unpriced.is_empty() {
             notes.push(format!(
                 "Left out for lack of prices: {}.",

@@ -6,10 +6,10 @@
 
 wit_bindgen::generate!({
     world: "synthesizer-plugin",
-    path: "../../../wit/0.3.0",
+    path: "../../../wit/0.4.0",
     with: {
-        "chorus:strategy/types@0.3.0": kit::wit::types,
-        "chorus:strategy/host@0.3.0": kit::wit::host,
+        "chorus:strategy/types@0.4.0": kit::wit::types,
+        "chorus:strategy/host@0.4.0": kit::wit::host,
     },
 });
 
@@ -179,13 +179,15 @@ impl Guest for Council {
         let details = json!({"ranking": ranking, "ballots": ballots}).to_string();
         let sources: Vec<u32> = order.iter().map(|&c| answered[c].0).collect();
 
+        // Web sources under each answer, numbered as the run's list is.
+        let numbering = kit::sources::Numbering::of(&completions);
         let inputs: Vec<(String, String)> = order
             .iter()
             .enumerate()
             .map(|(rank, &c)| {
                 (
                     format!("Answer ranked {} of {}", rank + 1, order.len()),
-                    answered[c].2.to_owned(),
+                    format!("{}{}", answered[c].2, numbering.under(answered[c].1)),
                 )
             })
             .collect();
@@ -193,7 +195,7 @@ impl Guest for Council {
             &request.prompt,
             &inputs,
             &plan.synthesizers,
-            CHAIRMAN,
+            &numbering.instructions(CHAIRMAN),
             kit::guest::NO_SAMPLING,
         );
         let headline = |chair: &str| {

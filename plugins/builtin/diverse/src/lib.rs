@@ -1,6 +1,8 @@
 //! Selector: a panel spread across model vendors (the part of the model id
 //! before `/`, e.g. `openai`), one per vendor before any vendor gets a
-//! second, in the order the config lists them.
+//! second, in the order the config lists them. On a run with images, PDFs
+//! or audio, the spread is made of models that can take them first, and
+//! of the rest only to fill the panel (the plan says which).
 //!
 //! ```toml
 //! [plugins.diverse.settings]
@@ -10,16 +12,16 @@
 
 wit_bindgen::generate!({
     world: "selector-plugin",
-    path: "../../../wit/0.3.0",
+    path: "../../../wit/0.4.0",
     with: {
-        "chorus:strategy/types@0.3.0": kit::wit::types,
-        "chorus:strategy/host@0.3.0": kit::wit::host,
+        "chorus:strategy/types@0.4.0": kit::wit::types,
+        "chorus:strategy/host@0.4.0": kit::wit::host,
     },
 });
 
 use exports::chorus::strategy::selector::Guest;
 use kit::wit::host;
-use kit::wit::types::{Plan, Request};
+use kit::wit::types::{ModelInfo, Plan, Request};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -37,42 +39,59 @@ impl Guest for Diverse {
         parse(&settings).map(|_| ())
     }
 
-    fn select(_request: Request, settings: String) -> Result<Plan, String> {
+    fn select(request: Request, settings: String) -> Result<Plan, String> {
         let settings = parse(&settings)?;
-        // Group the catalog by vendor, keeping catalog order within each.
-        let mut vendors: Vec<(String, Vec<String>)> = Vec::new();
-        for model in host::models() {
-            let vendor = model
-                .id
-                .split_once('/')
-                .map_or(model.provider.clone(), |(v, _)| v.to_owned());
-            match vendors.iter_mut().find(|(v, _)| *v == vendor) {
-                Some((_, models)) => models.push(model.id),
-                None => vendors.push((vendor, vec![model.id])),
-            }
-        }
-        let mut panel = Vec::new();
-        let mut round = 0;
-        while panel.len() < settings.count && vendors.iter().any(|(_, m)| m.len() > round) {
-            for (_, models) in &vendors {
-                if panel.len() < settings.count
-                    && let Some(model) = models.get(round)
-                {
-                    panel.push(model.clone());
-                }
-            }
-            round += 1;
-        }
+        let needed = kit::seeing::needed(&request);
+        let models = host::models();
+        let (seeing, blind): (Vec<&ModelInfo>, Vec<&ModelInfo>) =
+            models.iter().partition(|m| kit::seeing::sees(m, &needed));
+        let mut panel = spread(&seeing, settings.count);
+        panel.extend(spread(&blind, settings.count - panel.len()));
         if panel.is_empty() {
             return Err("the catalog has no models".into());
         }
-        let vendor_count = vendors.len().min(panel.len());
-        let notes = vec![format!(
-            "A panel of {} models from {vendor_count} vendors.",
-            panel.len()
+        let mut vendors: Vec<String> = panel.iter().map(|(v, _)| v.clone()).collect();
+        vendors.sort();
+        vendors.dedup();
+        let panel: Vec<String> = panel.into_iter().map(|(_, id)| id).collect();
+        let mut notes = vec![format!(
+            "A panel of {} models from {} vendors.",
+            panel.len(),
+            vendors.len()
         )];
+        notes.extend(kit::seeing::blind_note(&panel, &models, &needed));
         Ok(kit::guest::plan(panel, settings.synthesizers, notes))
     }
+}
+
+/// Up to `count` of `models`, one per vendor before any vendor gets a
+/// second, in catalog order; each with its vendor.
+fn spread(models: &[&ModelInfo], count: usize) -> Vec<(String, String)> {
+    // Group by vendor, keeping catalog order within each.
+    let mut vendors: Vec<(String, Vec<String>)> = Vec::new();
+    for model in models {
+        let vendor = model
+            .id
+            .split_once('/')
+            .map_or(model.provider.clone(), |(v, _)| v.to_owned());
+        match vendors.iter_mut().find(|(v, _)| *v == vendor) {
+            Some((_, ids)) => ids.push(model.id.clone()),
+            None => vendors.push((vendor, vec![model.id.clone()])),
+        }
+    }
+    let mut panel = Vec::new();
+    let mut round = 0;
+    while panel.len() < count && vendors.iter().any(|(_, m)| m.len() > round) {
+        for (vendor, ids) in &vendors {
+            if panel.len() < count
+                && let Some(id) = ids.get(round)
+            {
+                panel.push((vendor.clone(), id.clone()));
+            }
+        }
+        round += 1;
+    }
+    panel
 }
 
 /// This plugin's settings, or what is wrong with them.

@@ -10,10 +10,10 @@
 
 wit_bindgen::generate!({
     world: "synthesizer-plugin",
-    path: "../../../wit/0.3.0",
+    path: "../../../wit/0.4.0",
     with: {
-        "chorus:strategy/types@0.3.0": kit::wit::types,
-        "chorus:strategy/host@0.3.0": kit::wit::host,
+        "chorus:strategy/types@0.4.0": kit::wit::types,
+        "chorus:strategy/host@0.4.0": kit::wit::host,
     },
 });
 
@@ -68,6 +68,7 @@ impl Guest for Mixture {
             .map(|(_, c, t)| (c.model.clone(), (*t).to_owned()))
             .collect();
         let mut sources = sources;
+        let mut later_layer = false;
         for layer in 2..=layers {
             kit::wit::host::progress(&format!("mixture layer {layer} of {layers}"));
             // Every proposer reads the previous layer fitted to its own
@@ -137,6 +138,7 @@ impl Guest for Mixture {
             }
             current = next;
             sources = next_sources;
+            later_layer = true;
         }
         let details = json!({ "layers": layer_log }).to_string();
         if current.len() == 1 && layers == 1 {
@@ -155,16 +157,31 @@ impl Guest for Mixture {
                 details,
             });
         }
+        // Web sources under each answer, numbered as the run's list is,
+        // when the fan-out's answers are what is merged (a later layer's
+        // answers come back without their citations).
+        let numbering = if later_layer {
+            kit::sources::Numbering::default()
+        } else {
+            kit::sources::Numbering::of(&completions)
+        };
         let inputs: Vec<(String, String)> = current
             .iter()
             .enumerate()
-            .map(|(n, (_, t))| (format!("Response {}", n + 1), t.clone()))
+            .map(|(n, (_, t))| {
+                let cited = answered
+                    .get(n)
+                    .filter(|_| !later_layer)
+                    .map(|(_, c, _)| numbering.under(c))
+                    .unwrap_or_default();
+                (format!("Response {}", n + 1), format!("{t}{cited}"))
+            })
             .collect();
         let merge = kit::guest::merge(
             &request.prompt,
             &inputs,
             &plan.synthesizers,
-            AGGREGATE,
+            &numbering.instructions(AGGREGATE),
             kit::guest::NO_SAMPLING,
         );
         let layer_count = layer_log.len();

@@ -1,6 +1,8 @@
 //! Selector: routes a question to a panel by keywords. The first route with
 //! a keyword in the prompt wins; its panel is the models listed, plus the
-//! catalog's models carrying any of its tags.
+//! catalog's models carrying any of its tags. On a run with images, PDFs or
+//! audio, the panel's models that can take them come first (so `max_panel`
+//! keeps them), and the plan says which chosen models cannot.
 //!
 //! ```toml
 //! [plugins.route.settings]
@@ -14,10 +16,10 @@
 
 wit_bindgen::generate!({
     world: "selector-plugin",
-    path: "../../../wit/0.3.0",
+    path: "../../../wit/0.4.0",
     with: {
-        "chorus:strategy/types@0.3.0": kit::wit::types,
-        "chorus:strategy/host@0.3.0": kit::wit::host,
+        "chorus:strategy/types@0.4.0": kit::wit::types,
+        "chorus:strategy/host@0.4.0": kit::wit::host,
     },
 });
 
@@ -97,13 +99,30 @@ impl Guest for Router {
                 "No route matched; used the default panel.".to_owned(),
             ),
         };
+        let needed = kit::seeing::needed(&request);
+        let mut notes = vec![note];
+        let models = if needed.is_empty() {
+            Vec::new()
+        } else {
+            host::models()
+        };
+        if !needed.is_empty() {
+            let sees = |id: &String| {
+                models
+                    .iter()
+                    .any(|m| m.id == *id && kit::seeing::sees(m, &needed))
+            };
+            let (seeing, blind): (Vec<String>, Vec<String>) = panel.into_iter().partition(sees);
+            panel = seeing.into_iter().chain(blind).collect();
+        }
         if let Some(max) = settings.max_panel {
             panel.truncate(max);
         }
+        notes.extend(kit::seeing::blind_note(&panel, &models, &needed));
         if panel.is_empty() {
-            return Err(format!("the chosen route has no models ({note})"));
+            return Err(format!("the chosen route has no models ({})", notes[0]));
         }
-        Ok(kit::guest::plan(panel, settings.synthesizers, vec![note]))
+        Ok(kit::guest::plan(panel, settings.synthesizers, notes))
     }
 }
 

@@ -7,6 +7,10 @@
 //! - exactly one answer  -> `single`, verbatim, never "synthesized";
 //! - no answer           -> `none`, with every model's failure.
 //!
+//! When the answers cite web sources, each answer goes to the merge with
+//! its sources under it, numbered as the run's `sources` list numbers them,
+//! and the merger is asked to cite them as `[n]`.
+//!
 //! ```toml
 //! [plugins.synthesize.settings]
 //! instructions = "..."   # replaces the default synthesis instructions
@@ -18,10 +22,10 @@
 
 wit_bindgen::generate!({
     world: "synthesizer-plugin",
-    path: "../../../wit/0.3.0",
+    path: "../../../wit/0.4.0",
     with: {
-        "chorus:strategy/types@0.3.0": kit::wit::types,
-        "chorus:strategy/host@0.3.0": kit::wit::host,
+        "chorus:strategy/types@0.4.0": kit::wit::types,
+        "chorus:strategy/host@0.4.0": kit::wit::host,
     },
 });
 
@@ -86,6 +90,7 @@ impl Guest for Synthesize {
             return Ok(answer);
         }
         let sources: Vec<u32> = answered.iter().map(|(i, _, _)| *i).collect();
+        let numbering = kit::sources::Numbering::of(&completions);
         let inputs: Vec<(String, String)> = answered
             .iter()
             .enumerate()
@@ -95,7 +100,7 @@ impl Guest for Synthesize {
                 } else {
                     format!("Answer {}", n + 1)
                 };
-                (heading, (*text).to_owned())
+                (heading, format!("{text}{}", numbering.under(c)))
             })
             .collect();
         let default = if settings.show_labels {
@@ -103,7 +108,8 @@ impl Guest for Synthesize {
         } else {
             DEFAULT_INSTRUCTIONS
         };
-        let instructions = settings.instructions.as_deref().unwrap_or(default);
+        let instructions =
+            numbering.instructions(settings.instructions.as_deref().unwrap_or(default));
         let sampling = Sampling {
             temperature: settings.temperature,
             max_tokens: settings.max_tokens,
@@ -113,7 +119,7 @@ impl Guest for Synthesize {
             &request.prompt,
             &inputs,
             &plan.synthesizers,
-            instructions,
+            &instructions,
             sampling,
         );
         let count = answered.len();
