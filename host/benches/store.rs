@@ -73,6 +73,7 @@ fn run(i: usize) -> Run {
                 sampling: Sampling::default(),
                 response_format: None,
                 attachments: Default::default(),
+                placed: Vec::new(),
             })
         })
         .collect();
@@ -94,6 +95,7 @@ fn run(i: usize) -> Run {
         sampling: Sampling::default(),
         response_format: None,
         attachments: Default::default(),
+        placed: Vec::new(),
     }));
     let calls: Vec<Arc<CallRecord>> = requests
         .iter()
@@ -132,6 +134,7 @@ fn run(i: usize) -> Run {
         pipeline: if i.is_multiple_of(4) { "heavy" } else { "ask" }.into(),
         prompt,
         options: serde_json::json!({}),
+        attachments: Vec::new(),
     });
     let record = Arc::new(RunRecord {
         run_id,

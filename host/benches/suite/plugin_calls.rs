@@ -103,6 +103,7 @@ pub async fn measure(cache_dir: &std::path::Path, calls: usize) -> Vec<Timed> {
         pipeline: "ask".into(),
         prompt: "Which is better for a small team, a monorepo or many repositories?".into(),
         options: json!({}),
+        attachments: Vec::new(),
     };
     let plan = Plan {
         panel: panel
