@@ -197,3 +197,53 @@ async fn a_connection_that_sends_no_request_is_closed_after_the_header_timeout()
         "a slow connection is closed"
     );
 }
+
+/// Runs in progress on more connections from one address than
+/// `max_connections_per_peer` allows unproven: each was let in by the
+/// token (its response begun), so none is closed to make room for the
+/// next.
+#[tokio::test(flavor = "multi_thread")]
+async fn busy_connections_are_not_closed_for_new_ones_from_the_same_address() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer_after(2000, "ok")]);
+    }
+    mock.script(SYNTH, [Step::answer("merged")]);
+    let text = config(
+        &mock,
+        "\n[http]\nmax_connections = 40\nmax_connections_per_peer = 2\n",
+    )
+    .replace(
+        "[providers.mock]\n",
+        "[providers.mock]\nmax_concurrency = 64\n",
+    );
+    let config = write_config(&text);
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    // Each call on a connection of its own (`post` makes a new client),
+    // the next one opened once the last is asking its panel.
+    let mut calls = Vec::new();
+    for id in 1..=5u64 {
+        let request = server.post(Some(TOKEN), &tool_call(id, "ask", "What is 2 + 2?"));
+        calls.push(tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            messages(response).await
+        }));
+        let asked = usize::try_from(id).unwrap() * PANEL.len();
+        assert!(
+            mock.wait_until(Duration::from_secs(10), |m| m.in_flight() >= asked)
+                .await,
+            "call {id} reached the panel"
+        );
+    }
+    for (i, call) in calls.into_iter().enumerate() {
+        let messages = call.await.unwrap();
+        let last = messages.last().expect("messages");
+        assert_eq!(
+            last["result"]["structuredContent"]["answer"],
+            "merged",
+            "call {}: {messages:?}",
+            i + 1
+        );
+    }
+}

@@ -128,6 +128,7 @@ mod tests {
                 pipeline: "ask".into(),
                 prompt: "q".into(),
                 options: json!({}),
+                attachments: Vec::new(),
             }),
             follow_up_of: None,
             resynthesis_of: None,
