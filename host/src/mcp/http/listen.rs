@@ -12,8 +12,11 @@
 //!   new client's first request is on an unproven connection, so a flood
 //!   of idle sockets cannot keep it out); an address with more than
 //!   `http.max_connections_per_peer` unproven connections loses its
-//!   oldest one the same way. Only when every connection is proven is a
-//!   newcomer turned away.
+//!   oldest one the same way — one that has had `PER_PEER_GRACE` to send
+//!   its request: a burst of clients behind one address (a load balancer,
+//!   a bench) opens many connections at once, and one of them, closed
+//!   while its request is being read, would lose an answer it had begun.
+//!   Only when every connection is proven is a newcomer turned away.
 //!
 //! Shutdown: once `stop` fires no connection is accepted, and every open
 //! one finishes its request in flight and closes.
@@ -21,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
@@ -37,6 +40,9 @@ use crate::config::Http;
 
 /// Descriptors kept for everything but inbound connections.
 const DESCRIPTOR_MARGIN: usize = 128;
+/// How long a new connection has to send its request before its address's
+/// share (`http.max_connections_per_peer`) may close it for a newcomer.
+const PER_PEER_GRACE: Duration = Duration::from_secs(1);
 
 /// The bounds in force, once checked against the descriptor limit.
 #[derive(Debug, Clone, Copy)]
@@ -88,6 +94,7 @@ pub fn descriptor_limit() -> Option<usize> {
 struct Entry {
     peer: IpAddr,
     proven: bool,
+    opened: Instant,
     close: CancellationToken,
 }
 
@@ -113,6 +120,10 @@ impl Connections {
     /// Makes room for a connection from `peer`, closing unproven ones as
     /// needed; `None` when every connection is proven and none may close.
     fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
+        self.admit_at(peer, Instant::now())
+    }
+
+    fn admit_at(self: &Arc<Self>, peer: IpAddr, now: Instant) -> Option<Slot> {
         let mut open = self.lock();
         let unproven_here = open
             .entries
@@ -120,7 +131,9 @@ impl Connections {
             .filter(|e| !e.proven && e.peer == peer)
             .count();
         if unproven_here >= self.bounds.max_per_peer {
-            Self::evict(&mut open, |e| e.peer == peer);
+            Self::evict(&mut open, |e| {
+                e.peer == peer && now.saturating_duration_since(e.opened) >= PER_PEER_GRACE
+            });
         }
         if open.entries.len() >= self.bounds.max_connections && !Self::evict(&mut open, |_| true) {
             return None;
@@ -133,6 +146,7 @@ impl Connections {
             Entry {
                 peer,
                 proven: false,
+                opened: now,
                 close: close.clone(),
             },
         );
@@ -326,12 +340,36 @@ mod tests {
     #[test]
     fn one_address_cannot_hold_more_than_its_share_of_unproven_connections() {
         let connections = connections(10, 2);
-        let a1 = connections.admit(A).unwrap();
-        let b1 = connections.admit(B).unwrap();
-        let a2 = connections.admit(A).unwrap();
-        let _a3 = connections.admit(A).unwrap();
+        let start = Instant::now();
+        let a1 = connections.admit_at(A, start).unwrap();
+        let b1 = connections.admit_at(B, start).unwrap();
+        let a2 = connections.admit_at(A, start).unwrap();
+        let later = start + PER_PEER_GRACE;
+        let _a3 = connections.admit_at(A, later).unwrap();
         assert!(a1.close.is_cancelled() && !a2.close.is_cancelled());
         assert!(!b1.close.is_cancelled(), "another address keeps its own");
+    }
+
+    #[test]
+    fn a_burst_from_one_address_is_not_cut_by_its_share_before_the_grace() {
+        let connections = connections(10, 2);
+        let start = Instant::now();
+        let burst: Vec<Slot> = (0..5)
+            .map(|_| connections.admit_at(A, start).unwrap())
+            .collect();
+        assert!(
+            burst.iter().all(|slot| !slot.close.is_cancelled()),
+            "none closed while it may still be sending its request"
+        );
+        assert_eq!(connections.len(), 5);
+        // The server's own bound still holds, grace or not.
+        let full: Vec<Slot> = (0..5)
+            .map(|_| connections.admit_at(A, start).unwrap())
+            .collect();
+        let _newcomer = connections.admit_at(B, start).unwrap();
+        assert!(burst[0].close.is_cancelled(), "the oldest made room");
+        assert_eq!(connections.len(), 10);
+        drop(full);
     }
 
     #[test]
