@@ -200,19 +200,15 @@ async fn a_connection_that_sends_no_request_is_closed_after_the_header_timeout()
     );
 }
 
-/// Runs in progress on more connections from one address than
-/// `max_connections_per_peer` allows unproven: each was let in by the
-/// token (its response begun), so none is closed to make room for the
-/// next.
-#[tokio::test(flavor = "multi_thread")]
-async fn busy_connections_are_not_closed_for_new_ones_from_the_same_address() {
-    let mock = Mock::start().await;
+/// A server that lets an address hold two unproven connections, with a
+/// panel answering after `panel_ms` and room upstream for every call.
+async fn two_per_address(mock: &Mock, panel_ms: u64) -> (ConfigFile, HttpServer) {
     for model in PANEL {
-        mock.script(model, [Step::answer_after(2000, "ok")]);
+        mock.script(model, [Step::answer_after(panel_ms, "ok")]);
     }
     mock.script(SYNTH, [Step::answer("merged")]);
     let text = config(
-        &mock,
+        mock,
         "\n[http]\nmax_connections = 40\nmax_connections_per_peer = 2\n",
     )
     .replace(
@@ -221,25 +217,22 @@ async fn busy_connections_are_not_closed_for_new_ones_from_the_same_address() {
     );
     let config = write_config(&text);
     let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
-    // Each call on a connection of its own (`post` makes a new client),
-    // the next one opened once the last is asking its panel.
-    let mut calls = Vec::new();
-    for id in 1..=5u64 {
-        let request = server.post(Some(TOKEN), &tool_call(id, "ask", "What is 2 + 2?"));
-        calls.push(tokio::spawn(async move {
-            let response = request.send().await.unwrap();
-            assert_eq!(response.status(), 200);
-            messages(response).await
-        }));
-        let asked = usize::try_from(id).unwrap() * PANEL.len();
-        assert!(
-            mock.wait_until(Duration::from_secs(10), |m| m.in_flight() >= asked)
-                .await,
-            "call {id} reached the panel"
-        );
+    (config, server)
+}
+
+/// One `ask` on a connection of its own (`post` makes a new client): its
+/// messages, the last of them the result.
+fn ask_alone(server: &HttpServer, id: u64) -> impl Future<Output = Vec<Value>> + use<> {
+    let request = server.post(Some(TOKEN), &tool_call(id, "ask", "What is 2 + 2?"));
+    async move {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        messages(response).await
     }
-    for (i, call) in calls.into_iter().enumerate() {
-        let messages = call.await.unwrap();
+}
+
+fn assert_all_merged(answers: &[Vec<Value>]) {
+    for (i, messages) in answers.iter().enumerate() {
         let last = messages.last().expect("messages");
         assert_eq!(
             last["result"]["structuredContent"]["answer"],
@@ -250,6 +243,32 @@ async fn busy_connections_are_not_closed_for_new_ones_from_the_same_address() {
     }
 }
 
+/// Runs in progress on more connections from one address than
+/// `max_connections_per_peer` allows unproven: each was let in by the
+/// token (its response begun), so none is closed to make room for the
+/// next.
+#[tokio::test(flavor = "multi_thread")]
+async fn busy_connections_are_not_closed_for_new_ones_from_the_same_address() {
+    let mock = Mock::start().await;
+    let (_config, server) = two_per_address(&mock, 2000).await;
+    // The next call opened once the last is asking its panel.
+    let mut calls = Vec::new();
+    for id in 1..=5u64 {
+        calls.push(tokio::spawn(ask_alone(&server, id)));
+        let asked = usize::try_from(id).unwrap() * PANEL.len();
+        assert!(
+            mock.wait_until(Duration::from_secs(10), |m| m.in_flight() >= asked)
+                .await,
+            "call {id} reached the panel"
+        );
+    }
+    let mut answers = Vec::new();
+    for call in calls {
+        answers.push(call.await.unwrap());
+    }
+    assert_all_merged(&answers);
+}
+
 /// A burst of clients behind one address (a load balancer, a bench):
 /// more connections at once than `max_connections_per_peer`, each with a
 /// run. None is closed before it could send its request, so every run
@@ -257,35 +276,7 @@ async fn busy_connections_are_not_closed_for_new_ones_from_the_same_address() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_burst_of_calls_from_one_address_all_answer() {
     let mock = Mock::start().await;
-    for model in PANEL {
-        mock.script(model, [Step::answer_after(500, "ok")]);
-    }
-    mock.script(SYNTH, [Step::answer("merged")]);
-    let text = config(
-        &mock,
-        "\n[http]\nmax_connections = 40\nmax_connections_per_peer = 2\n",
-    )
-    .replace(
-        "[providers.mock]\n",
-        "[providers.mock]\nmax_concurrency = 64\n",
-    );
-    let config = write_config(&text);
-    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
-    let calls = (1..=8).map(|id| {
-        let request = server.post(Some(TOKEN), &tool_call(id, "ask", "What is 2 + 2?"));
-        async move {
-            let response = request.send().await.unwrap();
-            assert_eq!(response.status(), 200);
-            messages(response).await
-        }
-    });
-    for (i, messages) in futures::future::join_all(calls).await.iter().enumerate() {
-        let last = messages.last().expect("messages");
-        assert_eq!(
-            last["result"]["structuredContent"]["answer"],
-            "merged",
-            "call {}: {messages:?}",
-            i + 1
-        );
-    }
+    let (_config, server) = two_per_address(&mock, 500).await;
+    let answers = futures::future::join_all((1..=8).map(|id| ask_alone(&server, id))).await;
+    assert_all_merged(&answers);
 }
