@@ -6,9 +6,9 @@
 //! `--no-attachments`; bytes the store could not keep are said to be gone,
 //! and a pipeline whose rule is `fail` refuses the follow-up.
 
-use base64::Engine;
 use serde_json::{Value, json};
 
+use super::attachments::b64;
 use crate::support::*;
 
 const SEES: &str = "v/sees";
@@ -17,10 +17,6 @@ const MERGER: &str = "v/merger";
 
 /// A 1×1 GIF.
 const GIF: &[u8] = b"GIF89a\x01\0\x01\0\x80\0\0\0\0\0\xff\xff\xff!\xf9\x04\x01\0\0\0\0,\0\0\0\0\x01\0\x01\0\0\x02\x02D\x01\0;";
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
 
 /// Two panel models and a merger, all taking images.
 fn config(mock: &Mock, extra: &str) -> String {

@@ -21,6 +21,32 @@ pub(super) const MERGER: &str = "t/merger";
 pub(super) const GIF: &[u8] = b"GIF89a\x01\0\x01\0\x80\0\0\0\0\0\xff\xff\xff!\xf9\x04\x01\0\0\0\0,\0\0\0\0\x01\0\x01\0\0\x02\x02D\x01\0;";
 const PDF: &[u8] = b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n";
 
+/// `chorus eval DATASET --config CONFIG --pipelines TARGETS --json`, one
+/// item at a time: its report.
+pub(super) async fn eval_json(
+    dataset: &std::path::Path,
+    config: &std::path::Path,
+    targets: &str,
+) -> Value {
+    let output = command(&[
+        "eval",
+        dataset.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--pipelines",
+        targets,
+        "--concurrency",
+        "1",
+        "--json",
+    ])
+    .output()
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&output.stderr)))
+}
+
 pub(super) fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
@@ -540,23 +566,7 @@ async fn eval_items_carry_their_attachments() {
 "#,
     )
     .unwrap();
-    let output = command(&[
-        "eval",
-        dataset.to_str().unwrap(),
-        "--config",
-        file.path.to_str().unwrap(),
-        "--pipelines",
-        "ask",
-        "--concurrency",
-        "1",
-        "--json",
-    ])
-    .output()
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let report: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&output.stderr)));
+    let report = eval_json(&dataset, &file.path, "ask").await;
     let outcomes = report["outcomes"].as_array().unwrap();
     let shape = outcomes.iter().find(|o| o["item"] == "shape").unwrap();
     assert_eq!(shape["grade"]["pass"], true, "{report:#}");

@@ -5,9 +5,9 @@
 //! that call, saying so; the shipped selectors choose models that can see
 //! an image; a plugin built for 0.3 runs unchanged on a run with one.
 
-use base64::Engine;
 use serde_json::{Value, json};
 
+use super::attachments::b64;
 use crate::support::*;
 
 const SEES: &str = "v/sees";
@@ -17,10 +17,6 @@ const MERGER: &str = "t/merger";
 
 /// A 1×1 GIF.
 const GIF: &[u8] = b"GIF89a\x01\0\x01\0\x80\0\0\0\0\0\xff\xff\xff!\xf9\x04\x01\0\0\0\0,\0\0\0\0\x01\0\x01\0\0\x02\x02D\x01\0;";
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
 
 fn gif_url() -> String {
     format!("data:image/gif;base64,{}", b64(GIF))

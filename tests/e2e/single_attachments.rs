@@ -2,9 +2,9 @@
 //! that sees images gets the image itself; a text-only one gets the
 //! description a model that sees them wrote, as a pipeline's default.
 
-use serde_json::Value;
-
-use super::attachments::{BLIND, EYE, GIF, SEES, catalog, config, image_parts, last_user, script};
+use super::attachments::{
+    BLIND, EYE, GIF, SEES, catalog, config, eval_json, image_parts, last_user, script,
+};
 use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -23,23 +23,7 @@ async fn a_model_target_takes_an_items_attachments() {
     )
     .unwrap();
     let targets = format!("model:{SEES},model:{BLIND}");
-    let output = command(&[
-        "eval",
-        dataset.to_str().unwrap(),
-        "--config",
-        file.path.to_str().unwrap(),
-        "--pipelines",
-        &targets,
-        "--concurrency",
-        "1",
-        "--json",
-    ])
-    .output()
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let report: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&output.stderr)));
+    let report = eval_json(&dataset, &file.path, &targets).await;
     for outcome in report["outcomes"].as_array().unwrap() {
         assert_eq!(outcome["grade"]["pass"], true, "{report:#}");
     }
