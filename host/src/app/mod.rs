@@ -328,7 +328,12 @@ impl Chorus {
             // Ended before any model was asked.
             Err(_) => Some(0.0),
         };
-        tokio::task::spawn_blocking(move || pass.settle(cost));
+        if pass.settles_in_store() {
+            tokio::task::spawn_blocking(move || pass.settle(cost));
+        } else {
+            // Nothing to write: no blocking thread woken for every run.
+            pass.settle(cost);
+        }
         self.keep(&client.name, &mut recorder, (flight, trace), outcome)
             .await
     }

@@ -219,6 +219,12 @@ impl Gate {
 }
 
 impl Pass {
+    /// Whether settling writes to the store (a client with a budget): only
+    /// then is `settle` worth a blocking thread.
+    pub fn settles_in_store(&self) -> bool {
+        self.reservation.is_some()
+    }
+
     /// The run ended having cost `cost_usd` (`None`: unknown, so its worst
     /// case stays spent). Blocking on the store.
     pub fn settle(mut self, cost_usd: Option<f64>) {
