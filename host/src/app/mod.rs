@@ -86,8 +86,28 @@ impl Chorus {
     /// and the trace exporter.
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
         let telemetry = Telemetry::start(&loaded)?;
-        let runner = Runner::load(loaded)?;
-        let store = Store::open_or_memory(&runner.loaded);
+        // The store opens (its file and schema check and writer thread, or
+        // a database connection) while the plugins load: neither needs the
+        // other, and a start waits for both before it answers.
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let (runner, store) = std::thread::scope(|scope| {
+            let store = std::thread::Builder::new()
+                .name("chorus-store-open".into())
+                .spawn_scoped(scope, || {
+                    let _entered = runtime.as_ref().map(|r| r.enter());
+                    Store::open_or_memory(&loaded)
+                });
+            let runner = Runner::load(loaded.clone());
+            let store = match store {
+                Ok(opening) => opening
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                // No thread to be had: open it here, after the plugins.
+                Err(_) => Store::open_or_memory(&loaded),
+            };
+            (runner, store)
+        });
+        let runner = runner?;
         let gate = Gate::new();
         if let Some(shared) = store.shared_limits() {
             runner.llm.share_limits(&shared);
