@@ -57,14 +57,15 @@ impl CompileCache {
         dirs::cache_dir().map(|d| d.join("chorus"))
     }
 
-    /// The compiled component for `wasm`: from the cache if a verified entry
-    /// is there, else compiled (announced on stderr when it takes a while)
-    /// and stored.
+    /// The compiled component for `wasm` (whose SHA-256 is `digest`: the
+    /// caller has it already): from the cache if a verified entry is there,
+    /// else compiled (announced on stderr when it takes a while) and stored.
     pub fn load(
         &self,
         engine: &Engine,
         name: &str,
         wasm: &[u8],
+        digest: &[u8; 32],
     ) -> wasmtime::Result<(Component, Source)> {
         let Some(dir) = &self.dir else {
             return Ok((
@@ -72,7 +73,7 @@ impl CompileCache {
                 Source::Compiled,
             ));
         };
-        let key = key(engine, wasm);
+        let key = key(engine, digest);
         let entry = Entry::new(dir, &key);
         if let Some(component) = entry.read(engine) {
             return Ok((component, Source::Cached));
@@ -171,8 +172,7 @@ fn engine_key(engine: &Engine) -> String {
     format!("-{:016x}", hash.finish())
 }
 
-fn key(engine: &Engine, wasm: &[u8]) -> String {
-    let digest = Sha256::digest(wasm);
+fn key(engine: &Engine, digest: &[u8; 32]) -> String {
     format!("{}{}", hex(&digest[..16]), engine_key(engine))
 }
 
@@ -195,19 +195,26 @@ impl Entry {
     /// The entry's component, if it is there and its bytes are the ones
     /// that were written.
     fn read(&self, engine: &Engine) -> Option<Component> {
-        let bytes = std::fs::read(&self.code).ok()?;
         let expected = std::fs::read_to_string(&self.digest).unwrap_or_default();
-        if hex(&Sha256::digest(&bytes)) != expected.trim() {
+        if file_digest(&self.code).ok()? != expected.trim() {
             tracing::warn!(
                 "the cached compiled plugin {} does not match its digest (truncated, corrupted or altered); recompiling it",
                 self.code.display()
             );
             return None;
         }
-        // SAFETY: these bytes are, digest for digest, the ones this cache
-        // wrote from `Component::serialize` for this engine (the key names
-        // the engine); deserialize checks the engine compatibility again.
-        match unsafe { Component::deserialize(engine, &bytes) } {
+        // Mapped, not read: the code is used from the page cache where it
+        // lies (shared by every chorus on the machine) instead of copied
+        // into a buffer and again into executable memory — for a Python
+        // plugin, tens of MB and milliseconds on every start.
+        //
+        // SAFETY: the file is, digest for digest, the one this cache wrote
+        // from `Component::serialize` for this engine (the key names the
+        // engine); deserialize checks the engine compatibility again.
+        // Entries are only ever replaced whole (written aside, renamed into
+        // place) or removed, never changed in place, so the file mapped is
+        // a complete entry and stays as mapped.
+        match unsafe { Component::deserialize_file(engine, &self.code) } {
             Ok(component) => {
                 // Mark it used, so pruning keeps it.
                 let _ = std::fs::File::options()
@@ -237,6 +244,14 @@ impl Entry {
         )?;
         Ok(())
     }
+}
+
+/// The hex SHA-256 of the file at `path`, read a block at a time.
+fn file_digest(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(hex(&hasher.finalize()))
 }
 
 fn persist(dir: &Path, path: &Path, bytes: &[u8]) -> anyhow::Result<()> {

@@ -141,7 +141,7 @@ impl Registry {
             let (component, source) =
                 match precompiled.and_then(|code| cache::from_precompiled(&engine, name, code)) {
                     Some(component) => Ok((component, cache::Source::Precompiled)),
-                    None => cache.load(&engine, name, &wasm),
+                    None => cache.load(&engine, name, &wasm, &digest),
                 }
                 .map_err(|e| {
                     loaded.error(

@@ -4,6 +4,10 @@ fn wasm() -> &'static [u8] {
     crate::plugins::registry::builtin_bytes("passthrough").expect("passthrough is built in")
 }
 
+fn digest() -> [u8; 32] {
+    Sha256::digest(wasm()).into()
+}
+
 fn entries(dir: &Path, ext: &str) -> Vec<PathBuf> {
     std::fs::read_dir(dir)
         .unwrap()
@@ -17,16 +21,16 @@ fn a_cached_plugin_is_loaded_only_if_its_digest_matches() {
     let dir = tempfile::tempdir().unwrap();
     let cache = CompileCache::new(Some(dir.path().join("chorus")));
     let engine = Engine::default();
-    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    let (_, source) = cache.load(&engine, "p", wasm(), &digest()).unwrap();
     assert_eq!(source, Source::Compiled);
-    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    let (_, source) = cache.load(&engine, "p", wasm(), &digest()).unwrap();
     assert_eq!(source, Source::Cached);
 
     // Truncated: recompiled, and the entry rewritten.
     let code = entries(&dir.path().join("chorus"), "cwasm").pop().unwrap();
     let whole = std::fs::read(&code).unwrap();
     std::fs::write(&code, &whole[..whole.len() / 2]).unwrap();
-    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    let (_, source) = cache.load(&engine, "p", wasm(), &digest()).unwrap();
     assert_eq!(source, Source::Compiled);
     assert_eq!(
         std::fs::read(&code).unwrap(),
@@ -39,14 +43,14 @@ fn a_cached_plugin_is_loaded_only_if_its_digest_matches() {
     let middle = altered.len() / 2;
     altered[middle] ^= 0xff;
     std::fs::write(&code, &altered).unwrap();
-    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    let (_, source) = cache.load(&engine, "p", wasm(), &digest()).unwrap();
     assert_eq!(source, Source::Compiled);
 
     // No digest at all: refused.
     std::fs::remove_file(code.with_extension("sha256")).unwrap();
-    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    let (_, source) = cache.load(&engine, "p", wasm(), &digest()).unwrap();
     assert_eq!(source, Source::Compiled);
-    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    let (_, source) = cache.load(&engine, "p", wasm(), &digest()).unwrap();
     assert_eq!(source, Source::Cached);
 }
 
@@ -56,7 +60,7 @@ fn pruning_removes_entries_of_other_engines_and_keeps_this_ones() {
     let cache_dir = dir.path().join("chorus");
     let cache = CompileCache::new(Some(cache_dir.clone()));
     let engine = Engine::default();
-    cache.load(&engine, "p", wasm()).unwrap();
+    cache.load(&engine, "p", wasm(), &digest()).unwrap();
     for stale in [
         "00ff-0123456789abcdef.cwasm",
         "00ff-0123456789abcdef.sha256",
@@ -73,7 +77,7 @@ fn pruning_removes_entries_of_other_engines_and_keeps_this_ones() {
     assert_eq!(left.len(), 3, "{left:?}");
     assert!(left.contains(&"notes.txt".to_owned()));
     assert!(!left.iter().any(|f| f.starts_with("00ff-")), "{left:?}");
-    let (_, source) = cache.load(&engine, "p", wasm()).unwrap();
+    let (_, source) = cache.load(&engine, "p", wasm(), &digest()).unwrap();
     assert_eq!(source, Source::Cached);
 }
 
