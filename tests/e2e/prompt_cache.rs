@@ -113,3 +113,114 @@ async fn the_prefix_is_marked_only_where_needed_and_cached_tokens_are_priced_as_
     let synthesis = &result["calls"].as_array().unwrap()[2];
     assert!(synthesis.get("cached_tokens").is_none(), "{result}");
 }
+
+/// A vote of five samples of one model that caches when told, behind a
+/// long system prompt: 2,000 prompt tokens a call, 1,900 of them the
+/// shared prefix. With `cached` the mock reports what a provider with a
+/// prompt cache reports — the first sample writes the prefix, the other
+/// four read it — else no cache use at all.
+async fn vote_of_five(cached: bool) -> (Value, Vec<Value>) {
+    let mock = Mock::start().await;
+    mock.catalog(json!([
+        priced(CLAUDE, "0.000003", "0.000015", "0.0000003"),
+        {"id": "synth", "context_length": 200000},
+    ]));
+    let usage = |read: u32, written: u32| Step::Sse {
+        events: vec![
+            Sse::Content("4".into()),
+            Sse::Finish("stop".into()),
+            Sse::Usage(json!({"prompt_tokens": 2000, "completion_tokens": 5,
+                    "prompt_tokens_details": {"cached_tokens": read, "cache_write_tokens": written}})),
+            Sse::Done,
+        ],
+        crlf: false,
+    };
+    let steps: Vec<Step> = (0..5)
+        .map(|i| match (cached, i) {
+            (false, _) => usage(0, 0),
+            (true, 0) => usage(0, 1900),
+            (true, _) => usage(1900, 0),
+        })
+        .collect();
+    mock.script(CLAUDE, steps);
+    let system = "Answer with the number only. ".repeat(250);
+    let config = format!(
+        r#"
+[providers.mock]
+base_url = "{url}"
+api_key_env = "{KEY_VAR}"
+stream = true
+
+[models."{CLAUDE}"]
+[models.synth]
+
+[plugins.panel]
+builtin = "static-panel"
+settings = {{ panel = ["{CLAUDE}"], synthesizers = ["synth"] }}
+[plugins.samples]
+builtin = "passthrough"
+settings = {{ system = "{system}", samples = 5 }}
+[plugins.vote]
+builtin = "vote"
+settings = {{ samples_per_model = 5 }}
+
+[pipelines.vote]
+description = "Five samples of one model, the most votes win."
+selector = "panel"
+prompter = "samples"
+synthesizer = "vote"
+"#,
+        url = mock.base_url,
+    );
+    let server = Server::start(&config).await;
+    let result = server.ask("vote", "What is 2 + 2?").await;
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    let bodies = mock
+        .requests_for(CLAUDE)
+        .into_iter()
+        .map(|r| r.body)
+        .collect();
+    (structured(&result).clone(), bodies)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vote_of_five_samples_is_priced_with_its_cached_prefix() {
+    let (plain, _) = vote_of_five(false).await;
+    let (cached, bodies) = vote_of_five(true).await;
+
+    // Every sample marks the end of the shared prefix: the system prompt.
+    assert_eq!(bodies.len(), 5, "{cached}");
+    for body in &bodies {
+        let system = &body["messages"][0];
+        assert_eq!(system["role"], "system");
+        assert_eq!(
+            system["content"][0]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+    }
+
+    // Without the cache: 5 × (2,000 in at $3/M + 5 out at $15/M).
+    let plain_usd = plain["usage"]["cost_usd"].as_f64().unwrap();
+    assert!((plain_usd - 0.030375).abs() < 1e-9, "{plain}");
+    // With it: 5 × (100 in at $3/M + 5 out at $15/M), one write of 1,900
+    // at $3.75/M and four reads of 1,900 at $0.30/M.
+    let cached_usd = cached["usage"]["cost_usd"].as_f64().unwrap();
+    assert!((cached_usd - 0.01128).abs() < 1e-9, "{cached}");
+    let fan_out = calls(&cached, "fan-out");
+    assert_eq!(fan_out.len(), 5);
+    assert_eq!(
+        fan_out
+            .iter()
+            .filter(|c| c["cached_tokens"] == 1900)
+            .count(),
+        4
+    );
+
+    if std::env::var_os("CHORUS_MEASURE").is_some() {
+        eprintln!(
+            "vote of 5 samples, 2,000 prompt tokens each (1,900 shared): \
+             ${plain_usd:.6} without the prompt cache, ${cached_usd:.6} with it ({:.0} % less)",
+            (1.0 - cached_usd / plain_usd) * 100.0
+        );
+    }
+}
