@@ -314,10 +314,21 @@ pub fn cpu_time(pid: u32) -> Duration {
 
 /// `/proc/PID/status` VmRSS, in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// What of the RSS is the process's own memory (`RssAnon`: heap, stacks,
+/// anonymous maps) and what is files mapped from the page cache
+/// (`RssFile`: the binary's code and data, shared and reclaimable), in KiB.
+pub fn rss_parts_kib(pid: u32) -> (u64, u64) {
+    (status_kib(pid, "RssAnon:"), status_kib(pid, "RssFile:"))
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
