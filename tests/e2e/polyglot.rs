@@ -360,10 +360,7 @@ describer = "{SYNTH2}"
             wasm.display()
         ),
     )
-    .replace(
-        "[models.m1]\ncontext_window = 100000\n",
-        &seeing("m1"),
-    )
+    .replace("[models.m1]\ncontext_window = 100000\n", &seeing("m1"))
     .replace(
         &format!("[models.{SYNTH2}]\ncontext_window = 100000\n"),
         &seeing(SYNTH2),

@@ -182,7 +182,10 @@ async fn scaffold(lang: &str) {
                 // With an image, the model that sees images comes first.
                 let one_sees = std::fs::read_to_string(&test_config).unwrap().replace(
                     &format!("[models.\"{}\"]\n", MODELS[2]),
-                    &format!("[models.\"{}\"]\ninput = [\"text\", \"image\"]\n", MODELS[2]),
+                    &format!(
+                        "[models.\"{}\"]\ninput = [\"text\", \"image\"]\n",
+                        MODELS[2]
+                    ),
                 );
                 std::fs::write(&test_config, one_sees).unwrap();
                 let result = ask(&test_config, &attach, "What shape?").await;
@@ -237,7 +240,10 @@ async fn scaffold(lang: &str) {
                 // numbered as the run's list is.
                 cite_sources(&mock);
                 let result = ask(&test_config, &[], "Which language?").await;
-                assert_eq!(result["sources"][1]["url"], "https://b.example/go", "{result}");
+                assert_eq!(
+                    result["sources"][1]["url"], "https://b.example/go",
+                    "{result}"
+                );
                 let merge = mock.requests_for(MODELS[0]).pop().unwrap().body;
                 let system = merge["messages"][0]["content"].as_str().unwrap();
                 assert!(
@@ -262,9 +268,7 @@ async fn scaffold(lang: &str) {
 /// Scripts the models' answers to cite web sources: the first two share one
 /// (written two ways), the third cites none; the first also merges.
 fn cite_sources(mock: &Mock) {
-    let cite = |url: &str, title: &str| {
-        json!({"type": "url_citation", "url_citation": {"url": url, "title": title}})
-    };
+    let cite = |url: &str, title: &str| json!({"type": "url_citation", "url_citation": {"url": url, "title": title}});
     let cited = |text: &str, annotations: Value| Step::Cited {
         text: text.to_owned(),
         annotations,

@@ -33,7 +33,10 @@ impl Guest for First {
                 kind: AnswerKind::Pick,
                 text: reply.content.clone(),
                 sources: vec![id],
-                notes: vec![format!("The first answer, {model}'s, to a prompt of {} characters.", request.prompt.chars().count())],
+                notes: vec![format!(
+                    "The first answer, {model}'s, to a prompt of {} characters.",
+                    request.prompt.chars().count()
+                )],
                 details: String::new(),
             },
             None => Answer {
