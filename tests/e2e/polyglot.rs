@@ -288,11 +288,11 @@ async fn the_python_pick_names_the_sources_its_answer_cites() {
         .ask("consensus", "What is the capital of France?")
         .await;
     assert_eq!(result.is_error, Some(false), "{}", text(&result));
-    let structured = structured(&result);
-    assert_eq!(structured["kind"], "pick");
+    let record = structured(&result);
+    assert_eq!(record["kind"], "pick");
     // The run's list: m1's source, then m2's new one (its second is m1's),
     // then m4's; m1's answer cites the first.
-    let urls: Vec<&str> = structured["sources"]
+    let urls: Vec<&str> = record["sources"]
         .as_array()
         .unwrap()
         .iter()
@@ -307,14 +307,14 @@ async fn the_python_pick_names_the_sources_its_answer_cites() {
         ]
     );
     assert!(
-        structured["answer"]
+        record["answer"]
             .as_str()
             .unwrap()
             .starts_with("The capital of France is Paris\n\nSources:\n1. [Paris]"),
-        "{structured}"
+        "{record}"
     );
     assert_eq!(
-        structured["notes"][1],
+        record["notes"][1],
         "The chosen answer cites sources [1] of the 3 listed at the end."
     );
 
@@ -387,13 +387,14 @@ describer = "{SYNTH2}"
             ]}
         ])
     );
-    // A text-only model reads the description there instead.
+    // A text-only model reads the description there instead. (The host
+    // puts its paragraph break before it even with no text before it.)
     assert_eq!(
         mock.requests_for("m2")[0].body["messages"],
         json!([
             {"role": "system", "content": "Answer as a historian."},
             {"role": "user", "content": format!(
-                "--- Attachment #1 pixel.gif (image/gif, 43 bytes): you cannot see it; \
+                "\n\n--- Attachment #1 pixel.gif (image/gif, 43 bytes): you cannot see it; \
                  this description by {SYNTH2} stands in for it ---\nOne black pixel on white.\n\
                  --- end of the description of attachment #1 ---\n\nWhat shape?"
             )}
