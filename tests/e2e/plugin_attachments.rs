@@ -3,7 +3,7 @@
 //! places an attachment gets it there and only there (a text-only model
 //! gets the description in its place); an id the run does not have fails
 //! that call, saying so; the shipped selectors choose models that can see
-//! an image; a plugin built for 0.3 runs unchanged on a run with one.
+//! an image; plugins built for 0.2 and 0.3 run unchanged on a run with one.
 
 use serde_json::{Value, json};
 
@@ -202,6 +202,44 @@ async fn a_0_3_prompter_runs_unchanged_on_a_run_with_an_image() {
         "{blind}"
     );
     assert_eq!(structured(&result)["answer"], "merged: a square");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_0_2_synthesizer_runs_unchanged_on_a_run_with_an_image() {
+    let mock = Mock::start().await;
+    script(&mock);
+    let extra = format!(
+        r#"
+[plugins.first]
+path = "{dir}/contract_0_2.wasm"
+[pipelines.first]
+description = "A synthesizer built for contract 0.2."
+selector = "panel"
+prompter = "passthrough"
+synthesizer = "first"
+"#,
+        dir = plugin_dir().display()
+    );
+    let server = Server::start(&config(&mock, "passthrough", &extra)).await;
+    let result = server.call("first", with_gif("What shape?")).await;
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    let record = structured(&result);
+    assert_eq!(record["kind"], "pick", "{record:#}");
+    assert_eq!(record["answer"], "a square");
+    let notes = record["notes"].to_string();
+    assert!(
+        notes.contains(&format!(
+            "The first answer, {SEES}'s, to a prompt of 11 characters."
+        )),
+        "{notes}"
+    );
+    assert_eq!(
+        last_user(&mock.requests_for(SEES)[0].body),
+        &json!([
+            {"type": "text", "text": "What shape?"},
+            {"type": "image_url", "image_url": {"url": gif_url()}}
+        ])
+    );
 }
 
 /// The fan-out's models of a run of pipeline `pipeline`.

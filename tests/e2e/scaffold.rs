@@ -1,13 +1,16 @@
 //! `chorus plugin new` writes projects that build and load as written: for
 //! each language and kind, the test creates the project, builds it with the
 //! command its README gives, loads it with `chorus check`, and runs its
-//! pipeline against the mock provider.
+//! pipeline against the mock provider — the prompter with an image it
+//! places before the question, the synthesizer with answers that cite web
+//! sources it numbers for the merge (contract 0.4).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::attachments::{GIF, b64};
 use crate::support::*;
 use crate::toolchains::{self, componentize_js_modules, componentize_py};
 
@@ -133,7 +136,7 @@ async fn scaffold(lang: &str) {
             .find(|l| l.trim_start().starts_with(&name))
             .unwrap_or_else(|| panic!("{name} is not listed:\n{stdout}"));
         assert!(
-            line.contains(&format!("{kind:<12} chorus:strategy@0.3.0")),
+            line.contains(&format!("{kind:<12} chorus:strategy@0.4.0")),
             "{line}"
         );
         if lang != "rust" {
@@ -157,22 +160,7 @@ async fn scaffold(lang: &str) {
             .replace("OPENROUTER_API_KEY", KEY_VAR);
         let test_config = project.join("test.toml");
         std::fs::write(&test_config, text).unwrap();
-        let output = command(&[
-            "ask",
-            "--json",
-            "--config",
-            test_config.to_str().unwrap(),
-            "Why is the sky blue?",
-        ])
-        .output()
-        .await
-        .unwrap();
-        assert!(
-            output.status.success(),
-            "{name}: ask failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let result = ask(&test_config, &[], "Why is the sky blue?").await;
         assert_eq!(result["kind"], "synthesis", "{name}: {result}");
         assert_eq!(result["summary"], "Synthesis of 3 of 3 answers.", "{name}");
         assert_eq!(
@@ -180,13 +168,39 @@ async fn scaffold(lang: &str) {
             format!("answer 0 from {}", MODELS[0]),
             "{name}"
         );
+        let gif = project.join("shape.gif");
+        std::fs::write(&gif, GIF).unwrap();
+        let attach = ["--attach", gif.to_str().unwrap()];
         match kind {
-            "selector" => assert!(
-                result["notes"]
-                    .to_string()
-                    .contains(&format!("{name} chose {}", MODELS.join(", "))),
-                "{name}: {result}"
-            ),
+            "selector" => {
+                assert!(
+                    result["notes"]
+                        .to_string()
+                        .contains(&format!("{name} chose {}", MODELS.join(", "))),
+                    "{name}: {result}"
+                );
+                // With an image, the model that sees images comes first.
+                let one_sees = std::fs::read_to_string(&test_config).unwrap().replace(
+                    &format!("[models.\"{}\"]\n", MODELS[2]),
+                    &format!(
+                        "[models.\"{}\"]\ninput = [\"text\", \"image\"]\n",
+                        MODELS[2]
+                    ),
+                );
+                std::fs::write(&test_config, one_sees).unwrap();
+                let result = ask(&test_config, &attach, "What shape?").await;
+                let notes = result["notes"].to_string();
+                assert!(
+                    notes.contains(&format!(
+                        "{name} chose {}, {}, {}.",
+                        MODELS[2], MODELS[0], MODELS[1]
+                    )) && notes.contains(&format!(
+                        "{}, {} cannot take the run's attachments",
+                        MODELS[0], MODELS[1]
+                    )),
+                    "{name}: {notes}"
+                );
+            }
             "prompter" => {
                 let sent = mock.requests_for(MODELS[1]);
                 let system = &sent.last().unwrap().body["messages"][0];
@@ -197,15 +211,103 @@ async fn scaffold(lang: &str) {
                         .starts_with("Answer the question well"),
                     "{system}"
                 );
+                // With an image, for models that see images: placed before
+                // the question, once.
+                let seeing = std::fs::read_to_string(&test_config)
+                    .unwrap()
+                    .replace("tags = [", "input = [\"text\", \"image\"]\ntags = [");
+                std::fs::write(&test_config, seeing).unwrap();
+                let result = ask(&test_config, &attach, "What shape?").await;
+                assert_eq!(result["kind"], "synthesis", "{name}: {result}");
+                let sent = mock.requests_for(MODELS[1]);
+                assert_eq!(
+                    sent.last().unwrap().body["messages"][1],
+                    json!({"role": "user", "content": [
+                        {"type": "image_url", "image_url": {"url": format!("data:image/gif;base64,{}", b64(GIF))}},
+                        {"type": "text", "text": "What shape?"}
+                    ]}),
+                    "{name}"
+                );
             }
-            _ => assert!(
-                result["notes"]
-                    .to_string()
-                    .contains(&format!("3 answers merged by {}", MODELS[0])),
-                "{name}: {result}"
-            ),
+            "synthesizer" => {
+                assert!(
+                    result["notes"]
+                        .to_string()
+                        .contains(&format!("3 answers merged by {}", MODELS[0])),
+                    "{name}: {result}"
+                );
+                // Answers that cite web sources go to the merge with them,
+                // numbered as the run's list is.
+                cite_sources(&mock);
+                let result = ask(&test_config, &[], "Which language?").await;
+                assert_eq!(
+                    result["sources"][1]["url"], "https://b.example/go",
+                    "{result}"
+                );
+                let merge = mock.requests_for(MODELS[0]).pop().unwrap().body;
+                let system = merge["messages"][0]["content"].as_str().unwrap();
+                assert!(
+                    system.ends_with("cite no others and do not list them at the end."),
+                    "{name}: {system}"
+                );
+                assert_eq!(
+                    merge["messages"][1]["content"],
+                    "Question:\nWhich language?\n\n\
+                     --- Answer 1 ---\nRust.\n\nSources this answer cites:\n[1] Rust <https://a.example/rust>\n\n\
+                     --- Answer 2 ---\nRust and Go.\n\nSources this answer cites:\n\
+                     [1] Rust again <https://A.example/rust/?utm_source=x>\n[2] Go <https://b.example/go>\n\n\
+                     --- Answer 3 ---\nGo.\n\n",
+                    "{name}"
+                );
+            }
+            _ => {}
         }
     }
+}
+
+/// Scripts the models' answers to cite web sources: the first two share one
+/// (written two ways), the third cites none; the first also merges.
+fn cite_sources(mock: &Mock) {
+    let cite = |url: &str, title: &str| json!({"type": "url_citation", "url_citation": {"url": url, "title": title}});
+    let cited = |text: &str, annotations: Value| Step::Cited {
+        text: text.to_owned(),
+        annotations,
+    };
+    mock.script(
+        MODELS[0],
+        [
+            cited("Rust.", json!([cite("https://a.example/rust", "Rust")])),
+            Step::answer("merged"),
+        ],
+    );
+    mock.script(
+        MODELS[1],
+        [cited(
+            "Rust and Go.",
+            json!([
+                cite("https://A.example/rust/?utm_source=x", "Rust again"),
+                cite("https://b.example/go", "Go")
+            ]),
+        )],
+    );
+    mock.script(MODELS[2], [Step::answer("Go.")]);
+}
+
+/// `chorus ask --json --config CONFIG ARGS PROMPT`: the result.
+async fn ask(config: &Path, args: &[&str], prompt: &str) -> Value {
+    let output = command(&["ask", "--json", "--config", config.to_str().unwrap()])
+        .args(args)
+        .arg(prompt)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}: ask failed:\n{}",
+        config.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -253,6 +355,34 @@ async fn plugin_new_refuses_bad_names_and_existing_folders() {
         std::fs::read_to_string(parent.path().join("taken/keep.txt")).unwrap(),
         "mine"
     );
+}
+
+/// docs/plugins.md shows contract 0.4 in Python and JavaScript with code
+/// cut from files the suite builds: every code block whose first line is
+/// `# from PATH` or `// from PATH` must be in that file, verbatim.
+#[test]
+fn the_docs_snippets_are_the_code_they_name() {
+    let docs = std::fs::read_to_string(toolchains::root().join("docs/plugins.md")).unwrap();
+    let mut checked = Vec::new();
+    for block in docs.split("```").skip(1).step_by(2) {
+        let mut lines = block.lines().skip(1);
+        let Some(first) = lines.next() else { continue };
+        let Some(path) = first
+            .strip_prefix("# from ")
+            .or_else(|| first.strip_prefix("// from "))
+        else {
+            continue;
+        };
+        let code: String = lines.map(|line| format!("{line}\n")).collect();
+        let source = std::fs::read_to_string(toolchains::root().join(path))
+            .unwrap_or_else(|e| panic!("docs/plugins.md names {path}: {e}"));
+        assert!(
+            source.contains(&code),
+            "docs/plugins.md's snippet from {path} is not that file's code:\n{code}"
+        );
+        checked.push(path);
+    }
+    assert_eq!(checked.len(), 5, "{checked:?}");
 }
 
 /// Makes `link` a symbolic link to the directory `to`.

@@ -57,7 +57,7 @@ impl Kind {
 }
 
 /// The contract, copied into every project so it builds on its own.
-const CONTRACT_WIT: &str = include_str!("../../../wit/0.3.0/strategy.wit");
+const CONTRACT_WIT: &str = include_str!("../../../wit/0.4.0/strategy.wit");
 
 pub fn run(command: Command) -> ExitCode {
     let Command::New(args) = command;
@@ -337,6 +337,14 @@ mod tests {
         for bad in ["", "My", "-x", "x-", "a b", "a_b", "3d", "ä"] {
             assert!(check_name(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn projects_get_the_contract_chorus_speaks() {
+        assert!(
+            CONTRACT_WIT.contains(&format!("\npackage chorus:strategy@{CONTRACT};\n")),
+            "the scaffolder's wit/ copy is not chorus:strategy@{CONTRACT}"
+        );
     }
 
     #[test]

@@ -2,7 +2,11 @@
 // question from a different angle — a different persona in its system
 // prompt — so the answers disagree where it matters instead of repeating
 // each other. Honest about the budget: when the run has fewer calls left
-// than seats, it asks fewer and says so.
+// than seats, it asks fewer and says so. The run's attachments (images,
+// PDFs, files) go in every persona's message, before the question
+// (`content-part.attachment`): the host sends each one as the model takes
+// it, and to a model that cannot see it, what the pipeline's
+// `attachments_for_text_models` says (a description, by default).
 //
 // Build (componentize-js 0.23.0 from npm):
 //
@@ -16,9 +20,9 @@
 //   max_memory_mib = 64
 //   settings = { personas = ["a physicist", "a historian"] }   # optional
 //
-// Contract: chorus:strategy@0.2.0 (wit/0.2.0), world `prompter-plugin`.
+// Contract: chorus:strategy@0.4.0 (wit/0.4.0), world `prompter-plugin`.
 
-import { budget, log } from 'chorus:strategy/host@0.2.0';
+import { budget, log } from 'chorus:strategy/host@0.4.0';
 
 const DEFAULT_PERSONAS = [
   'a careful expert who states assumptions and gives the standard, well-established answer',
@@ -59,6 +63,15 @@ function parseSettings(text) {
 
 const text = (role, content) => ({ role, content: [{ tag: 'text', val: content }] });
 
+// The question, after the run's attachments, placed by id (the host inlines them).
+const question = (request) => ({
+  role: 'user',
+  content: [
+    ...request.attachments.map((a) => ({ tag: 'attachment', val: a.id })),
+    { tag: 'text', val: request.prompt },
+  ],
+});
+
 export const prompter = {
   validateSettings(settings) {
     parseSettings(settings);
@@ -81,13 +94,17 @@ export const prompter = {
         model: seat.model,
         messages: [
           text('system', `${prefix}Answer as ${persona}.`),
-          text('user', request.prompt),
+          question(request),
         ],
         sampling: seat.sampling,
       };
     });
     log('debug', `asking ${requests.length} personas`);
     notes.push(`Each of the ${requests.length} models answered as a different persona.`);
+    if (request.attachments.length > 0) {
+      const names = request.attachments.map((a) => `#${a.id} ${a.name ?? a.mime}`);
+      notes.push(`The attachments (${names.join(', ')}) were placed before each persona's question.`);
+    }
     return { requests, notes };
   },
 };

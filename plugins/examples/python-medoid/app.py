@@ -1,10 +1,12 @@
 """A chorus synthesizer written in Python: returns, verbatim, the answer that
 agrees most with all the others (the medoid, by word overlap) - a consensus
-pick that needs no extra model call.
+pick that needs no extra model call. With web search on, chorus ends the
+answer with the numbered sources every answer cited; the pick says which of
+those numbers the chosen answer cites (contract 0.4's `reply.citations`).
 
 Build (componentize-py 0.25.1 from PyPI):
 
-    componentize-py -d ../../../wit/0.2.0 -w synthesizer-plugin componentize app -o medoid.wasm
+    componentize-py -d ../../../wit/0.4.0 -w synthesizer-plugin componentize app -o medoid.wasm
 
 then load it in plugins.toml:
 
@@ -35,6 +37,37 @@ def answer(kind, text, sources, notes, details=""):
     return types.Answer(kind=kind, text=text, sources=sources, notes=notes, details=details)
 
 
+def url_key(url: str) -> str:
+    """A URL as chorus compares sources: scheme and host in lower case, no
+    fragment, no `utm_*` parameters, no trailing `/`."""
+    base, _, query = url.split("#")[0].partition("?")
+    parts = base.split("/", 3)
+    key = "/".join(parts[:3]).lower() + ("/" + parts[3] if len(parts) > 3 else "").rstrip("/")
+    kept = [p for p in query.split("&") if p and not p.startswith("utm_")]
+    return key + ("?" + "&".join(kept) if kept else "")
+
+
+def source_numbers(completions) -> dict:
+    """Each cited URL's number in the list chorus ends the answer with: the
+    answers' citations in call order, each URL once."""
+    numbers = {}
+    for c in sorted(completions, key=lambda c: (c.id is None, c.id or 0)):
+        if isinstance(c.outcome, Ok):
+            for citation in c.outcome.value.citations:
+                numbers.setdefault(url_key(citation.url), len(numbers) + 1)
+    return numbers
+
+
+def citing(reply, numbers: dict) -> list:
+    """The notes saying which of the listed sources `reply` cites."""
+    if not numbers:
+        return []
+    cites = sorted({numbers[url_key(c.url)] for c in reply.citations})
+    if not cites:
+        return [f"The chosen answer cites none of the {len(numbers)} sources listed at the end (other answers cited them)."]
+    return [f"The chosen answer cites sources {', '.join(f'[{n}]' for n in cites)} of the {len(numbers)} listed at the end."]
+
+
 def parse_settings(settings: str) -> dict:
     """The settings as a dict, or Err with what is wrong."""
     try:
@@ -58,7 +91,7 @@ class Synthesizer(exports.Synthesizer):
         settings = parse_settings(settings)
         # Sources are call ids (contract 0.2): cite the call, not its position.
         answered = [
-            (c.id, c.model, c.outcome.value.content)
+            (c.id, c.model, c.outcome.value)
             for c in completions
             if c.id is not None and isinstance(c.outcome, Ok) and c.outcome.value.content.strip()
         ]
@@ -69,18 +102,19 @@ class Synthesizer(exports.Synthesizer):
         ]
         if not answered:
             return answer(types.AnswerKind.NONE, f"No model answered ({len(completions)} tried).", [], notes)
+        numbers = source_numbers(completions)
         if len(answered) == 1:
-            index, model, text = answered[0]
+            index, model, reply = answered[0]
             note = f"Only {model} answered, so this is its answer verbatim."
-            return answer(types.AnswerKind.SINGLE, text, [index], [note] + notes)
+            return answer(types.AnswerKind.SINGLE, reply.content, [index], [note] + citing(reply, numbers) + notes)
 
-        sets = [words(text) for _, _, text in answered]
+        sets = [words(reply.content) for _, _, reply in answered]
         scores = [
             sum(overlap(mine, other) for j, other in enumerate(sets) if j != k) / (len(sets) - 1)
             for k, mine in enumerate(sets)
         ]
         best = max(range(len(answered)), key=lambda k: (scores[k], -k))
-        index, model, text = answered[best]
+        index, model, reply = answered[best]
         host.log(types.LogLevel.DEBUG, f"medoid scores: {scores}")
         details = json.dumps(
             {"agreement": [{"model": m, "score": round(s, 3)} for (_, m, _), s in zip(answered, scores)]}
@@ -88,4 +122,4 @@ class Synthesizer(exports.Synthesizer):
         note = f"Picked {model}'s answer: it agrees most with the others ({scores[best]:.2f} average word overlap)."
         if scores[best] < settings["min_agreement"]:
             notes.insert(0, f"The answers barely agree (best {scores[best]:.2f} < min_agreement {settings['min_agreement']:.2f}): treat this pick with care.")
-        return answer(types.AnswerKind.PICK, text, [index], [note] + notes, details)
+        return answer(types.AnswerKind.PICK, reply.content, [index], [note] + citing(reply, numbers) + notes, details)

@@ -47,6 +47,7 @@ fn every_builtin_plugin_is_embedded_and_no_test_plugin_is() {
         "legacy-longest",
         "placing",
         "contract-0-3",
+        "contract-0-2",
     ] {
         assert!(!names.contains(&test_only), "{test_only} is not shipped");
     }

@@ -1,5 +1,8 @@
 // {{name}}: a chorus prompter. Every seat on the panel gets the user's
-// question after a system prompt from its settings.
+// question after a system prompt from its settings, with the run's
+// attachments (images, PDFs, files) placed before the question: the host
+// sends each one as the model takes it, or, to a model that cannot, what
+// the pipeline's `attachments_for_text_models` says.
 //
 //   [plugins.{{name}}.settings]
 //   system = "Answer concisely, and say how sure you are."   # optional
@@ -25,6 +28,12 @@ function parse(text) {
 
 const message = (role, text) => ({ role, content: [{ tag: 'text', val: text }] });
 
+// The user's message: the run's attachments (by id; the host inlines them), then the question.
+const question = (request) => ({
+  role: 'user',
+  content: [...request.attachments.map((a) => ({ tag: 'attachment', val: a.id })), { tag: 'text', val: request.prompt }],
+});
+
 export const prompter = {
   validateSettings(settings) {
     parse(settings);
@@ -35,7 +44,7 @@ export const prompter = {
     const requests = plan.panel.map((seat) => ({
       label: 'panel',
       model: seat.model,
-      messages: [message('system', system), message('user', request.prompt)],
+      messages: [message('system', system), question(request)],
       sampling: seat.sampling,
     }));
     return { requests, notes: [] };

@@ -2,6 +2,8 @@
 // catalog - the models carrying any of the `tags` in its settings (every
 // model when there are none), at most `count` of them, never more than the
 // run's budget allows - and the first of them (or `synthesizers`) merges.
+// When the run comes with images, PDFs or audio, models that can take them
+// come first (contract 0.4's `input-modalities`).
 //
 //   [plugins.{{name}}.settings]
 //   tags = ["reasoning"]      # optional
@@ -10,7 +12,7 @@
 //
 // Return an error by throwing a string (a thrown Error object would trap).
 
-import { budget, models } from 'chorus:strategy/host@0.3.0';
+import { budget, models } from 'chorus:strategy/host@0.4.0';
 
 // The settings, or a thrown string saying what is wrong (shown by `chorus check`).
 function parse(text) {
@@ -31,6 +33,12 @@ function parse(text) {
   return { tags: settings.tags ?? [], count, synthesizers: settings.synthesizers ?? [] };
 }
 
+const MODALITY = { image: 'image', pdf: 'file', audio: 'audio' };
+
+// Whether `model` takes every attachment of the run (a text file, every model reads).
+const sees = (model, request) => request.attachments
+  .every((a) => a.kind === 'text' || (model.inputModalities ?? []).includes(MODALITY[a.kind]));
+
 export const selector = {
   validateSettings(settings) {
     parse(settings);
@@ -40,13 +48,18 @@ export const selector = {
     const { tags, count: wanted, synthesizers } = parse(settings);
     // Leave a call for the merge.
     const count = Math.min(wanted, Math.max(budget().callsLeft - 1, 1));
-    const chosen = models()
+    const candidates = models()
       .filter((m) => tags.length === 0 || m.tags.some((t) => tags.includes(t)))
-      .map((m) => m.id)
+      .sort((a, b) => sees(b, request) - sees(a, request)) // stable: catalog order otherwise
       .slice(0, count);
+    const chosen = candidates.map((m) => m.id);
     if (chosen.length === 0) throw `no model in the catalog has any of the tags ${tags.join(', ')}`;
     const notes = [`{{name}} chose ${chosen.join(', ')}.`];
     if (count < wanted) notes.push(`The run's budget allowed ${count} of the ${wanted} models asked for.`);
+    const blind = candidates.filter((m) => !sees(m, request)).map((m) => m.id);
+    if (blind.length > 0) {
+      notes.push(`${blind.join(', ')} cannot take the run's attachments: they get what the pipeline's attachments_for_text_models says.`);
+    }
     return {
       panel: chosen.map((model) => ({ model, sampling: {} })),
       synthesizers: synthesizers.length > 0 ? synthesizers : chosen.slice(0, 1),

@@ -3,17 +3,21 @@
 // `synthesis` of two or more answers, the lone survivor verbatim as
 // `single`, `none` when nobody answered, `unmerged` (the answers side by
 // side) when every synthesizer failed. Its sources are the call ids of the
-// answers it merged.
+// answers it merged. With web search on, each answer goes to the merge with
+// the web sources it cites, numbered as the list chorus ends the answer
+// with, and the merger is asked to cite them by those numbers.
 //
 //   [plugins.{{name}}.settings]
 //   instructions = "Merge these answers into the best one."   # optional
 //
 // Return an error by throwing a string (a thrown Error object would trap).
 
-import { complete, progress } from 'chorus:strategy/host@0.3.0';
+import { complete, progress } from 'chorus:strategy/host@0.4.0';
 
 const DEFAULT_INSTRUCTIONS = 'You are given a question and several answers to it. Write the single best answer: '
   + 'keep what they agree on, resolve their disagreements, drop what is wrong. Do not mention the other answers.';
+const CITE = 'The answers cite web sources, numbered under each answer. Cite the sources you rely on with their '
+  + 'numbers in brackets, like [1], exactly as numbered there; cite no others and do not list them at the end.';
 
 // The settings, or a thrown string saying what is wrong (shown by `chorus check`).
 function parse(text) {
@@ -33,6 +37,40 @@ function parse(text) {
 const message = (role, text) => ({ role, content: [{ tag: 'text', val: text }] });
 const answer = (kind, text, sources, notes) => ({ kind, text, sources, notes, details: '' });
 
+// A URL as chorus compares sources: scheme and host in lower case, no
+// fragment, no `utm_*` parameters, no trailing `/`.
+function urlKey(url) {
+  const [base, query = ''] = url.split('#')[0].split(/\?(.*)/s);
+  const parts = base.split('/');
+  const key = parts.slice(0, 3).join('/').toLowerCase() + ('/' + parts.slice(3).join('/')).replace(/\/+$/, '');
+  const kept = query.split('&').filter((p) => p !== '' && !p.startsWith('utm_'));
+  return kept.length > 0 ? `${key}?${kept.join('&')}` : key;
+}
+
+// The web sources the answers cite (`reply.citations`), numbered as chorus
+// numbers the list it ends the answer with: in call order, each URL once.
+function webSources(completions) {
+  const keys = [];
+  const byId = [...completions].sort((a, b) => (a.id ?? Infinity) - (b.id ?? Infinity));
+  for (const c of byId) {
+    for (const citation of c.outcome.tag === 'ok' ? c.outcome.val.citations : []) {
+      if (!keys.includes(urlKey(citation.url))) keys.push(urlKey(citation.url));
+    }
+  }
+  return keys;
+}
+
+// What goes under an answer in the merge prompt: the sources it cites, by number.
+function cited(reply, sources) {
+  const lines = new Map();
+  for (const citation of reply.citations) {
+    const n = sources.indexOf(urlKey(citation.url)) + 1;
+    const title = citation.title ? `${citation.title} ` : '';
+    if (!lines.has(n)) lines.set(n, `[${n}] ${title}<${citation.url}>`);
+  }
+  return lines.size > 0 ? `\n\nSources this answer cites:\n${[...lines.values()].join('\n')}` : '';
+}
+
 export const synthesizer = {
   validateSettings(settings) {
     parse(settings);
@@ -44,7 +82,7 @@ export const synthesizer = {
     const answered = [];
     for (const c of completions) {
       if (c.outcome.tag === 'ok' && c.outcome.val.content.trim() !== '' && c.id !== undefined) {
-        answered.push({ id: c.id, model: c.model, text: c.outcome.val.content });
+        answered.push({ id: c.id, model: c.model, reply: c.outcome.val });
       } else if (c.outcome.tag === 'ok') {
         notes.push(`${c.model} gave an empty answer.`);
       } else {
@@ -54,17 +92,19 @@ export const synthesizer = {
     if (answered.length === 0) return answer('none', `No model answered (${completions.length} tried).`, [], notes);
     if (answered.length === 1) {
       const [only] = answered;
-      return answer('single', only.text, [only.id], [`Only ${only.model} answered, so this is its answer verbatim.`, ...notes]);
+      return answer('single', only.reply.content, [only.id], [`Only ${only.model} answered, so this is its answer verbatim.`, ...notes]);
     }
     const sources = answered.map((a) => a.id);
+    const web = webSources(completions);
     const prompt = `Question:\n${request.prompt}\n\n`
-      + answered.map((a, n) => `--- Answer ${n + 1} ---\n${a.text.trim()}\n\n`).join('');
+      + answered.map((a, n) => `--- Answer ${n + 1} ---\n${a.reply.content.trim()}${cited(a.reply, web)}\n\n`).join('');
+    const merging = web.length > 0 ? `${instructions}\n\n${CITE}` : instructions;
     for (const model of plan.synthesizers) {
       progress(`merging ${answered.length} answers with ${model}`);
       const [merged] = complete([{
         label: 'synthesis',
         model,
-        messages: [message('system', instructions), message('user', prompt)],
+        messages: [message('system', merging), message('user', prompt)],
         sampling: {},
       }]);
       if (merged.outcome.tag === 'ok' && merged.outcome.val.content.trim() !== '') {
@@ -72,7 +112,7 @@ export const synthesizer = {
       }
       notes.push(`Synthesizer ${model} failed: ${merged.outcome.tag === 'err' ? merged.outcome.val.message : 'empty answer'}`);
     }
-    const sideBySide = answered.map((a) => `## ${a.model}\n\n${a.text.trim()}`).join('\n\n');
+    const sideBySide = answered.map((a) => `## ${a.model}\n\n${a.reply.content.trim()}`).join('\n\n');
     return answer('unmerged', sideBySide, sources, ['No synthesizer could merge the answers, so they are shown side by side.', ...notes]);
   },
 };

@@ -1,5 +1,8 @@
 """{{name}}: a chorus prompter. Every seat on the panel gets the user's
-question after a system prompt from its settings.
+question after a system prompt from its settings, with the run's attachments
+(images, PDFs, files) placed before the question: the host sends each one as
+the model takes it, or, to a model that cannot, what the pipeline's
+`attachments_for_text_models` says.
 
     [plugins.{{name}}.settings]
     system = "Answer concisely, and say how sure you are."   # optional
@@ -33,6 +36,13 @@ def message(role, text):
     return types.Message(role=role, content=[types.ContentPart_Text(text)])
 
 
+def question(request):
+    """The user's message: the run's attachments (by id; the host inlines them), then the question."""
+    content = [types.ContentPart_Attachment(a.id) for a in request.attachments]
+    content.append(types.ContentPart_Text(request.prompt))
+    return types.Message(role=types.Role.USER, content=content)
+
+
 class Prompter(exports.Prompter):
     def validate_settings(self, settings):
         parse(settings)
@@ -43,7 +53,7 @@ class Prompter(exports.Prompter):
             types.ChatRequest(
                 label="panel",
                 model=seat.model,
-                messages=[message(types.Role.SYSTEM, settings["system"]), message(types.Role.USER, request.prompt)],
+                messages=[message(types.Role.SYSTEM, settings["system"]), question(request)],
                 sampling=seat.sampling,
                 response_format=None,
             )

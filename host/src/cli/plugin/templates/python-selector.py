@@ -1,7 +1,9 @@
 """{{name}}: a chorus selector. It picks the panel from the host's model
 catalog - the models carrying any of the `tags` in its settings (every model
 when there are none), at most `count` of them, never more than the run's
-budget allows - and the first of them (or `synthesizers`) merges.
+budget allows - and the first of them (or `synthesizers`) merges. When the
+run comes with images, PDFs or audio, models that can take them come first
+(contract 0.4's `input-modalities`).
 
     [plugins.{{name}}.settings]
     tags = ["reasoning"]      # optional
@@ -35,6 +37,15 @@ def parse(settings: str) -> dict:
     return {"tags": parsed.get("tags", []), "count": count, "synthesizers": parsed.get("synthesizers", [])}
 
 
+MODALITY = {types.AttachmentKind.IMAGE: "image", types.AttachmentKind.PDF: "file", types.AttachmentKind.AUDIO: "audio"}
+
+
+def sees(model, request) -> bool:
+    """Whether `model` takes every attachment of the run (a text file, every model reads)."""
+    needed = {MODALITY[a.kind] for a in request.attachments if a.kind in MODALITY}
+    return needed <= set(model.input_modalities or [])
+
+
 class Selector(exports.Selector):
     def validate_settings(self, settings):
         parse(settings)
@@ -45,12 +56,18 @@ class Selector(exports.Selector):
         affordable = max(host.budget().calls_left - 1, 1)
         count = min(settings["count"], affordable)
         tags = set(settings["tags"])
-        models = [m.id for m in host.models() if not tags or tags & set(m.tags)][:count]
+        candidates = [m for m in host.models() if not tags or tags & set(m.tags)]
+        chosen = sorted(candidates, key=lambda m: not sees(m, request))[:count]  # stable: catalog order otherwise
+        models = [m.id for m in chosen]
         if not models:
             raise Err(f"no model in the catalog has any of the tags {sorted(tags)}")
         notes = [f"{{name}} chose {', '.join(models)}."]
         if count < settings["count"]:
             notes.append(f"The run's budget allowed {count} of the {settings['count']} models asked for.")
+        blind = [m.id for m in chosen if not sees(m, request)]
+        if blind:
+            notes.append(f"{', '.join(blind)} cannot take the run's attachments: they get what the pipeline's "
+                         "attachments_for_text_models says.")
         sampling = types.Sampling(temperature=None, top_p=None, max_tokens=None, seed=None)
         return types.Plan(
             panel=[types.Seat(model=m, sampling=sampling) for m in models],

@@ -1,5 +1,8 @@
 //! {{name}}: a chorus prompter. Every seat on the panel gets the user's
-//! question after a system prompt from its settings.
+//! question after a system prompt from its settings, with the run's
+//! attachments (images, PDFs, files) placed before the question: the host
+//! sends each one as the model takes it, or, to a model that cannot, what
+//! the pipeline's `attachments_for_text_models` says.
 //!
 //! ```toml
 //! [plugins.{{name}}.settings]
@@ -35,6 +38,14 @@ fn message(role: Role, text: &str) -> Message {
     Message { role, content: vec![ContentPart::Text(text.to_owned())] }
 }
 
+/// The user's message: the run's attachments (by id; the host inlines
+/// them), then the question.
+fn question(request: &Request) -> Message {
+    let mut content: Vec<ContentPart> = request.attachments.iter().map(|a| ContentPart::Attachment(a.id)).collect();
+    content.push(ContentPart::Text(request.prompt.clone()));
+    Message { role: Role::User, content }
+}
+
 struct Plugin;
 
 impl Guest for Plugin {
@@ -51,7 +62,7 @@ impl Guest for Plugin {
             .map(|seat| ChatRequest {
                 label: "panel".into(),
                 model: seat.model.clone(),
-                messages: vec![message(Role::System, system), message(Role::User, &request.prompt)],
+                messages: vec![message(Role::System, system), question(&request)],
                 sampling: seat.sampling,
                 response_format: None,
             })
