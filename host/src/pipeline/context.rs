@@ -23,8 +23,9 @@ pub use search::search_of_stage;
 #[cfg(test)]
 pub use recording::call_record;
 
-use super::attachments::{Descriptions, Extracted, RunAttachments};
+use super::attachments::RunAttachments;
 use super::budget::{Budget, Ceiling, Reservation};
+use super::describe::{Descriptions, Extracted};
 use super::events::{Event, Progress, Stage, TOKENS_EVERY};
 use super::follow_up;
 use super::stragglers::{self, Ended, Policy};

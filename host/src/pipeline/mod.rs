@@ -10,6 +10,7 @@ mod attachments;
 mod budget;
 mod checks;
 mod context;
+mod describe;
 pub mod events;
 pub mod follow_up;
 mod handoff;

@@ -11,9 +11,8 @@ use super::RunContext;
 use crate::attach::pdf;
 use crate::llm::{ChatRequest, Failure};
 use crate::pipeline::FAN_OUT;
-use crate::pipeline::attachments::{
-    DESCRIBE, Descriptions, Extracted, RunAttachments, descriptions,
-};
+use crate::pipeline::attachments::RunAttachments;
+use crate::pipeline::describe::{DESCRIBE, Descriptions, Extracted, descriptions};
 use crate::plugins::Request;
 
 impl RunContext {
