@@ -22,8 +22,15 @@ fn cited(text: &str, annotations: Value) -> Step {
     }
 }
 
-/// m1 and m2 cite (one source in common); the others answer plainly.
+/// m1 and m2 cite (one source in common); the others answer plainly; the
+/// synthesizer merges.
 pub fn script_citations(mock: &Mock) {
+    script_cited_answers(mock);
+    mock.script(SYNTH, [Step::answer("THE SYNTHESIS")]);
+}
+
+/// m1 and m2 cite (one source in common); the others answer plainly.
+fn script_cited_answers(mock: &Mock) {
     mock.script(
         "m1",
         [cited(
@@ -50,7 +57,6 @@ pub fn script_citations(mock: &Mock) {
     for model in ["m3", "m4", "m5"] {
         mock.script(model, [Step::answer("no sources")]);
     }
-    mock.script(SYNTH, [Step::answer("THE SYNTHESIS")]);
 }
 
 const SOURCES_TEXT: &str = "THE SYNTHESIS\n\nSources:\n\
@@ -126,6 +132,69 @@ async fn a_searching_pipeline_sends_openrouters_plugin_and_returns_numbered_sour
     assert_eq!(fan_out[0]["citations"][0]["cited"], "Rust");
     assert_eq!(fan_out[1]["citations"][1]["cited"], "Go");
     assert_eq!(fan_out[1]["citations"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_judge_reads_each_candidates_sources_numbered_as_the_run_numbers_them() {
+    let mock = Mock::start().await;
+    script_cited_answers(&mock);
+    // Every score equal: the tie goes to the first answer of the fan-out.
+    mock.script(
+        SYNTH,
+        [Step::answer(
+            r#"{"scores": {"A": 5, "B": 5, "C": 5, "D": 5, "E": 5}}"#,
+        )],
+    );
+    let toml = config(
+        &mock,
+        "\n[plugins.judge]\nbuiltin = \"judge\"\n\n\
+         [pipelines.best-of]\ndescription = \"best of\"\nselector = \"panel\"\n\
+         prompter = \"passthrough\"\nsynthesizer = \"judge\"\nweb_search = true\n",
+    );
+    let server = Server::start(&toml).await;
+    let result = server.ask("best-of", "Which language?").await;
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+
+    // Each candidate, in whatever order the judge sees them, carries the
+    // sources it cites with the run's numbers; the plain ones none.
+    let judged = mock.requests_for(SYNTH)[0].text();
+    let candidate = |answer: &str| {
+        judged
+            .split("--- Candidate ")
+            .filter_map(|block| block.split_once(" ---\n").map(|(_, rest)| rest))
+            .find(|rest| rest.starts_with(answer))
+            .unwrap_or_else(|| panic!("no candidate {answer:?} in {judged}"))
+    };
+    assert!(
+        candidate("Rust is fast.").starts_with(
+            "Rust is fast.\n\nSources this answer cites:\n\
+         [1] Rust <https://a.example/rust?utm_source=openai>\n\n"
+        ),
+        "{judged}"
+    );
+    assert!(
+        candidate("Rust and Go.").starts_with(
+            "Rust and Go.\n\nSources this answer cites:\n\
+         [1] Rust <https://a.example/rust?utm_source=openai>\n\
+         [2] Go <https://b.example/go>\n\n"
+        ),
+        "{judged}"
+    );
+    assert!(
+        candidate("no sources").starts_with("no sources\n\n"),
+        "{judged}"
+    );
+    assert!(
+        judged.contains("Under some candidates are the web sources they cite, numbered [1], [2]"),
+        "{judged}"
+    );
+    // The pick, verbatim, with the run's sources numbered the same.
+    let result_json = structured(&result);
+    assert_eq!(result_json["kind"], "pick");
+    assert_eq!(result_json["sources"][0]["number"], 1);
+    assert_eq!(result_json["sources"][0]["title"], "Rust");
+    assert_eq!(result_json["sources"][1]["number"], 2);
+    assert_eq!(result_json["sources"][1]["url"], "https://b.example/go");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,7 +1,10 @@
 //! Synthesizer for best-of-N: a judge model scores the candidates —
 //! anonymised (letters, no model names) and in an order shuffled per run —
 //! and the best is returned verbatim, with every score. The plan's
-//! synthesizers are the judges, tried in order.
+//! synthesizers are the judges, tried in order. When the candidates cite
+//! web sources, each goes to the judge with its sources under it, numbered
+//! as the run's `sources` list numbers them, and the judge is told to
+//! weigh them.
 //!
 //! ```toml
 //! [plugins.judge.settings]
@@ -21,6 +24,10 @@ use exports::chorus::strategy::synthesizer::Guest;
 use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request};
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+/// Said before the scoring instruction when the candidates cite sources.
+const GROUNDING: &str = "Under some candidates are the web sources they cite, numbered [1], [2], … \
+the same for every candidate. Weigh whether a candidate's claims are backed by the sources it cites. ";
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -61,9 +68,17 @@ impl Guest for Judge {
             .as_deref()
             .unwrap_or("correctness, completeness and clarity");
         let letters: Vec<String> = (0..order.len()).map(kit::letter).collect();
+        // Web sources under each candidate, numbered as the run's list is.
+        let numbering = kit::sources::Numbering::of(&completions);
+        let cited: Vec<String> = order
+            .iter()
+            .map(|&c| numbering.under(answered[c].1))
+            .collect();
+        let sources = cited.concat();
+        let grounding = if numbering.is_empty() { "" } else { GROUNDING };
         let instruction = format!(
-            "Score every candidate from 0 to 10 for {criteria}. Reply with only JSON of the form \
-             {{\"scores\": {{\"A\": 7, \"B\": 4}}}} covering candidates {}.",
+            "{grounding}Score every candidate from 0 to 10 for {criteria}. Reply with only JSON of \
+             the form {{\"scores\": {{\"A\": 7, \"B\": 4}}}} covering candidates {}.",
             letters.join(", ")
         );
         let system =
@@ -85,7 +100,7 @@ impl Guest for Judge {
             let fitted = kit::guest::fit_for(
                 judge,
                 &shown,
-                &[system, &request.prompt, &instruction],
+                &[system, &request.prompt, &instruction, &sources],
                 None,
             )
             .map_err(|small| format!("too small for the candidates: {small}"))?;
@@ -95,8 +110,9 @@ impl Guest for Judge {
             let mut prompt = format!("Question:\n{}\n\n", request.prompt);
             for (position, text) in fitted.texts.iter().enumerate() {
                 prompt.push_str(&format!(
-                    "--- Candidate {} ---\n{text}\n\n",
+                    "--- Candidate {} ---\n{text}{}\n\n",
                     kit::letter(position),
+                    cited[position],
                 ));
             }
             prompt.push_str(&instruction);
