@@ -148,11 +148,12 @@ async fn a_follow_up_and_a_resynthesis_send_the_kept_image_again() {
     );
     assert_eq!(mock.requests_for(SEES).len(), 2, "the panel is not asked");
 
-    // `runs show` lists it and says the bytes are kept.
+    // `runs show` lists it, with its pixels measured when the first run
+    // started and carried with it, and says the bytes are kept.
     let (ok, shown) = runs(&server, &["show", &second_id]).await;
     assert!(ok, "{shown}");
     assert!(
-        shown.contains("#1 photo.gif  image/gif  43 bytes  sha256:")
+        shown.contains("#1 photo.gif  image/gif  43 bytes, 1×1 px  sha256:")
             && shown.contains("bytes kept"),
         "{shown}"
     );
@@ -163,6 +164,10 @@ async fn a_follow_up_and_a_resynthesis_send_the_kept_image_again() {
     let exported: Value = serde_json::from_str(&exported).unwrap();
     let attachment = &exported["attachments"][0];
     assert_eq!(attachment["data"], b64(GIF), "{exported:#}");
+    assert_eq!(
+        (&attachment["width"], &attachment["height"]),
+        (&json!(1), &json!(1))
+    );
     assert_eq!(attachment["stored"]["state"], "kept");
     let (ok, bare) = runs(&server, &["export", &second_id, "--no-attachments"]).await;
     assert!(ok, "{bare}");

@@ -13,7 +13,7 @@ use crate::support::*;
 
 /// A PDF of one page per entry, each showing its lines in Courier (a page
 /// of no lines has only a drawn box, as a scan has no text).
-fn pdf(pages: &[&[&str]]) -> Vec<u8> {
+pub fn pdf(pages: &[&[&str]]) -> Vec<u8> {
     let mut doc = Document::with_version("1.5");
     let pages_id = doc.new_object_id();
     let font = doc.add_object(dictionary! {

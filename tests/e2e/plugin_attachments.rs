@@ -3,7 +3,8 @@
 //! places an attachment gets it there and only there (a text-only model
 //! gets the description in its place); an id the run does not have fails
 //! that call, saying so; the shipped selectors choose models that can see
-//! an image; plugins built for 0.2 and 0.3 run unchanged on a run with one.
+//! an image; plugins built for 0.2 and 0.3 run unchanged on a run with one;
+//! the request lists an image's pixels and a PDF's pages, measured by the host.
 
 use serde_json::{Value, json};
 
@@ -139,7 +140,31 @@ async fn a_placed_attachment_goes_where_it_was_placed_once_and_is_described_for_
     let record = structured(&result);
     let notes = record["notes"].to_string();
     assert!(
-        notes.contains("The request listed: #1 image/gif 43."),
+        notes.contains("The request listed: #1 image/gif 43 1×1 px."),
+        "{notes}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plugins_see_an_images_pixels_and_a_pdfs_pages_measured_from_the_bytes() {
+    let mock = Mock::start().await;
+    script(&mock);
+    let page: &[&str] = &["A page of text."];
+    let pdf = super::pdf_text::pdf(&[page; 3]);
+    let server = Server::start(&config(&mock, "placing", "")).await;
+    let args = json!({"prompt": "What shape?", "attachments": [
+        {"data": b64(GIF), "mime_type": "image/gif", "name": "pixel.gif"},
+        {"data": b64(&pdf), "mime_type": "application/pdf", "name": "three.pdf"}
+    ]});
+    let result = server.call("ask", args).await;
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    let record = structured(&result);
+    let notes = record["notes"].to_string();
+    assert!(
+        notes.contains(&format!(
+            "The request listed: #1 image/gif 43 1×1 px, #2 application/pdf {} 3 pages.",
+            pdf.len()
+        )),
         "{notes}"
     );
 }

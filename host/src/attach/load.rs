@@ -132,6 +132,7 @@ fn one(id: u32, source: Source, access: &Access, limits: &Limits) -> Result<Atta
         mime: mime.to_owned(),
         bytes: size,
         sha256,
+        shape: super::Shape::default(),
         body,
     })
 }
@@ -166,6 +167,7 @@ fn by_url(
         mime: mime.unwrap_or_else(|| "image/*".to_owned()),
         bytes: 0,
         sha256: hex(&Sha256::digest(url.as_bytes())),
+        shape: super::Shape::default(),
         body: Body::Url(Arc::from(url)),
     })
 }

@@ -5,13 +5,15 @@
 //! what a tool call or the CLI names, `access` decides which paths may be
 //! read, `sniff` tells the type from the bytes, `load` holds all of it to
 //! the limits before anything is sent or paid; `pdf` reads a PDF's text
-//! layer for models that cannot take the file. Where each attachment goes
+//! layer for models that cannot take the file; `shape` measures an image's
+//! pixels and a PDF's pages when a run starts. Where each attachment goes
 //! in a run (which model sees which, and what a text-only model gets
 //! instead) is the pipeline's business; the wire shape is `llm::wire`'s.
 
 mod access;
 mod load;
 pub mod pdf;
+pub mod shape;
 pub mod sniff;
 pub mod source;
 
@@ -22,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 pub use access::Access;
 pub use load::{Limits, load};
+pub use shape::Shape;
 pub use source::{Source, take};
 
 /// What an attachment is, as far as a model's input goes.
@@ -83,6 +86,8 @@ pub struct Attachment {
     pub bytes: usize,
     /// Hex SHA-256 of the bytes (of the URL, for a URL).
     pub sha256: String,
+    /// Its pages or pixels, once measured (`shape::measured`).
+    pub shape: Shape,
     pub body: Body,
 }
 
@@ -129,6 +134,7 @@ impl Attachment {
             mime: self.mime.clone(),
             bytes: self.bytes,
             sha256: self.sha256.clone(),
+            shape: self.shape,
             url: match &self.body {
                 Body::Url(url) => Some(url.to_string()),
                 _ => None,
@@ -146,6 +152,9 @@ pub struct Info {
     pub mime: String,
     pub bytes: usize,
     pub sha256: String,
+    /// Pages or pixels, when chorus measured them from the bytes.
+    #[serde(flatten)]
+    pub shape: Shape,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
 }

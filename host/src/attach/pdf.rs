@@ -1,8 +1,9 @@
 //! A PDF's text layer, for models that cannot take the file: where a PDF
 //! has one, its text is faithful and free, so a text-only model reads it
-//! rather than a describer's transcription (see `pipeline::attachments`).
-//! Everything here is bounded: the pages read, the characters kept (cut
-//! with `text`), the size any one stream may inflate to, the time (the
+//! rather than a describer's transcription (see `pipeline::describe`);
+//! and its page count, read from the page tree alone (`pages`, for
+//! `attach::shape`). Everything here is bounded: the pages read, the
+//! characters kept (cut with `text`), the size any one stream may inflate to, the time (the
 //! parse runs on a blocking thread, checks its deadline between pages and
 //! is waited for no longer than that), and how many run at once. A PDF
 //! that does not parse, is encrypted or has no text layer gives the reason
@@ -97,6 +98,34 @@ pub async fn extract(base64: std::sync::Arc<str>, bounds: Bounds) -> Result<Text
             bounds.time.as_secs()
         )),
     }
+}
+
+/// The pages of the PDF whose bytes are `base64`, from its page tree's
+/// count without parsing the rest (lopdf's metadata read: the
+/// cross-reference table, the catalog and the root of the page tree; its
+/// own bound of 256 MiB on any stream it inflates), off the async runtime,
+/// taking its turn with extractions and waited for no longer than
+/// `bounds.time`. `None` when it cannot be read (damaged beyond repair,
+/// encrypted with a password, no pages).
+pub async fn pages(base64: std::sync::Arc<str>, bounds: Bounds) -> Option<u32> {
+    let deadline = tokio::time::Instant::now() + bounds.time;
+    let _turn = tokio::time::timeout_at(deadline, RUNNING.acquire())
+        .await
+        .ok()?
+        .ok()?;
+    let work = tokio::task::spawn_blocking(move || {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(base64.as_bytes())
+            .ok()?;
+        page_count(&bytes)
+    });
+    tokio::time::timeout_at(deadline, work).await.ok()?.ok()?
+}
+
+/// The pages of the PDF `bytes`, as its page tree counts them.
+pub fn page_count(bytes: &[u8]) -> Option<u32> {
+    let metadata = lopdf::Document::load_metadata_mem(bytes).ok()?;
+    (metadata.page_count > 0).then_some(metadata.page_count)
 }
 
 /// The text layer of the PDF `bytes`, read until `deadline`.
@@ -291,6 +320,18 @@ mod tests {
         let text = extract_bytes(&bytes, Bounds::DEFAULT, Instant::now());
         // Nothing read before the deadline: no text to give.
         assert!(text.unwrap_err().contains("took longer than 15s"));
+    }
+
+    #[tokio::test]
+    async fn pages_are_counted_from_the_page_tree_alone() {
+        let page: &[&str] = &["A line."];
+        assert_eq!(page_count(&pdf(&[page; 3])), Some(3));
+        assert_eq!(page_count(&pdf(&[&[]])), Some(1));
+        assert_eq!(page_count(b"%PDF-1.7\nnot really a pdf"), None);
+        assert_eq!(page_count(b"not a pdf at all"), None);
+        let encoded = base64::engine::general_purpose::STANDARD.encode(pdf(&[page; 4]));
+        assert_eq!(pages(encoded.into(), Bounds::DEFAULT).await, Some(4));
+        assert_eq!(pages("!!".into(), Bounds::DEFAULT).await, None);
     }
 
     #[tokio::test]

@@ -263,6 +263,7 @@ impl Runner {
         let options =
             options::resolve(&pipeline.options, options).map_err(RunError::InvalidOptions)?;
         let ceiling = ceiling(limits.max_cost_usd, &options).map_err(RunError::InvalidOptions)?;
+        let attachments = crate::attach::shape::measured(attachments).await;
         let infos = attachments.infos();
         let attachments = (!attachments.is_empty()).then(|| {
             Arc::new(RunAttachments::new(

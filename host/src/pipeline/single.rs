@@ -41,6 +41,7 @@ impl Runner {
         self.check_prompt(&prompt)?;
         let limits = &self.loaded.config.limits;
         let name = single_run_name(model);
+        let attachments = crate::attach::shape::measured(attachments).await;
         let attachments = (!attachments.is_empty()).then(|| {
             Arc::new(super::RunAttachments::for_model(
                 attachments,

@@ -44,6 +44,7 @@ fn image(sha256: &str) -> Attachments {
         mime: "image/png".into(),
         bytes: 4,
         sha256: sha256.into(),
+        shape: Default::default(),
         body: Body::Base64(Arc::from("AAAA")),
     }])
 }

@@ -79,6 +79,7 @@ impl Stored {
             mime: self.info.mime.clone(),
             bytes: self.info.bytes,
             sha256: self.info.sha256.clone(),
+            shape: self.info.shape,
             body,
         })
     }
@@ -250,6 +251,7 @@ mod tests {
             mime: "text/plain".into(),
             bytes: text.len(),
             sha256: crate::text::hex(&<sha2::Sha256 as sha2::Digest>::digest(text)),
+            shape: Default::default(),
             body: Body::Text(Arc::from(text)),
         }
     }
@@ -288,6 +290,7 @@ mod tests {
             mime: "image/png".into(),
             bytes: 3,
             sha256: "ab".into(),
+            shape: Default::default(),
             url: url.map(str::to_owned),
         };
         let infos = [

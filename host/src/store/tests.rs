@@ -261,6 +261,7 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
                 mime: "image/png".into(),
                 bytes: 41_000,
                 sha256: "ab".repeat(32),
+                shape: Default::default(),
                 body: crate::attach::Body::Base64(Arc::from("AAAA")),
             }]),
         },

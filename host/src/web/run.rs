@@ -173,6 +173,7 @@ fn body(
                         li {
                             "#" (a.id) " " code { (a.name) } " — " (a.mime) ", "
                             (a.url.clone().unwrap_or_else(|| crate::text::show_bytes(a.bytes as u64)))
+                            @if let Some(shape) = a.shape.describe() { ", " (shape) }
                         }
                     }
                 }

@@ -71,10 +71,13 @@ pub(super) fn show(
     if !run.attachments.is_empty() {
         writeln!(out, "\nattachments")?;
         for a in &run.attachments {
-            let size = a
+            let mut size = a
                 .url
                 .clone()
                 .unwrap_or_else(|| crate::text::show_bytes(a.bytes as u64));
+            if let Some(shape) = a.shape.describe() {
+                size.push_str(&format!(", {shape}"));
+            }
             let held = stored
                 .iter()
                 .find(|s| s.info.id == a.id)

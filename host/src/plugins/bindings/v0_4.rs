@@ -113,11 +113,11 @@ fn request_of(r: &own::Request) -> wit::Request {
                 mime: a.info.mime.clone(),
                 name: Some(a.info.name.clone()),
                 bytes: a.info.bytes as u64,
-                // Not measured yet: this host reads no page counts or
-                // dimensions from the bytes.
-                pages: None,
-                width: None,
-                height: None,
+                // Measured from the bytes when the run started
+                // (`attach::shape`); none for a URL or what did not parse.
+                pages: a.info.shape.pages,
+                width: a.info.shape.width,
+                height: a.info.shape.height,
                 description: a.description.clone(),
             })
             .collect(),
@@ -208,6 +208,11 @@ mod tests {
             mime: "image/png".into(),
             bytes: 41,
             sha256: "ab".into(),
+            shape: attach::Shape {
+                pages: None,
+                width: Some(640),
+                height: Some(480),
+            },
             url: None,
         };
         let request = own::Request {
@@ -229,7 +234,7 @@ mod tests {
         assert_eq!(listed.description.as_deref(), Some("a diagram"));
         assert_eq!(
             (listed.pages, listed.width, listed.height),
-            (None, None, None)
+            (None, Some(640), Some(480))
         );
 
         let reply = llm::Reply {

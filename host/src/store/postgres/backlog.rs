@@ -120,6 +120,7 @@ mod tests {
             mime: "image/png".into(),
             bytes,
             sha256: "00".into(),
+            shape: Default::default(),
             body: Body::Base64(Arc::from("A".repeat(bytes * 4 / 3))),
         });
         Begin {

@@ -4,7 +4,8 @@
 //! embedded in chorus.
 //!
 //! Settings: `ids`, the attachment ids to place (default: every one the
-//! request lists, which also proves the request lists them).
+//! request lists, which also proves the request lists them). Its note
+//! lists each attachment as the request has it, pages and pixels too.
 
 wit_bindgen::generate!({
     world: "prompter-plugin",
@@ -60,7 +61,14 @@ impl Guest for Placing {
         let listed: Vec<String> = request
             .attachments
             .iter()
-            .map(|a| format!("#{} {} {}", a.id, a.mime, a.bytes))
+            .map(|a| {
+                let shape = match (a.pages, a.width, a.height) {
+                    (Some(pages), ..) => format!(" {pages} pages"),
+                    (None, Some(w), Some(h)) => format!(" {w}×{h} px"),
+                    _ => String::new(),
+                };
+                format!("#{} {} {}{shape}", a.id, a.mime, a.bytes)
+            })
             .collect();
         Ok(Prompts {
             requests,
