@@ -194,6 +194,7 @@ impl Chorus {
             }
             None => (None, question),
         };
+        let question = measured(question).await;
         let links = Links {
             follow_up_of: conversation.as_ref().map(|c| c.of.clone()),
             resynthesis_of: None,
@@ -226,6 +227,7 @@ impl Chorus {
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
         let name = crate::pipeline::single_run_name(model);
+        let question = measured(question).await;
         let links = Links {
             client: Some(client.name.clone()),
             attachments: question.attachments.clone(),
@@ -481,6 +483,15 @@ impl Chorus {
         self.runner()
             .dry_run(pipeline, question, options, progress)
             .await
+    }
+}
+
+/// `question` with its attachments' pixels and pages measured, before the
+/// run's record is begun: the record lists them as the plugins see them.
+async fn measured(question: Question) -> Question {
+    Question {
+        attachments: crate::attach::shape::measured(question.attachments).await,
+        ..question
     }
 }
 
