@@ -174,6 +174,7 @@ impl Chorus {
             }
             None => (None, question),
         };
+        let question = self.runner().fetched(question).await?;
         let links = Links {
             follow_up_of: conversation.as_ref().map(|c| c.of.clone()),
             resynthesis_of: None,
@@ -206,6 +207,7 @@ impl Chorus {
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
         let name = crate::pipeline::single_run_name(model);
+        let question = self.runner().fetched(question).await?;
         let links = Links {
             client: Some(client.name.clone()),
             attachments: question.attachments.clone(),
@@ -220,7 +222,7 @@ impl Chorus {
             progress,
             |runner, progress| async move {
                 runner
-                    .ask_model(model, question.text, question.attachments, progress)
+                    .ask_model(model, question, progress)
                     .await
             },
         )
@@ -453,9 +455,9 @@ impl Chorus {
         options: Map<String, Value>,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
-        self.runner()
-            .dry_run(pipeline, question, options, progress)
-            .await
+        let runner = self.runner();
+        let question = runner.fetched(question).await?;
+        runner.dry_run(pipeline, question, options, progress).await
     }
 }
 

@@ -21,7 +21,7 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 pub use access::Access;
-pub use load::{Limits, load};
+pub use load::{Limits, accept, load};
 pub use source::{Source, take};
 
 /// What an attachment is, as far as a model's input goes.
@@ -63,7 +63,8 @@ impl Kind {
 pub enum Body {
     /// Base64 of the bytes, encoded once for every call of the run.
     Base64(Arc<str>),
-    /// An https URL the provider fetches (chorus never does).
+    /// An https URL the provider fetches (chorus fetches it only for a
+    /// provider that cannot: `llm::fetch`).
     Url(Arc<str>),
     /// A text file's contents.
     Text(Arc<str>),

@@ -160,7 +160,10 @@ impl Runner {
     pub fn reload(loaded: Loaded, previous: &Runner) -> Result<Self, ConfigError> {
         let (old, new) = (&previous.loaded.config, &loaded.config);
         let llm =
-            if old.providers == new.providers && old.models == new.models && old.cache == new.cache
+            if old.providers == new.providers
+                && old.models == new.models
+                && old.cache == new.cache
+                && old.limits.fetch_private_urls == new.limits.fetch_private_urls
             {
                 previous.llm.clone()
             } else {
@@ -308,6 +311,22 @@ impl Runner {
         record.follow_up_of = conversation.map(|c| c.of);
         record.attachments = infos;
         Ok(record)
+    }
+
+    /// `question` with its URL attachments fetched, for a provider that
+    /// cannot fetch them (see `llm::fetch`), and notes saying so: done by
+    /// whoever records the run before it starts, so the store keeps the
+    /// bytes and follow-ups reuse them. `Err` before any model is called.
+    pub async fn fetched(&self, mut question: Question) -> Result<Question, RunError> {
+        let limits = self.loaded.config.limits.attachments();
+        let (attachments, notes) = self
+            .llm
+            .fetch_urls(std::mem::take(&mut question.attachments), &limits)
+            .await
+            .map_err(RunError::Attachments)?;
+        question.attachments = attachments;
+        question.notes.extend(notes);
+        Ok(question)
     }
 
     fn pipeline(&self, name: &str) -> Result<&Pipeline, RunError> {
