@@ -116,7 +116,10 @@ impl Https {
 
     /// The `[tls]` section trusting this server's CA.
     pub fn tls_section(&self) -> String {
-        format!("[tls]\nca_files = [{:?}]\n", self.ca_file.display().to_string())
+        format!(
+            "[tls]\nca_files = [{:?}]\n",
+            self.ca_file.display().to_string()
+        )
     }
 }
 

@@ -220,11 +220,7 @@ impl Chorus {
             links,
             worst,
             progress,
-            |runner, progress| async move {
-                runner
-                    .ask_model(model, question, progress)
-                    .await
-            },
+            |runner, progress| async move { runner.ask_model(model, question, progress).await },
         )
         .await
     }

@@ -37,13 +37,17 @@ pub(super) struct Urls {
 }
 
 impl Urls {
-    pub(super) fn new(loaded: &Loaded, roots: &[reqwest::Certificate]) -> Result<Self, ConfigError> {
-        let fetcher = Fetcher::new(roots, loaded.config.limits.fetch_private_urls).map_err(|e| {
-            loaded.error(
-                "tls.ca_files",
-                format!("cannot build the HTTP client for URL attachments: {e}"),
-            )
-        })?;
+    pub(super) fn new(
+        loaded: &Loaded,
+        roots: &[reqwest::Certificate],
+    ) -> Result<Self, ConfigError> {
+        let fetcher =
+            Fetcher::new(roots, loaded.config.limits.fetch_private_urls).map_err(|e| {
+                loaded.error(
+                    "tls.ca_files",
+                    format!("cannot build the HTTP client for URL attachments: {e}"),
+                )
+            })?;
         let keys = loaded
             .config
             .providers
@@ -65,9 +69,7 @@ impl super::Llm {
         attachments: Attachments,
         limits: &attach::Limits,
     ) -> Result<(Attachments, Vec<String>), String> {
-        let by_url = attachments
-            .iter()
-            .any(|a| matches!(a.body, Body::Url(_)));
+        let by_url = attachments.iter().any(|a| matches!(a.body, Body::Url(_)));
         if self.urls.keys.is_empty() || !by_url {
             return Ok((attachments, Vec::new()));
         }
@@ -124,7 +126,10 @@ impl Fetcher {
             let context = |e: String| format!("attachment {} ({}): {e}", a.id, a.name);
             let left = limits.max_attachments_bytes.saturating_sub(total);
             let (max, key) = if left < limits.max_attachment_bytes {
-                (left, "limits.max_attachments_bytes, with the run's other attachments")
+                (
+                    left,
+                    "limits.max_attachments_bytes, with the run's other attachments",
+                )
             } else {
                 (limits.max_attachment_bytes, "limits.max_attachment_bytes")
             };
@@ -179,9 +184,10 @@ impl Fetcher {
                 .get(reqwest::header::LOCATION)
                 .and_then(|l| l.to_str().ok())
                 .and_then(|l| response.url().join(l).ok());
-            let to = to.map_or_else(|| "an unreadable address".to_owned(), |u| {
-                format!("{}://{}", u.scheme(), host_port(&u))
-            });
+            let to = to.map_or_else(
+                || "an unreadable address".to_owned(),
+                |u| format!("{}://{}", u.scheme(), host_port(&u)),
+            );
             return Err(format!(
                 "{from} redirects to {to}: chorus follows a URL's redirects within its origin (https, the same host and port) only, as for provider calls; give the final URL"
             ));
@@ -209,10 +215,7 @@ impl Fetcher {
 /// resolver's refusal, a certificate chorus does not trust).
 fn failed(from: &str, error: &reqwest::Error) -> String {
     if error.is_timeout() {
-        return format!(
-            "{from} did not answer within {}s",
-            FETCH_TIMEOUT.as_secs()
-        );
+        return format!("{from} did not answer within {}s", FETCH_TIMEOUT.as_secs());
     }
     let mut causes = Vec::new();
     let mut source = std::error::Error::source(error);
@@ -289,9 +292,8 @@ impl Resolve for PublicOnly {
     fn resolve(&self, name: Name) -> Resolving {
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             if let Some((ip, why)) = addrs
                 .iter()
                 .find_map(|a| inside(a.ip()).map(|why| (a.ip(), why)))
@@ -315,7 +317,10 @@ mod tests {
         assert_eq!(kind("192.168.0.1"), Some("a private address"));
         assert_eq!(kind("172.16.0.1"), Some("a private address"));
         assert_eq!(kind("169.254.169.254"), Some("a link-local address"));
-        assert_eq!(kind("100.64.0.1"), Some("a shared (carrier-grade NAT) address"));
+        assert_eq!(
+            kind("100.64.0.1"),
+            Some("a shared (carrier-grade NAT) address")
+        );
         assert_eq!(kind("0.0.0.0"), Some("not a host's address"));
         assert_eq!(kind("::1"), Some("a loopback address"));
         assert_eq!(kind("fd00::1"), Some("a unique-local address"));

@@ -159,22 +159,21 @@ impl Runner {
     /// (the caller keeps that limit as it was: it cannot change live).
     pub fn reload(loaded: Loaded, previous: &Runner) -> Result<Self, ConfigError> {
         let (old, new) = (&previous.loaded.config, &loaded.config);
-        let llm =
-            if old.providers == new.providers
-                && old.models == new.models
-                && old.cache == new.cache
-                && old.limits.fetch_private_urls == new.limits.fetch_private_urls
-            {
-                previous.llm.clone()
-            } else {
-                let unchanged: Vec<&str> = new
-                    .providers
-                    .iter()
-                    .filter(|(name, p)| old.providers.get(*name) == Some(p))
-                    .map(|(name, _)| name.as_str())
-                    .collect();
-                Arc::new(Llm::reusing(&loaded, Some(&previous.llm), &unchanged)?)
-            };
+        let llm = if old.providers == new.providers
+            && old.models == new.models
+            && old.cache == new.cache
+            && old.limits.fetch_private_urls == new.limits.fetch_private_urls
+        {
+            previous.llm.clone()
+        } else {
+            let unchanged: Vec<&str> = new
+                .providers
+                .iter()
+                .filter(|(name, p)| old.providers.get(*name) == Some(p))
+                .map(|(name, _)| name.as_str())
+                .collect();
+            Arc::new(Llm::reusing(&loaded, Some(&previous.llm), &unchanged)?)
+        };
         let registry = Registry::load_reusing(&loaded, Some(&previous.registry))?;
         check_roles(&loaded, &registry)?;
         Ok(Self {
