@@ -59,5 +59,6 @@ mod timeouts;
 mod toolchains;
 mod traces;
 mod upstream;
+mod url_attachments;
 mod viewer;
 mod web_search;

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod https;
 pub mod mock;
 pub mod nginx;
 pub mod postgres;

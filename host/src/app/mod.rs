@@ -194,6 +194,7 @@ impl Chorus {
             }
             None => (None, question),
         };
+        let question = self.runner().fetched(question).await?;
         let question = measured(question).await;
         let links = Links {
             follow_up_of: conversation.as_ref().map(|c| c.of.clone()),
@@ -227,6 +228,7 @@ impl Chorus {
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
         let name = crate::pipeline::single_run_name(model);
+        let question = self.runner().fetched(question).await?;
         let question = measured(question).await;
         let links = Links {
             client: Some(client.name.clone()),
@@ -240,11 +242,7 @@ impl Chorus {
             links,
             worst,
             progress,
-            |runner, progress| async move {
-                runner
-                    .ask_model(model, question.text, question.attachments, progress)
-                    .await
-            },
+            |runner, progress| async move { runner.ask_model(model, question, progress).await },
         )
         .await
     }
@@ -480,9 +478,9 @@ impl Chorus {
         options: Map<String, Value>,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
-        self.runner()
-            .dry_run(pipeline, question, options, progress)
-            .await
+        let runner = self.runner();
+        let question = runner.fetched(question).await?;
+        runner.dry_run(pipeline, question, options, progress).await
     }
 }
 

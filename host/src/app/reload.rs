@@ -174,6 +174,11 @@ fn keep_restart_only(old: &Config, new: &mut Config) -> Vec<String> {
         changed.push("[telemetry]".to_owned());
         new.telemetry = old.telemetry.clone();
     }
+    // The providers' clients, which trust these, are kept across reloads.
+    if new.tls != old.tls {
+        changed.push("[tls]".to_owned());
+        new.tls = old.tls.clone();
+    }
     let (old, new) = (&old.limits, &mut new.limits);
     let mut keep = |key: &str, differs: bool| {
         if differs {

@@ -112,6 +112,12 @@ fn one(id: u32, source: Source, access: &Access, limits: &Limits) -> Result<Atta
             ));
         }
     };
+    accept(id, bytes, name)
+}
+
+/// Attachment `id` of `bytes` (already held to the size limit), its type
+/// sniffed from them, or what is wrong with them.
+pub fn accept(id: u32, bytes: Vec<u8>, name: Option<String>) -> Result<Attachment, String> {
     let name = name.unwrap_or_else(|| format!("attachment-{id}"));
     let (kind, mime) = sniff::sniff(&bytes)
         .map_err(|found| format!("`{name}` is {found}; chorus takes {ACCEPTED}"))?;
@@ -137,7 +143,8 @@ fn one(id: u32, source: Source, access: &Access, limits: &Limits) -> Result<Atta
     })
 }
 
-/// A URL the provider fetches: an image unless `mime` says PDF.
+/// A URL the provider fetches (or chorus, for one that cannot: see
+/// `llm::fetch`): an image unless `mime` says PDF.
 fn by_url(
     id: u32,
     url: String,

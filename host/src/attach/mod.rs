@@ -23,7 +23,7 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 pub use access::Access;
-pub use load::{Limits, load};
+pub use load::{Limits, accept, load};
 pub use shape::Shape;
 pub use source::{Source, take};
 
@@ -66,7 +66,8 @@ impl Kind {
 pub enum Body {
     /// Base64 of the bytes, encoded once for every call of the run.
     Base64(Arc<str>),
-    /// An https URL the provider fetches (chorus never does).
+    /// An https URL the provider fetches (chorus fetches it only for a
+    /// provider that cannot: `llm::fetch`).
     Url(Arc<str>),
     /// A text file's contents.
     Text(Arc<str>),

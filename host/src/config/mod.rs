@@ -14,6 +14,7 @@ mod overrides;
 mod schema;
 mod search;
 mod telemetry;
+mod tls;
 mod validate;
 
 use std::fmt;
@@ -32,6 +33,7 @@ pub use overrides::{
 pub use schema::*;
 pub use search::{SearchContext, SearchStyle};
 pub use telemetry::{Telemetry, otlp_url};
+pub use tls::Tls;
 pub use validate::{BUILTIN_OPTIONS, FORBIDDEN_HEADERS, RESERVED_TOOLS, check_option, integral};
 
 /// The default configuration compiled into the binary: the repository's
@@ -186,6 +188,11 @@ impl Loaded {
             )
         })?;
         validate::validate(&config).map_err(|(key, message)| {
+            let position = locate::position(text, &key);
+            error(key, position, message)
+        })?;
+        // Here, not in `validate`: the files are relative to the config's.
+        config.tls.roots(&base_dir).map_err(|(key, message)| {
             let position = locate::position(text, &key);
             error(key, position, message)
         })?;

@@ -34,6 +34,9 @@ pub struct Config {
     /// OpenTelemetry traces of runs (read at startup).
     #[serde(default)]
     pub telemetry: super::Telemetry,
+    /// Certificates trusted for outgoing HTTPS besides the built-in roots.
+    #[serde(default)]
+    pub tls: super::Tls,
     pub providers: BTreeMap<String, Provider>,
     /// In the order written: selectors that prefer earlier models see it.
     #[serde(default)]
@@ -80,6 +83,11 @@ pub struct Limits {
     /// Directories an MCP client on stdio may attach files from, besides
     /// the roots it shares (`chorus serve --allow-dir` adds to them).
     pub attachment_dirs: Vec<PathBuf>,
+    /// Let chorus fetch a URL attachment (for a provider with `fetch_urls
+    /// = false`) from a host inside a network: loopback, private,
+    /// link-local or unique-local addresses. Off: a shared server must not
+    /// be made to reach the services beside it.
+    pub fetch_private_urls: bool,
 }
 
 impl Limits {
@@ -108,6 +116,7 @@ impl Default for Limits {
             max_attachments: 10,
             max_attachments_bytes: 50 << 20,
             attachment_dirs: Vec::new(),
+            fetch_private_urls: false,
         }
     }
 }
@@ -299,6 +308,11 @@ pub struct Provider {
     /// request for `web_search_options` (see docs/configuration.md).
     #[serde(default)]
     pub web_search_usd_per_request: Option<f64>,
+    /// Whether the provider fetches a URL attachment itself. `false`:
+    /// chorus fetches it once per run (https, same-origin redirects,
+    /// `[limits]` sizes) and sends the bytes, to every model of the run.
+    #[serde(default = "defaults::fetch_urls")]
+    pub fetch_urls: bool,
 }
 
 /// Retries for 429, 5xx and connection failures, with exponential backoff
@@ -521,6 +535,9 @@ mod defaults {
         true
     }
     pub fn catalog() -> bool {
+        true
+    }
+    pub fn fetch_urls() -> bool {
         true
     }
     pub fn max_concurrency() -> usize {

@@ -126,7 +126,13 @@ impl AttemptError {
 impl ProviderClient {
     /// Builds the client. Errors name the config key at fault (relative
     /// to `providers.NAME`).
-    pub fn new(name: &str, config: &Provider) -> Result<Self, (String, String)> {
+    /// `roots`: the certificates trusted besides the built-in ones
+    /// (`[tls] ca_files`).
+    pub fn new(
+        name: &str,
+        config: &Provider,
+        roots: &[reqwest::Certificate],
+    ) -> Result<Self, (String, String)> {
         let key = |k: &str| format!("providers.{name}.{k}");
         let join = |segments: &[&str]| {
             let mut url = config.base_url.clone();
@@ -139,7 +145,7 @@ impl ProviderClient {
         let endpoint = join(&["chat", "completions"])?;
         let models_url = join(&["models"])?;
         let headers = http::headers(config).map_err(|(k, m)| (key(&k), m))?;
-        let http = http::client(config).map_err(|e| {
+        let http = http::client(config, roots).map_err(|e| {
             (
                 format!("providers.{name}"),
                 format!("cannot build an HTTP client: {e}"),

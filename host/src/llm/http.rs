@@ -163,9 +163,37 @@ pub fn headers(config: &Provider) -> Result<HeaderMap, (String, String)> {
     Ok(headers)
 }
 
-/// The HTTP client: connect timeout, pool, and the same-origin redirect rule.
-pub fn client(config: &Provider) -> reqwest::Result<reqwest::Client> {
-    let policy = redirect::Policy::custom(|attempt| {
+/// The HTTP client: connect timeout, pool, the same-origin redirect rule,
+/// and `roots` trusted besides the built-in ones (`[tls] ca_files`).
+pub fn client(
+    config: &Provider,
+    roots: &[reqwest::Certificate],
+) -> reqwest::Result<reqwest::Client> {
+    trusting(reqwest::Client::builder(), roots)
+        .connect_timeout(config.connect_timeout)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_keepalive(Duration::from_secs(30))
+        .redirect(same_origin_redirects())
+        .user_agent(concat!("chorus/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// `builder`, trusting `roots` besides the built-in ones.
+pub fn trusting(
+    mut builder: reqwest::ClientBuilder,
+    roots: &[reqwest::Certificate],
+) -> reqwest::ClientBuilder {
+    for root in roots {
+        builder = builder.add_root_certificate(root.clone());
+    }
+    builder
+}
+
+/// Follow redirects within the first URL's origin (scheme, host, port),
+/// at most `MAX_REDIRECTS`; any other comes back as the 3xx response,
+/// for the caller to refuse naming its target.
+pub fn same_origin_redirects() -> redirect::Policy {
+    redirect::Policy::custom(|attempt| {
         let same_origin = attempt
             .previous()
             .first()
@@ -173,18 +201,9 @@ pub fn client(config: &Provider) -> reqwest::Result<reqwest::Client> {
         if same_origin && attempt.previous().len() <= MAX_REDIRECTS {
             attempt.follow()
         } else {
-            // The 3xx comes back as the response; the client turns it
-            // into a failure that names the target.
             attempt.stop()
         }
-    });
-    reqwest::Client::builder()
-        .connect_timeout(config.connect_timeout)
-        .pool_idle_timeout(Duration::from_secs(90))
-        .tcp_keepalive(Duration::from_secs(30))
-        .redirect(policy)
-        .user_agent(concat!("chorus/", env!("CARGO_PKG_VERSION")))
-        .build()
+    })
 }
 
 /// Scheme, host and port: what "another origin" means.

@@ -6,6 +6,7 @@
 
 mod catalog;
 mod client;
+mod fetch;
 mod http;
 pub mod limits;
 mod queue;
@@ -170,6 +171,8 @@ pub struct Llm {
     /// Until when every catalog merged into `models` is kept in memory: a
     /// run before then has nothing to load (`catalogs_fresh`).
     fresh_until: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// URL attachments, fetched for providers that cannot (`fetch`).
+    urls: fetch::Urls,
 }
 
 impl Llm {
@@ -188,6 +191,11 @@ impl Llm {
     ) -> Result<Self, ConfigError> {
         let mut providers = HashMap::new();
         let mut catalog_policy = HashMap::new();
+        let roots = loaded
+            .config
+            .tls
+            .roots(&loaded.base_dir)
+            .map_err(|(key, message)| loaded.error(key, message))?;
         for (name, provider) in &loaded.config.providers {
             let kept = previous
                 .filter(|_| unchanged.contains(&name.as_str()))
@@ -195,7 +203,7 @@ impl Llm {
             let client = match kept {
                 Some(client) => client,
                 None => Arc::new(
-                    ProviderClient::new(name, provider)
+                    ProviderClient::new(name, provider, &roots)
                         .map_err(|(key, message)| loaded.error(key, message))?,
                 ),
             };
@@ -205,6 +213,7 @@ impl Llm {
                 provider.catalog.then(|| catalog::ttl(provider)),
             );
         }
+        let urls = fetch::Urls::new(loaded, &roots)?;
         let configured = loaded.config.models.clone();
         let provider_of: HashMap<String, String> = configured
             .iter()
@@ -229,6 +238,7 @@ impl Llm {
             models: RwLock::new(Arc::default()),
             provider_of,
             fresh_until: std::sync::Mutex::new(None),
+            urls,
         };
         llm.merge();
         Ok(llm)

@@ -160,19 +160,21 @@ impl Runner {
     /// (the caller keeps that limit as it was: it cannot change live).
     pub fn reload(loaded: Loaded, previous: &Runner) -> Result<Self, ConfigError> {
         let (old, new) = (&previous.loaded.config, &loaded.config);
-        let llm =
-            if old.providers == new.providers && old.models == new.models && old.cache == new.cache
-            {
-                previous.llm.clone()
-            } else {
-                let unchanged: Vec<&str> = new
-                    .providers
-                    .iter()
-                    .filter(|(name, p)| old.providers.get(*name) == Some(p))
-                    .map(|(name, _)| name.as_str())
-                    .collect();
-                Arc::new(Llm::reusing(&loaded, Some(&previous.llm), &unchanged)?)
-            };
+        let llm = if old.providers == new.providers
+            && old.models == new.models
+            && old.cache == new.cache
+            && old.limits.fetch_private_urls == new.limits.fetch_private_urls
+        {
+            previous.llm.clone()
+        } else {
+            let unchanged: Vec<&str> = new
+                .providers
+                .iter()
+                .filter(|(name, p)| old.providers.get(*name) == Some(p))
+                .map(|(name, _)| name.as_str())
+                .collect();
+            Arc::new(Llm::reusing(&loaded, Some(&previous.llm), &unchanged)?)
+        };
         let registry = Registry::load_reusing(&loaded, Some(&previous.registry))?;
         check_roles(&loaded, &registry)?;
         Ok(Self {
@@ -310,6 +312,22 @@ impl Runner {
         record.follow_up_of = conversation.map(|c| c.of);
         record.attachments = infos;
         Ok(record)
+    }
+
+    /// `question` with its URL attachments fetched, for a provider that
+    /// cannot fetch them (see `llm::fetch`), and notes saying so: done by
+    /// whoever records the run before it starts, so the store keeps the
+    /// bytes and follow-ups reuse them. `Err` before any model is called.
+    pub async fn fetched(&self, mut question: Question) -> Result<Question, RunError> {
+        let limits = self.loaded.config.limits.attachments();
+        let (attachments, notes) = self
+            .llm
+            .fetch_urls(std::mem::take(&mut question.attachments), &limits)
+            .await
+            .map_err(RunError::Attachments)?;
+        question.attachments = attachments;
+        question.notes.extend(notes);
+        Ok(question)
     }
 
     fn pipeline(&self, name: &str) -> Result<&Pipeline, RunError> {

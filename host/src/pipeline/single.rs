@@ -21,14 +21,18 @@ pub fn single_run_name(model: &str) -> String {
 }
 
 impl Runner {
-    /// Asks `model` alone, once, with `prompt` and `attachments`. Its record is a run like
+    /// Asks `model` alone, once, with `question` (its notes lead the
+    /// result's). Its record is a run like
     /// any other, named `model:ID`: kind `single` when it answered, `none`
     /// (with the reason in the summary) when it did not.
     pub async fn ask_model(
         &self,
         model: &str,
-        prompt: String,
-        attachments: crate::attach::Attachments,
+        super::Question {
+            text: prompt,
+            attachments,
+            notes,
+        }: super::Question,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
         if self.llm.model(model).is_none() {
@@ -65,7 +69,7 @@ impl Runner {
             reused: Vec::new(),
             dry_run: false,
             answered_by: "chorus".to_owned(),
-            lead_notes: Vec::new(),
+            lead_notes: notes,
             attachments,
             search: None,
         };

@@ -1,0 +1,345 @@
+//! Fetching URL attachments for providers that cannot
+//! (`[providers.NAME] fetch_urls = false`): once per run, before any model
+//! is called, under the rules of provider calls — https only, redirects
+//! within one origin (at most 5), the extra CAs of `[tls] ca_files` — and
+//! the attachment limits: a size cut off while streaming (never read whole
+//! and then checked), counted against the run's total, a timeout. The
+//! type comes from the bytes (`attach::sniff`). A host that resolves to an
+//! address inside a network (loopback, private, link-local, unique-local…)
+//! is refused unless `[limits] fetch_private_urls = true`: checked by the
+//! client's own resolver, so every redirect's target is held to it too,
+//! and for IP literals before anything is sent — a shared chorus must not
+//! be usable to reach the services beside it.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use url::{Host, Url};
+
+use super::http::{host_port, same_origin_redirects, trusting};
+use crate::attach::{self, Attachments, Body};
+use crate::config::{ConfigError, Loaded};
+use crate::text::show_bytes;
+
+/// The longest one fetch may take, connecting and reading included.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The key that lets chorus fetch from addresses inside a network.
+pub const PRIVATE_KEY: &str = "limits.fetch_private_urls";
+
+/// Whom URL attachments are fetched for, and how.
+pub(super) struct Urls {
+    fetcher: Fetcher,
+    /// `providers.NAME.fetch_urls` of those set to `false`.
+    keys: Vec<String>,
+}
+
+impl Urls {
+    pub(super) fn new(
+        loaded: &Loaded,
+        roots: &[reqwest::Certificate],
+    ) -> Result<Self, ConfigError> {
+        let fetcher =
+            Fetcher::new(roots, loaded.config.limits.fetch_private_urls).map_err(|e| {
+                loaded.error(
+                    "tls.ca_files",
+                    format!("cannot build the HTTP client for URL attachments: {e}"),
+                )
+            })?;
+        let keys = loaded
+            .config
+            .providers
+            .iter()
+            .filter(|(_, p)| !p.fetch_urls)
+            .map(|(name, _)| format!("providers.{name}.fetch_urls"))
+            .collect();
+        Ok(Self { fetcher, keys })
+    }
+}
+
+impl super::Llm {
+    /// `attachments` with each URL fetched into bytes, once, when a
+    /// provider cannot fetch URLs itself (`fetch_urls = false`; then every
+    /// model of the run gets the bytes), with notes saying so; as they
+    /// are otherwise. `Err` names the attachment that cannot be fetched.
+    pub async fn fetch_urls(
+        &self,
+        attachments: Attachments,
+        limits: &attach::Limits,
+    ) -> Result<(Attachments, Vec<String>), String> {
+        let by_url = attachments.iter().any(|a| matches!(a.body, Body::Url(_)));
+        if self.urls.keys.is_empty() || !by_url {
+            return Ok((attachments, Vec::new()));
+        }
+        let why = format!("{} = false", self.urls.keys.join(", "));
+        self.urls.fetcher.fetch_all(attachments, limits, &why).await
+    }
+}
+
+/// The client URL attachments are fetched with.
+pub struct Fetcher {
+    client: reqwest::Client,
+    private: bool,
+}
+
+impl Fetcher {
+    /// `roots`: trusted besides the built-in ones; `private`: whether
+    /// addresses inside a network may be fetched from.
+    pub fn new(roots: &[reqwest::Certificate], private: bool) -> reqwest::Result<Self> {
+        let builder = trusting(reqwest::Client::builder(), roots)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(FETCH_TIMEOUT)
+            .redirect(same_origin_redirects())
+            .https_only(true)
+            .user_agent(concat!("chorus/", env!("CARGO_PKG_VERSION")));
+        let builder = if private {
+            builder
+        } else {
+            builder.dns_resolver(Arc::new(PublicOnly))
+        };
+        Ok(Self {
+            client: builder.build()?,
+            private,
+        })
+    }
+
+    /// `all` with each URL attachment replaced by its bytes, fetched in
+    /// order and held to `limits`; the notes say what was fetched and
+    /// `why` (who cannot fetch URLs). `Err` names the attachment and what
+    /// went wrong.
+    pub async fn fetch_all(
+        &self,
+        all: Attachments,
+        limits: &attach::Limits,
+        why: &str,
+    ) -> Result<(Attachments, Vec<String>), String> {
+        let mut total: usize = all.iter().map(|a| a.bytes).sum();
+        let mut list = Vec::with_capacity(all.len());
+        let mut notes = Vec::new();
+        for a in all.iter() {
+            let Body::Url(url) = &a.body else {
+                list.push(a.clone());
+                continue;
+            };
+            let context = |e: String| format!("attachment {} ({}): {e}", a.id, a.name);
+            let left = limits.max_attachments_bytes.saturating_sub(total);
+            let (max, key) = if left < limits.max_attachment_bytes {
+                (
+                    left,
+                    "limits.max_attachments_bytes, with the run's other attachments",
+                )
+            } else {
+                (limits.max_attachment_bytes, "limits.max_attachment_bytes")
+            };
+            let (bytes, from) = self.get(url, max, key).await.map_err(context)?;
+            let fetched = attach::accept(a.id, bytes, Some(a.name.clone())).map_err(context)?;
+            total += fetched.bytes;
+            notes.push(format!(
+                "Attachment {} was fetched by chorus from {from} ({why}); the models got its bytes.",
+                fetched.label()
+            ));
+            list.push(fetched);
+        }
+        Ok((Attachments::new(list), notes))
+    }
+
+    /// The body at `url`, at most `max` bytes (`key` names the limit), and
+    /// the host it came from.
+    async fn get(&self, url: &str, max: usize, key: &str) -> Result<(Vec<u8>, String), String> {
+        let url = Url::parse(url).map_err(|e| format!("`{url}` is not a URL ({e})"))?;
+        let from = host_port(&url);
+        if url.scheme() != "https" {
+            return Err(format!(
+                "`{from}` is not an https URL; chorus fetches https only"
+            ));
+        }
+        if !self.private {
+            let literal = match url.host() {
+                Some(Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
+                Some(Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
+                _ => None,
+            };
+            if let Some(why) = literal.and_then(inside) {
+                return Err(refused(&from, literal.map(|ip| ip.to_string()), why));
+            }
+        }
+        let too_big = |size: String| {
+            format!(
+                "{from} sent {size}, over the limit of {} ({key})",
+                show_bytes(max as u64)
+            )
+        };
+        let mut response = self
+            .client
+            .get(url.clone())
+            .send()
+            .await
+            .map_err(|e| failed(&from, &e))?;
+        let status = response.status();
+        if status.is_redirection() {
+            let to = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| response.url().join(l).ok());
+            let to = to.map_or_else(
+                || "an unreadable address".to_owned(),
+                |u| format!("{}://{}", u.scheme(), host_port(&u)),
+            );
+            return Err(format!(
+                "{from} redirects to {to}: chorus follows a URL's redirects within its origin (https, the same host and port) only, as for provider calls; give the final URL"
+            ));
+        }
+        if !status.is_success() {
+            return Err(format!("{from} answered HTTP {status}"));
+        }
+        if let Some(length) = response.content_length()
+            && length > max as u64
+        {
+            return Err(too_big(show_bytes(length)));
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| failed(&from, &e))? {
+            if bytes.len() + chunk.len() > max {
+                return Err(too_big(format!("more than {}", show_bytes(max as u64))));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok((bytes, from))
+    }
+}
+
+/// Why fetching from `from` failed, with the causes reqwest wraps (the
+/// resolver's refusal, a certificate chorus does not trust).
+fn failed(from: &str, error: &reqwest::Error) -> String {
+    if error.is_timeout() {
+        return format!("{from} did not answer within {}s", FETCH_TIMEOUT.as_secs());
+    }
+    let mut causes = Vec::new();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !causes.iter().any(|c: &String| c.contains(&text)) {
+            causes.push(text);
+        }
+        source = std::error::Error::source(cause);
+    }
+    if let Some(refusal) = causes.iter().find(|c| c.contains(PRIVATE_KEY)) {
+        return refusal.clone();
+    }
+    let mut message = format!("cannot fetch from {from}: {}", causes.join(": "));
+    if causes.iter().any(|c| c.contains("certificate")) {
+        message.push_str(
+            "; if the server's certificate comes from a private CA (or a TLS-inspecting proxy), add its CA's PEM file to [tls] ca_files",
+        );
+    }
+    message
+}
+
+fn refused(from: &str, address: Option<String>, why: &str) -> String {
+    let address = address.map(|a| format!(" ({a})")).unwrap_or_default();
+    format!(
+        "{from}{address} is {why}, inside a network: chorus does not fetch from such addresses, so that a shared server cannot be made to reach the services beside it; set {PRIVATE_KEY} = true to allow it"
+    )
+}
+
+/// What kind of address inside a network `ip` is, if it is one.
+fn inside(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            if v4.is_loopback() {
+                Some("a loopback address")
+            } else if v4.is_private() {
+                Some("a private address")
+            } else if v4.is_link_local() {
+                Some("a link-local address")
+            } else if a == 100 && (64..128).contains(&b) {
+                Some("a shared (carrier-grade NAT) address")
+            } else if v4.is_unspecified() || v4.is_broadcast() || a == 0 || v4.is_multicast() {
+                Some("not a host's address")
+            } else {
+                None
+            }
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return inside(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            if v6.is_loopback() {
+                Some("a loopback address")
+            } else if first & 0xfe00 == 0xfc00 {
+                Some("a unique-local address")
+            } else if first & 0xffc0 == 0xfe80 {
+                Some("a link-local address")
+            } else if v6.is_unspecified() || v6.is_multicast() {
+                Some("not a host's address")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// Resolves names as the system does, and refuses any whose addresses
+/// include one inside a network.
+struct PublicOnly;
+
+impl Resolve for PublicOnly {
+    fn resolve(&self, name: Name) -> Resolving {
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if let Some((ip, why)) = addrs
+                .iter()
+                .find_map(|a| inside(a.ip()).map(|why| (a.ip(), why)))
+            {
+                return Err(refused(&host, Some(ip.to_string()), why).into());
+            }
+            Ok::<Addrs, Box<dyn std::error::Error + Send + Sync>>(Box::new(addrs.into_iter()))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_inside_a_network_are_named() {
+        let kind = |ip: &str| inside(ip.parse().unwrap());
+        assert_eq!(kind("127.0.0.1"), Some("a loopback address"));
+        assert_eq!(kind("10.1.2.3"), Some("a private address"));
+        assert_eq!(kind("192.168.0.1"), Some("a private address"));
+        assert_eq!(kind("172.16.0.1"), Some("a private address"));
+        assert_eq!(kind("169.254.169.254"), Some("a link-local address"));
+        assert_eq!(
+            kind("100.64.0.1"),
+            Some("a shared (carrier-grade NAT) address")
+        );
+        assert_eq!(kind("0.0.0.0"), Some("not a host's address"));
+        assert_eq!(kind("::1"), Some("a loopback address"));
+        assert_eq!(kind("fd00::1"), Some("a unique-local address"));
+        assert_eq!(kind("fe80::1"), Some("a link-local address"));
+        assert_eq!(kind("::ffff:10.0.0.1"), Some("a private address"));
+        assert_eq!(kind("93.184.215.14"), None);
+        assert_eq!(kind("2606:4700::1111"), None);
+    }
+
+    #[tokio::test]
+    async fn an_ip_literal_inside_a_network_is_refused_before_anything_is_sent() {
+        let fetcher = Fetcher::new(&[], false).unwrap();
+        let err = fetcher
+            .get("https://169.254.169.254/latest/meta-data", 100, "k")
+            .await
+            .unwrap_err();
+        assert!(
+            err.contains("a link-local address") && err.contains(PRIVATE_KEY),
+            "{err}"
+        );
+    }
+}
