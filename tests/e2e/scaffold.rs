@@ -245,7 +245,13 @@ async fn scaffold(lang: &str) {
                     "{result}"
                 );
                 let merge = mock.requests_for(MODELS[0]).pop().unwrap().body;
-                let system = merge["messages"][0]["content"].as_str().unwrap();
+                // The merger is an Anthropic model: its system prompt, the
+                // prefix every call repeats, goes as a block marked for caching.
+                let system = &merge["messages"][0]["content"];
+                let system = system
+                    .as_str()
+                    .or_else(|| system[0]["text"].as_str())
+                    .unwrap_or_else(|| panic!("{name}: {merge}"));
                 assert!(
                     system.ends_with("cite no others and do not list them at the end."),
                     "{name}: {system}"
