@@ -31,7 +31,9 @@ pub const PRIVATE_KEY: &str = "limits.fetch_private_urls";
 
 /// Whom URL attachments are fetched for, and how.
 pub(super) struct Urls {
-    fetcher: Fetcher,
+    /// Built only when some provider needs it: a client (and its TLS
+    /// roots) is milliseconds of every start otherwise.
+    fetcher: Option<Fetcher>,
     /// `providers.NAME.fetch_urls` of those set to `false`.
     keys: Vec<String>,
 }
@@ -41,20 +43,25 @@ impl Urls {
         loaded: &Loaded,
         roots: &[reqwest::Certificate],
     ) -> Result<Self, ConfigError> {
-        let fetcher =
-            Fetcher::new(roots, loaded.config.limits.fetch_private_urls).map_err(|e| {
-                loaded.error(
-                    "tls.ca_files",
-                    format!("cannot build the HTTP client for URL attachments: {e}"),
-                )
-            })?;
-        let keys = loaded
+        let keys: Vec<String> = loaded
             .config
             .providers
             .iter()
             .filter(|(_, p)| !p.fetch_urls)
             .map(|(name, _)| format!("providers.{name}.fetch_urls"))
             .collect();
+        let fetcher = if keys.is_empty() {
+            None
+        } else {
+            let fetcher =
+                Fetcher::new(roots, loaded.config.limits.fetch_private_urls).map_err(|e| {
+                    loaded.error(
+                        "tls.ca_files",
+                        format!("cannot build the HTTP client for URL attachments: {e}"),
+                    )
+                })?;
+            Some(fetcher)
+        };
         Ok(Self { fetcher, keys })
     }
 }
@@ -70,11 +77,11 @@ impl super::Llm {
         limits: &attach::Limits,
     ) -> Result<(Attachments, Vec<String>), String> {
         let by_url = attachments.iter().any(|a| matches!(a.body, Body::Url(_)));
-        if self.urls.keys.is_empty() || !by_url {
+        let Some(fetcher) = self.urls.fetcher.as_ref().filter(|_| by_url) else {
             return Ok((attachments, Vec::new()));
-        }
+        };
         let why = format!("{} = false", self.urls.keys.join(", "));
-        self.urls.fetcher.fetch_all(attachments, limits, &why).await
+        fetcher.fetch_all(attachments, limits, &why).await
     }
 }
 
