@@ -2,6 +2,7 @@
 //! calls and end, a flush, a shutdown. Both backends' writers take these,
 //! batched, off the run's hot path.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::sync::oneshot;
@@ -83,6 +84,44 @@ impl Msg {
             _ => None,
         }
     }
+}
+
+/// How an event of a batch is written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Part {
+    Alone,
+    /// Together with this later event of the same row.
+    With(usize),
+    /// Already, with an earlier event.
+    Written,
+}
+
+/// Pairs the events of one row in a batch — a run's start with its plan,
+/// a call's start with its end — so a writer can write each such row once
+/// (the batch commits whole, so no reader could have seen the first alone).
+pub fn pair(batch: &[Msg]) -> Vec<Part> {
+    let mut parts = vec![Part::Alone; batch.len()];
+    if batch.len() < 2 {
+        return parts;
+    }
+    // A run by its id; a call by its run's id and its number.
+    let mut open: HashMap<(&str, Option<u32>), usize> = HashMap::new();
+    for (i, msg) in batch.iter().enumerate() {
+        let (row, starts) = match msg {
+            Msg::Begin(begin) => ((begin.request.run_id.as_str(), None), true),
+            Msg::CallStarted { run_id, id, .. } => ((run_id.as_str(), Some(*id)), true),
+            Msg::Plan { run_id, .. } => ((run_id.as_str(), None), false),
+            Msg::CallFinished { run_id, call } => ((run_id.as_str(), Some(call.id)), false),
+            _ => continue,
+        };
+        if starts {
+            open.insert(row, i);
+        } else if let Some(first) = open.remove(&row) {
+            parts[first] = Part::With(i);
+            parts[i] = Part::Written;
+        }
+    }
+    parts
 }
 
 pub fn now_ms() -> i64 {

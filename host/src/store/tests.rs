@@ -99,17 +99,19 @@ mod responses;
 
 #[path = "tests_attachments.rs"]
 mod attachments;
+#[path = "tests_batches.rs"]
+pub(super) mod batches;
 
 /// A run of `n` panel calls, as its events and its final record.
-struct Fixture {
-    request: Arc<Request>,
-    plan: Arc<Plan>,
-    requests: Vec<Arc<ChatRequest>>,
-    calls: Vec<Arc<CallRecord>>,
-    record: Arc<RunRecord>,
+pub(super) struct Fixture {
+    pub(super) request: Arc<Request>,
+    pub(super) plan: Arc<Plan>,
+    pub(super) requests: Vec<Arc<ChatRequest>>,
+    pub(super) calls: Vec<Arc<CallRecord>>,
+    pub(super) record: Arc<RunRecord>,
 }
 
-fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
+pub(super) fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
     let run_id = uuid::Uuid::now_v7().to_string();
     let request = Arc::new(Request {
         run_id: run_id.clone(),
@@ -228,7 +230,7 @@ impl Fixture {
         }
     }
 
-    fn id(&self) -> &str {
+    pub(super) fn id(&self) -> &str {
         &self.request.run_id
     }
 }

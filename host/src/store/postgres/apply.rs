@@ -1,14 +1,18 @@
 //! How the writer's messages become SQL in the PostgreSQL store: one
 //! transaction per batch, a statement or a few per event, the same rows as
-//! the SQLite writer's.
+//! the SQLite writer's. Events of one row that meet in a batch (a run's
+//! start and plan, a call's start and end) are one statement, as there.
 
 use serde_json::Value;
 use tokio_postgres::Transaction;
 
 use super::{Failure, retention};
-use crate::plugins::plan_to_value;
+use std::sync::Arc;
+
+use crate::llm::ChatRequest;
+use crate::plugins::{Plan, plan_to_value};
 use crate::record::CallRecord;
-use crate::store::event::{Begin, End, Msg, request_json};
+use crate::store::event::{Begin, End, Msg, Part, pair, request_json};
 
 /// One transaction for the batch; attachment bytes kept within
 /// `max_bytes` (`[store] max_bytes`).
@@ -19,8 +23,32 @@ pub async fn transaction(
     max_bytes: u64,
 ) -> Result<(), Failure> {
     let tx = client.transaction().await?;
-    for msg in batch {
-        apply(&tx, msg, owner, max_bytes).await?;
+    let parts = pair(batch);
+    for (msg, part) in batch.iter().zip(&parts) {
+        match (part, msg) {
+            (Part::Written, _) => {}
+            (Part::With(later), Msg::Begin(begin)) => {
+                let Msg::Plan { plan, .. } = &batch[*later] else {
+                    unreachable!("a run's start is paired with its plan");
+                };
+                insert_run(&tx, begin, Some(plan), owner, max_bytes).await?;
+            }
+            (
+                Part::With(later),
+                Msg::CallStarted {
+                    run_id,
+                    request,
+                    at,
+                    ..
+                },
+            ) => {
+                let Msg::CallFinished { call, .. } = &batch[*later] else {
+                    unreachable!("a call's start is paired with its end");
+                };
+                upsert_call(&tx, run_id, call, Some((request, *at)), false).await?;
+            }
+            _ => apply(&tx, msg, owner, max_bytes).await?,
+        }
     }
     tx.commit().await?;
     Ok(())
@@ -46,7 +74,7 @@ async fn apply(
     max_bytes: u64,
 ) -> Result<(), Failure> {
     match msg {
-        Msg::Begin(begin) => insert_run(tx, begin, owner, max_bytes).await,
+        Msg::Begin(begin) => insert_run(tx, begin, None, owner, max_bytes).await,
         Msg::Plan { run_id, plan } => {
             tx.execute(
                 "UPDATE runs SET plan = $1 WHERE id = $2",
@@ -79,7 +107,7 @@ async fn apply(
             .await?;
             Ok(())
         }
-        Msg::CallFinished { run_id, call } => upsert_call(tx, run_id, call, false).await,
+        Msg::CallFinished { run_id, call } => upsert_call(tx, run_id, call, None, false).await,
         Msg::End {
             begin,
             plan,
@@ -88,7 +116,7 @@ async fn apply(
             at,
             ..
         } => {
-            insert_run(tx, begin, owner, max_bytes).await?;
+            insert_run(tx, begin, None, owner, max_bytes).await?;
             let run_id = &begin.request.run_id;
             if let Some(plan) = plan {
                 tx.execute(
@@ -102,7 +130,7 @@ async fn apply(
             match end {
                 End::Done(record) => {
                     for call in &record.calls {
-                        upsert_call(tx, run_id, call, true).await?;
+                        upsert_call(tx, run_id, call, None, true).await?;
                     }
                     tx.execute(
                         "UPDATE runs SET status = 'done', finished_at = $2, kind = $3, summary = $4,
@@ -155,11 +183,13 @@ async fn apply(
     }
 }
 
-/// The run's first row, and its attachments (once: the end of a run whose
-/// start was written finds its row there).
+/// The run's first row — with its plan, when that came in the same batch —
+/// and its attachments (once: the end of a run whose start was written
+/// finds its row there).
 async fn insert_run(
     tx: &Transaction<'_>,
     begin: &Begin,
+    plan: Option<&Arc<Plan>>,
     owner: &str,
     max_bytes: u64,
 ) -> Result<(), Failure> {
@@ -167,8 +197,8 @@ async fn insert_run(
     let inserted = tx
         .execute(
             "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options,
-                           follow_up_of, resynthesis_of, owner, client, attachments)
-         VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                           follow_up_of, resynthesis_of, owner, client, attachments, plan)
+         VALUES ($1, $2, 'running', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
          ON CONFLICT (id) DO NOTHING",
             &[
                 &request.run_id,
@@ -182,6 +212,7 @@ async fn insert_run(
                 &owner,
                 &begin.client,
                 &begin.attachments,
+                &plan.map(|plan| plan_to_value(plan).to_string()),
             ],
         )
         .await?;
@@ -191,12 +222,15 @@ async fn insert_run(
     Ok(())
 }
 
-/// Writes a call's outcome; with `only_if_unfinished`, a call already on
-/// record with its outcome is left as it is.
+/// Writes a call's outcome — and its request, when its start is written
+/// with it (`started`: the request and when it was sent); with
+/// `only_if_unfinished`, a call already on record with its outcome is left
+/// as it is.
 async fn upsert_call(
     tx: &Transaction<'_>,
     run_id: &str,
     call: &CallRecord,
+    started: Option<(&ChatRequest, i64)>,
     only_if_unfinished: bool,
 ) -> Result<(), Failure> {
     let condition = if only_if_unfinished {
@@ -212,9 +246,10 @@ async fn upsert_call(
                  attempts, prompt_tokens, completion_tokens, cost_usd, error_kind, error_status,
                  error_message, reply, reused_from_run, reused_from_call, reasoning_tokens,
                  cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens,
-                 citations, queued_ms, ttft_ms, cached_from_run, cached_from_call)
+                 citations, queued_ms, ttft_ms, cached_from_run, cached_from_call, started_at,
+                 request)
              SELECT seq, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                    $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28
+                    $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30
              FROM runs WHERE id = $1
              ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status,
                  model = excluded.model, latency_ms = excluded.latency_ms,
@@ -264,6 +299,8 @@ async fn upsert_call(
             &call.ttft_ms.map(i64::from),
             &call.cached_from.as_ref().map(|r| r.run_id.as_str()),
             &call.cached_from.as_ref().map(|r| i64::from(r.call)),
+            &started.map(|(_, at)| at),
+            &started.map(|(request, _)| request_json(request)),
         ],
     )
     .await?;

@@ -249,3 +249,43 @@ async fn a_run_whose_instance_lost_its_lease_is_interrupted() {
     drop(reader);
     assert_eq!(cluster.psql(&db, "SELECT COUNT(*) FROM instances"), "0");
 }
+
+/// A run whose events reach the writer in one batch (each row's events
+/// paired: one statement for a call's start and end) reads back exactly as
+/// one whose events came one at a time.
+#[tokio::test]
+async fn a_run_written_in_one_batch_reads_as_one_written_event_by_event() {
+    let Some(cluster) = shared() else { return };
+    let url = cluster.database();
+    let store = open(&url).unwrap();
+    let (mut client, connection) = Target::new(&url, None)
+        .unwrap()
+        .config
+        .connect(tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let one_by_one = crate::store::tests::fixture("why?", "ask", 3);
+    let batched = crate::store::tests::fixture("why?", "ask", 3);
+    for event in crate::store::tests::batches::events(&one_by_one) {
+        super::apply::transaction(&mut client, &[event], "test", u64::MAX)
+            .await
+            .unwrap();
+    }
+    let events = crate::store::tests::batches::events(&batched);
+    super::apply::transaction(&mut client, &events, "test", u64::MAX)
+        .await
+        .unwrap();
+    let read = |run: &crate::store::tests::Fixture| {
+        let Lookup::Found(found) = store.find(run.id(), true).unwrap() else {
+            panic!("run {} not found", run.id());
+        };
+        let mut found = serde_json::to_value(found).unwrap();
+        found["run_id"] = json!("");
+        found
+    };
+    let expected = read(&one_by_one);
+    assert_eq!(expected["calls"].as_array().unwrap().len(), 3);
+    assert!(expected["calls"][2]["request"].is_object(), "{expected}");
+    assert_eq!(read(&batched), expected);
+}

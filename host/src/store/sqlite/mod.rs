@@ -3,6 +3,7 @@
 //! connection; reads take a connection from a small pool, so concurrent
 //! readers (`resources/read`, `chorus runs`) do not queue behind each other.
 
+mod apply;
 mod attachments;
 mod checkpoint;
 pub(super) mod location;
@@ -320,5 +321,7 @@ impl Readers {
     }
 }
 
+#[cfg(test)]
+mod tests_batches;
 #[cfg(test)]
 mod tests_hardening;

@@ -5,6 +5,7 @@
 //! back to the file system.
 
 use std::collections::BTreeSet;
+use std::sync::LazyLock;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
@@ -109,21 +110,33 @@ fn vacuum(conn: &Connection) -> rusqlite::Result<()> {
 
 /// Sets a run's size: its own text and its calls'.
 pub fn measure(tx: &Transaction<'_>, run_id: &str) -> rusqlite::Result<()> {
-    tx.prepare_cached(&format!(
-        "UPDATE runs SET bytes =
-             octet_length(prompt) + octet_length(options) + octet_length(notes)
-             + coalesce(octet_length(plan), 0) + coalesce(octet_length(summary), 0)
-             + coalesce(octet_length(answer), 0) + coalesce(octet_length(details), 0)
-             + coalesce(octet_length(error), 0)
-             + coalesce((SELECT SUM({request} + {reply}
-                                    + coalesce(octet_length(error_message), 0))
-                         FROM calls WHERE run_seq = runs.seq), 0)
-         WHERE id = ?1",
-        request = super::texts::bytes("request"),
-        reply = super::texts::bytes("reply"),
-    ))?
-    .execute([run_id])?;
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "UPDATE runs SET bytes =
+                 octet_length(prompt) + octet_length(options) + octet_length(notes)
+                 + coalesce(octet_length(plan), 0) + coalesce(octet_length(summary), 0)
+                 + coalesce(octet_length(answer), 0) + coalesce(octet_length(details), 0)
+                 + coalesce(octet_length(error), 0) + {calls}
+             WHERE id = ?1",
+            calls = calls_bytes(),
+        )
+    });
+    tx.prepare_cached(&SQL)?.execute([run_id])?;
     Ok(())
+}
+
+/// The SQL, in a statement on `runs`, for the bytes of the run's calls:
+/// their requests, replies and errors, wherever the texts are kept.
+pub fn calls_bytes() -> &'static str {
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "coalesce((SELECT SUM({request} + {reply} + coalesce(octet_length(error_message), 0))
+                       FROM calls WHERE run_seq = runs.seq), 0)",
+            request = super::texts::bytes("request"),
+            reply = super::texts::bytes("reply"),
+        )
+    });
+    &SQL
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{READERS, Sqlite, schema, texts, writer};
+use super::{READERS, Sqlite, apply, schema, texts};
 use crate::plugins::Request;
 use crate::record::{AnswerKind, CallRecord, RunRecord, Totals};
 use crate::store::event::{Begin, End, Msg};
@@ -138,7 +138,7 @@ fn a_full_disk_is_reported_as_such() {
         Msg::Begin(begin("x".repeat(1 << 20))),
         Msg::Begin(begin("short".into())),
     ];
-    let error = writer::transaction(&mut conn, &path, &batch, u64::MAX).unwrap_err();
+    let error = apply::transaction(&mut conn, &path, &batch, u64::MAX).unwrap_err();
     assert!(error.contains("full"), "{error}");
     let runs: i64 = conn
         .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
@@ -206,7 +206,7 @@ fn the_end_of_a_run_does_not_write_a_long_reply_again() {
         },
     ];
     assert!(
-        writer::transaction(&mut conn, &path, &first, u64::MAX)
+        apply::transaction(&mut conn, &path, &first, u64::MAX)
             .unwrap()
             .is_empty()
     );
@@ -242,7 +242,7 @@ fn the_end_of_a_run_does_not_write_a_long_reply_again() {
         ack: None,
     }];
     assert!(
-        writer::transaction(&mut conn, &path, &end, u64::MAX)
+        apply::transaction(&mut conn, &path, &end, u64::MAX)
             .unwrap()
             .is_empty()
     );
@@ -265,7 +265,7 @@ fn a_follow_up_chain_reads_only_prompts_and_answers_and_stops_where_runs_are_mis
         let mut start = begin(format!("question {i}"));
         start.follow_up_of = parent.map(str::to_owned).or_else(|| ids.last().cloned());
         ids.push(start.request.run_id.clone());
-        writer::transaction(&mut conn, &path, &[Msg::Begin(start)], u64::MAX).unwrap();
+        apply::transaction(&mut conn, &path, &[Msg::Begin(start)], u64::MAX).unwrap();
         conn.execute(
             "UPDATE runs SET answer = ?1 WHERE id = ?2",
             (format!("answer {i}"), &ids[i]),
