@@ -35,7 +35,7 @@ pub struct Links {
 
 #[derive(Clone)]
 pub(super) enum Sink {
-    Writer(mpsc::Sender<Msg>),
+    Writer(super::queue::Queue),
     Memory(Arc<Memory>),
 }
 
