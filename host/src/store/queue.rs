@@ -54,7 +54,9 @@ impl Queue {
         }
     }
 
-    /// Queues `msg` if there is room.
+    /// Queues `msg` if there is room (else hands it back, as the channel
+    /// does, for a caller that will wait for room).
+    #[allow(clippy::result_large_err)]
     pub fn try_send(&self, msg: Msg) -> Result<(), TrySendError<Msg>> {
         let urgent = msg.is_awaited();
         self.sender.try_send(msg)?;

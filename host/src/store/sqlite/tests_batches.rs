@@ -14,11 +14,7 @@ use crate::store::tests::fixture;
 fn rows(conn: &Connection, run_id: &str) -> Vec<Vec<(String, Value)>> {
     let read = |sql: &str| -> Vec<Vec<(String, Value)>> {
         let mut statement = conn.prepare(sql).unwrap();
-        let names: Vec<String> = statement
-            .column_names()
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
+        let names: Vec<String> = statement.column_names().map(str::to_owned).collect();
         statement
             .query_map([run_id], |row| {
                 Ok(names
