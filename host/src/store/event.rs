@@ -75,15 +75,6 @@ pub enum Msg {
 }
 
 impl Msg {
-    /// Whether someone waits for this message to be written: a run's end
-    /// (when the run waits for it), a flush, a shutdown.
-    pub fn is_awaited(&self) -> bool {
-        matches!(
-            self,
-            Self::End { ack: Some(_), .. } | Self::Flush(_) | Self::Shutdown
-        )
-    }
-
     /// When the event happened in its run (Unix ms), for the events that
     /// say: a run's start, a call sent, a run's end.
     pub fn happened_at(&self) -> Option<i64> {

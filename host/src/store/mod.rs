@@ -19,7 +19,6 @@ mod lag;
 mod memory;
 mod owner;
 mod postgres;
-mod queue;
 mod recorder;
 pub mod responses;
 mod retention;
@@ -368,10 +367,10 @@ impl Store {
 
     /// A recorder for one run; `time_limit` is the longest the run can take.
     pub fn recorder(&self, links: Links, time_limit: Duration) -> Recorder {
-        let writer = |sender: &Option<queue::Queue>| match sender {
+        let writer = |sender: &Option<mpsc::Sender<event::Msg>>| match sender {
             Some(sender) => Sink::Writer(sender.clone()),
             // Opened for reading: every write is refused, and counted.
-            None => Sink::Writer(queue::Queue::plain(mpsc::channel(1).0)),
+            None => Sink::Writer(mpsc::channel(1).0),
         };
         let sink = match &self.backend {
             Backend::Sqlite(sqlite) => writer(&sqlite.sender),

@@ -35,7 +35,7 @@ pub struct Links {
 
 #[derive(Clone)]
 pub(super) enum Sink {
-    Writer(super::queue::Queue),
+    Writer(mpsc::Sender<Msg>),
     Memory(Arc<Memory>),
 }
 

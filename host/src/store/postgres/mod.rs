@@ -104,7 +104,7 @@ impl Failure {
 pub struct Postgres {
     pub shown: String,
     pool: Pool,
-    pub sender: Option<crate::store::queue::Queue>,
+    pub sender: Option<mpsc::Sender<Msg>>,
     health: Arc<Health>,
     /// Runs that ended while the database was down, until it is back.
     unwritten: Arc<Memory>,
@@ -206,7 +206,7 @@ impl Postgres {
                 let _ = done_tx.send(());
             });
         }
-        store.sender = Some(crate::store::queue::Queue::plain(sender));
+        store.sender = Some(sender);
         store.done = Mutex::new(done);
         Ok(store)
     }

@@ -21,7 +21,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use rusqlite::Connection;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::event::{Msg, now_ms};
 use super::retention::{Pruned, Retention};
@@ -34,7 +34,7 @@ pub const READERS: usize = 4;
 
 pub struct Sqlite {
     pub path: PathBuf,
-    pub sender: Option<super::queue::Queue>,
+    pub sender: Option<mpsc::Sender<Msg>>,
     readers: Readers,
     done: Mutex<std::sync::mpsc::Receiver<()>>,
     /// The budgets' connection (see `store::spend`), opened when first

@@ -1,8 +1,7 @@
 //! The SQLite store's writer: one thread per process that owns the write
 //! connection. Runs hand it their events through a bounded channel and
 //! never wait on it; it writes them in batches, one transaction per batch,
-//! woken once a batch (`store::queue`), so a busy run costs a few inserts
-//! and a share of a commit.
+//! so a busy run costs a few inserts and a commit every few milliseconds.
 //! A run's end is the one message a run waits for (with a bound): when its
 //! result is returned, the run is on disk for any other process to read.
 
@@ -12,13 +11,10 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use tokio::sync::mpsc;
 
-use tokio::sync::mpsc::error::TryRecvError;
-
 use super::checkpoint::Checkpointer;
 use super::{apply, retention};
 use crate::store::WriteLag;
 use crate::store::event::{Msg, now_ms};
-use crate::store::queue::{Bell, LINGER, Queue};
 use crate::store::retention::Retention;
 
 /// Most messages in one transaction.
@@ -35,15 +31,13 @@ pub fn spawn(
     retention: Retention,
     capacity: usize,
     lag: WriteLag,
-) -> std::io::Result<(Queue, std::sync::mpsc::Receiver<()>)> {
+) -> std::io::Result<(mpsc::Sender<Msg>, std::sync::mpsc::Receiver<()>)> {
     // Checkpoints are the checkpointer's, so no commit waits on one.
     let _ = conn.pragma_update(None, "wal_autocheckpoint", 0);
     let checkpointer = Checkpointer::spawn(&path)?;
     let (sender, receiver) = mpsc::channel(capacity);
-    let bell = Bell::new();
-    let rung = bell.clone();
     let (done_tx, done) = std::sync::mpsc::channel();
-    let writer = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("chorus-store".into())
         .spawn(move || {
             Writer {
@@ -55,11 +49,10 @@ pub fn spawn(
                 lag,
                 checkpointer,
             }
-            .run(receiver, &rung);
+            .run(receiver);
             let _ = done_tx.send(());
         })?;
-    bell.answered_by(writer.thread().clone());
-    Ok((Queue::belled(sender, bell), done))
+    Ok((sender, done))
 }
 
 struct Writer {
@@ -73,33 +66,15 @@ struct Writer {
 }
 
 impl Writer {
-    /// Drains the queue whenever its bell says (see `store::queue`), a
-    /// batch at a time, until a shutdown or until every sender is gone.
-    fn run(mut self, mut receiver: mpsc::Receiver<Msg>, bell: &Bell) {
+    fn run(mut self, mut receiver: mpsc::Receiver<Msg>) {
         self.prune();
-        let mut closed = false;
-        while !closed {
-            bell.wait(LINGER);
-            let mut batch = Vec::new();
-            loop {
+        while let Some(first) = receiver.blocking_recv() {
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
                 match receiver.try_recv() {
                     Ok(msg) => batch.push(msg),
-                    Err(TryRecvError::Empty) => break,
-                    Err(TryRecvError::Disconnected) => {
-                        closed = true;
-                        break;
-                    }
+                    Err(_) => break,
                 }
-                if batch.len() == BATCH {
-                    // The rest is written next, without waiting.
-                    break;
-                }
-            }
-            if batch.len() == BATCH {
-                bell.ring_again();
-            }
-            if batch.is_empty() {
-                continue;
             }
             let shutdown = batch.iter().any(|m| matches!(m, Msg::Shutdown));
             self.write(batch);
