@@ -3,12 +3,12 @@
 //! the SQLite writer's. Events of one row that meet in a batch (a run's
 //! start and plan, a call's start and end) are one statement, as there.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 use tokio_postgres::Transaction;
 
 use super::{Failure, retention};
-use std::sync::Arc;
-
 use crate::llm::ChatRequest;
 use crate::plugins::{Plan, plan_to_value};
 use crate::record::CallRecord;
@@ -25,33 +25,42 @@ pub async fn transaction(
     let tx = client.transaction().await?;
     let parts = pair(batch);
     for (msg, part) in batch.iter().zip(&parts) {
-        match (part, msg) {
-            (Part::Written, _) => {}
-            (Part::With(later), Msg::Begin(begin)) => {
-                let Msg::Plan { plan, .. } = &batch[*later] else {
-                    unreachable!("a run's start is paired with its plan");
-                };
-                insert_run(&tx, begin, Some(plan), owner, max_bytes).await?;
-            }
-            (
-                Part::With(later),
-                Msg::CallStarted {
-                    run_id,
-                    request,
-                    at,
-                    ..
-                },
-            ) => {
-                let Msg::CallFinished { call, .. } = &batch[*later] else {
-                    unreachable!("a call's start is paired with its end");
-                };
-                upsert_call(&tx, run_id, call, Some((request, *at)), false).await?;
-            }
-            _ => apply(&tx, msg, owner, max_bytes).await?,
+        match part {
+            Part::Alone => apply(&tx, msg, owner, max_bytes).await?,
+            Part::With(later) => apply_pair(&tx, msg, &batch[*later], owner, max_bytes).await?,
+            Part::Written => {}
         }
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// Two events of one row, as one statement.
+async fn apply_pair(
+    tx: &Transaction<'_>,
+    first: &Msg,
+    later: &Msg,
+    owner: &str,
+    max_bytes: u64,
+) -> Result<(), Failure> {
+    match (first, later) {
+        (Msg::Begin(begin), Msg::Plan { plan, .. }) => {
+            insert_run(tx, begin, Some(plan), owner, max_bytes).await
+        }
+        (
+            Msg::CallStarted {
+                run_id,
+                request,
+                at,
+                ..
+            },
+            Msg::CallFinished { call, .. },
+        ) => upsert_call(tx, run_id, call, Some((request, *at)), false).await,
+        _ => {
+            apply(tx, first, owner, max_bytes).await?;
+            apply(tx, later, owner, max_bytes).await
+        }
+    }
 }
 
 /// Text as PostgreSQL takes it: it refuses NUL characters in `TEXT`.
