@@ -86,7 +86,14 @@ impl CompileCache {
                 "cannot write the plugin cache in {} ({e:#}); `{name}` is kept in memory only",
                 dir.display()
             );
+            return Ok((component, Source::Compiled));
         }
+        // Used from the entry just written, as every later start uses it: the
+        // code and the memory images are then mapped from the file (shared
+        // page cache) instead of held in anonymous memory, and no memfd is
+        // made for the images — whose sealing the kernel can refuse while
+        // the freshly written pages are still referenced.
+        let component = entry.read(engine).unwrap_or(component);
         Ok((component, Source::Compiled))
     }
 
@@ -142,6 +149,31 @@ pub fn from_precompiled(engine: &Engine, name: &str, code: &'static [u8]) -> Opt
                 "the precompiled built-in plugin `{name}` does not suit this machine ({e:#}); compiling it"
             );
             None
+        }
+    }
+}
+
+/// Builds `component`'s copy-on-write memory images now, at load, rather
+/// than at its first instantiation in a run. Where an image is not mapped
+/// from a file (a plugin compiled with caching off, a precompiled built-in),
+/// Linux builds it in a sealed memfd, and sealing can fail for a moment
+/// (EBUSY while the kernel still holds references to the pages just
+/// written): so it is retried here, briefly. If it still fails the plugin
+/// loads anyway, and its first instantiation tries again.
+pub fn prepare_images(component: &Component, name: &str) {
+    const ATTEMPTS: u32 = 4;
+    for attempt in 1..=ATTEMPTS {
+        match component.initialize_copy_on_write_image() {
+            Ok(()) => return,
+            Err(e) if attempt < ATTEMPTS => {
+                tracing::debug!(
+                    "preparing the memory image of `{name}` (attempt {attempt}): {e:#}"
+                );
+                std::thread::sleep(Duration::from_millis(5 << attempt));
+            }
+            Err(e) => tracing::warn!(
+                "cannot prepare the memory image of plugin `{name}` ({e:#}); its first run will try again"
+            ),
         }
     }
 }

@@ -152,6 +152,7 @@ impl Registry {
                         ),
                     )
                 })?;
+            cache::prepare_images(&component, name);
             let (kind, contract) = contract_of(&engine, &component)
                 .map_err(|m| loaded.error(&key, format!("{origin}: {m}")))?;
             let serving =

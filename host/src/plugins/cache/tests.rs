@@ -124,3 +124,45 @@ fn every_built_in_is_precompiled_and_loads_without_compiling() {
         );
     }
 }
+
+/// The address ranges at which `path` is mapped into this process.
+#[cfg(target_os = "linux")]
+fn mappings_of(path: &Path) -> Vec<std::ops::Range<usize>> {
+    let path = path.canonicalize().unwrap();
+    let path = path.to_str().unwrap();
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|line| line.ends_with(path))
+        .filter_map(|line| {
+            let (start, end) = line.split_whitespace().next()?.split_once('-')?;
+            Some(usize::from_str_radix(start, 16).ok()?..usize::from_str_radix(end, 16).ok()?)
+        })
+        .collect()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_freshly_compiled_plugin_runs_from_its_cache_entry_not_from_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("chorus");
+    let cache = CompileCache::new(Some(cache_dir.clone()));
+    let engine = Engine::default();
+    let (component, source) = cache.load(&engine, "p", wasm(), &digest()).unwrap();
+    assert_eq!(source, Source::Compiled);
+    let code = entries(&cache_dir, "cwasm").pop().unwrap();
+    let image = component.image_range().start as usize;
+    assert!(
+        mappings_of(&code).iter().any(|m| m.contains(&image)),
+        "the compiled code at {image:#x} is not mapped from {}",
+        code.display()
+    );
+    prepare_images(&component, "p");
+
+    // With nowhere to write, it runs from memory, as before.
+    let (component, source) = CompileCache::new(None)
+        .load(&engine, "p", wasm(), &digest())
+        .unwrap();
+    assert_eq!(source, Source::Compiled);
+    prepare_images(&component, "p");
+}
