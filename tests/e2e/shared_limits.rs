@@ -155,7 +155,13 @@ async fn a_killed_instances_slots_are_freed_with_its_lease() {
     for model in PANEL {
         mock.script(model, [Step::Hang]);
     }
-    let config = write_config(&on_store(&mock, &cluster.database(), "max_concurrency = 2"));
+    // A's lease lapses 10–15 s after the kill (heartbeats every 5 s, leases
+    // of 15 s): B's panel stage must outlast that, and with the default 20 s
+    // (of which a quarter is kept for the merge) it would end right at it.
+    let config = on_store(&mock, &cluster.database(), "max_concurrency = 2")
+        .replace("run_timeout = \"20s\"", "run_timeout = \"60s\"");
+    assert!(config.contains("run_timeout = \"60s\""));
+    let config = write_config(&config);
     let (mut a, b) = tokio::join!(instance(&config.path), instance(&config.path));
     let message = |prompt: &str| {
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
