@@ -284,7 +284,10 @@ impl ProviderClient {
             streamed.store(tokens, Ordering::Relaxed);
             on_tokens(tokens);
         };
-        let outcome = self.attempt_raw(body, model, &on).await;
+        // Boxed: a call waiting for its permit (or its backoff) holds a
+        // small future, and only an attempt on the wire holds the HTTP
+        // exchange's state (a response, its stream reader, the watch).
+        let outcome = Box::pin(self.attempt_raw(body, model, &on)).await;
         match &outcome {
             Ok((reply, _)) => {
                 permit.succeeded();
