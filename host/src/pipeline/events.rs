@@ -82,26 +82,35 @@ impl Stage {
 
 /// Runs `call`, a call of `plugin`'s `export`, announced to `emit` before
 /// and after.
-pub(super) async fn plugin_call<T>(
-    emit: impl Fn(Event),
-    plugin: &str,
+///
+/// The plugin's future is boxed before anything awaits it. A plugin call's
+/// state (the guest call on its fiber, its time bound) is several KiB, and
+/// a run's future reserves room for its largest await point for the run's
+/// whole life — while it waits on the panel too. Boxed, that room is taken
+/// only while a plugin runs: about 6 KiB less per run in flight.
+pub(super) fn plugin_call<'a, T: 'a>(
+    emit: impl Fn(Event) + 'a,
+    plugin: &'a str,
     export: &'static str,
-    call: impl Future<Output = Result<T, PluginError>>,
-) -> Result<T, PluginError> {
-    let plugin: Arc<str> = Arc::from(plugin);
-    emit(Event::PluginCalled {
-        plugin: plugin.clone(),
-        export,
-    });
-    let started = std::time::Instant::now();
-    let result = call.await;
-    emit(Event::PluginReturned {
-        plugin,
-        export,
-        error: result.as_ref().err().map(PluginError::kind),
-        took: started.elapsed(),
-    });
-    result
+    call: impl Future<Output = Result<T, PluginError>> + 'a,
+) -> impl Future<Output = Result<T, PluginError>> + 'a {
+    let call = Box::pin(call);
+    async move {
+        let plugin: Arc<str> = Arc::from(plugin);
+        emit(Event::PluginCalled {
+            plugin: plugin.clone(),
+            export,
+        });
+        let started = std::time::Instant::now();
+        let result = call.await;
+        emit(Event::PluginReturned {
+            plugin,
+            export,
+            error: result.as_ref().err().map(PluginError::kind),
+            took: started.elapsed(),
+        });
+        result
+    }
 }
 
 /// The least time between two `CallTokens` events of one call.
