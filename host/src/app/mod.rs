@@ -496,7 +496,7 @@ async fn measured(question: Question) -> Question {
 /// Which provider serves each model of `runner`'s configuration.
 fn providers_of(runner: &Runner) -> ProviderOf {
     let llm = runner.llm.clone();
-    Arc::new(move |model: &str| llm.model(model).map(|m| m.provider))
+    Arc::new(move |model: &str| llm.model(model).map(|m| m.provider.clone()))
 }
 
 /// A run's worst-case cost: its ceiling, `limits.max_cost_usd` lowered by

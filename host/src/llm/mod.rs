@@ -166,7 +166,7 @@ pub struct Llm {
     /// Per provider: whether to fetch its catalog, and its disk expiry.
     catalog_policy: HashMap<String, Option<Duration>>,
     /// The configured models completed by the catalogs loaded so far.
-    models: RwLock<Arc<IndexMap<String, ModelInfo>>>,
+    models: RwLock<Arc<IndexMap<String, Arc<ModelInfo>>>>,
     provider_of: HashMap<String, String>,
     /// Until when every catalog merged into `models` is kept in memory: a
     /// run before then has nothing to load (`catalogs_fresh`).
@@ -246,7 +246,7 @@ impl Llm {
 
     /// The models plugins may use, in config order, with what the catalogs
     /// add. A snapshot: cheap to take, never changes under the holder.
-    pub fn models(&self) -> Arc<IndexMap<String, ModelInfo>> {
+    pub fn models(&self) -> Arc<IndexMap<String, Arc<ModelInfo>>> {
         self.models
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -255,10 +255,15 @@ impl Llm {
 
     /// The models as a list (see `models`).
     pub fn catalog(&self) -> Vec<ModelInfo> {
-        self.models().values().cloned().collect()
+        self.models()
+            .values()
+            .map(|m| ModelInfo::clone(m))
+            .collect()
     }
 
-    pub fn model(&self, id: &str) -> Option<ModelInfo> {
+    /// What is known of `id`: shared, not copied (it is looked up several
+    /// times for every call a run makes).
+    pub fn model(&self, id: &str) -> Option<Arc<ModelInfo>> {
         self.models().get(id).cloned()
     }
 
@@ -390,7 +395,7 @@ impl Llm {
 
     /// Rebuilds the model snapshot from the config and the loaded catalogs.
     fn merge(&self) {
-        let merged: IndexMap<String, ModelInfo> = self
+        let merged: IndexMap<String, Arc<ModelInfo>> = self
             .configured
             .iter()
             .map(|(id, m)| {
@@ -435,7 +440,7 @@ impl Llm {
                     prices_source,
                     listed: catalog.as_ref().map(|_| listed.is_some()),
                 };
-                (id.clone(), info)
+                (id.clone(), Arc::new(info))
             })
             .collect();
         *self.models.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(merged);

@@ -86,10 +86,10 @@ impl RunAttachments {
         extracted: Option<&Extracted>,
     ) -> Result<Vec<String>, String> {
         let mut notes = Vec::new();
-        let blind: Vec<(&str, Option<ModelInfo>)> = panel
+        let blind: Vec<(&str, Option<std::sync::Arc<ModelInfo>>)> = panel
             .iter()
             .map(|id| (*id, llm.model(id)))
-            .filter(|(_, info)| !self.unseen(info.as_ref()).is_empty())
+            .filter(|(_, info)| !self.unseen(info.as_deref()).is_empty())
             .collect();
         let unknown: Vec<&str> = blind
             .iter()
@@ -107,7 +107,7 @@ impl RunAttachments {
         }
         let cannot = blind
             .iter()
-            .map(|(id, info)| self.cannot(id, info.as_ref()))
+            .map(|(id, info)| self.cannot(id, info.as_deref()))
             .collect::<Vec<_>>()
             .join("; ");
         match self.policy {
@@ -130,7 +130,7 @@ impl RunAttachments {
                 let read: Vec<&str> = blind
                     .iter()
                     .filter(|(_, info)| {
-                        self.unseen(info.as_ref())
+                        self.unseen(info.as_deref())
                             .iter()
                             .any(|a| covered(a, extracted))
                     })
@@ -143,7 +143,7 @@ impl RunAttachments {
                     ));
                 }
                 let described = blind.iter().any(|(_, info)| {
-                    self.unseen(info.as_ref())
+                    self.unseen(info.as_deref())
                         .iter()
                         .any(|a| !covered(a, extracted))
                 });
@@ -199,7 +199,7 @@ impl RunAttachments {
             return Err(unknown_attachment(id, &ids.join(", ")));
         }
         let info = llm.model(&request.model);
-        let mut unseen = self.unseen(info.as_ref());
+        let mut unseen = self.unseen(info.as_deref());
         if !request.placed.is_empty() {
             unseen.retain(|a| request.placed.iter().any(|p| p.id == a.id));
         }
@@ -208,7 +208,7 @@ impl RunAttachments {
                 FailureKind::UnsupportedInput,
                 format!(
                     "not asked: {} ({} = \"skip\")",
-                    self.cannot(&request.model, info.as_ref()),
+                    self.cannot(&request.model, info.as_deref()),
                     self.policy_key
                 ),
             ));

@@ -109,7 +109,7 @@ impl RunAttachments {
                 Some(info) if sees_all(&info) => Ok(id.clone()),
                 info => Err(format!(
                     "the describer {}; choose one that takes {} input",
-                    self.cannot(id, info.as_ref()),
+                    self.cannot(id, info.as_deref()),
                     kinds.join("/")
                 )),
             };
@@ -155,7 +155,7 @@ impl RunAttachments {
             && requests.iter().any(|r| {
                 known(r)
                     && self
-                        .unseen(llm.model(&r.model).as_ref())
+                        .unseen(llm.model(&r.model).as_deref())
                         .iter()
                         .any(|a| carried(r, a) && !covered(a, extracted))
             })

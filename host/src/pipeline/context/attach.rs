@@ -96,7 +96,7 @@ impl RunContext {
     ) -> Option<Arc<Extracted>> {
         let needed = requests
             .iter()
-            .any(|r| attachments.needs_text(self.llm.model(&r.model).as_ref()));
+            .any(|r| attachments.needs_text(self.llm.model(&r.model).as_deref()));
         if !needed {
             return self.extracted.get().cloned();
         }

@@ -15,8 +15,8 @@ impl RunContext {
     /// is off (no work at all) or the request may not be cached.
     pub(super) fn cache_key(&self, stage: &str, request: &ChatRequest) -> Option<String> {
         let cache = self.cache.as_ref()?;
-        let provider = self.llm.model(&request.model)?.provider;
-        cache.key(&provider, request, self.search_for(stage))
+        let model = self.llm.model(&request.model)?;
+        cache.key(&model.provider, request, self.search_for(stage))
     }
 
     pub(super) async fn cached(&self, key: Option<&str>) -> Option<Hit> {

@@ -126,7 +126,7 @@ impl RunContext {
             let provider = self
                 .llm
                 .model(model)
-                .map(|m| m.provider)
+                .map(|m| m.provider.clone())
                 .unwrap_or_else(|| "the provider".to_owned());
             return format!(
                 "HTTP 402: the account is out of credit at {provider} ({})",

@@ -167,7 +167,7 @@ impl RunContext {
         let provider = self
             .llm
             .model(&request.model)
-            .map_or_else(|| "NAME".to_owned(), |m| m.provider);
+            .map_or_else(|| "NAME".to_owned(), |m| m.provider.clone());
         match live.queued.load(Ordering::Relaxed) {
             0 => String::new(),
             n => format!(
