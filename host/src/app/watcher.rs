@@ -119,7 +119,7 @@ impl Files {
         let handler = move |event: notify::Result<Event>| match event {
             Ok(event) if changes_content(&event.kind) => {
                 let wanted = seen.lock().unwrap_or_else(|e| e.into_inner());
-                if event.paths.iter().any(|p| wanted.contains(&normal(p))) {
+                if event.paths.iter().any(|p| is_wanted(&wanted, p)) {
                     // Full means a reload is pending: it will see this too.
                     let _ = triggers.try_send(Trigger::Files);
                 }
@@ -194,6 +194,17 @@ fn files_of(loaded: &Loaded) -> BTreeSet<PathBuf> {
     std::iter::once(normal(config)).chain(plugins).collect()
 }
 
+/// Whether `path` is one of the `wanted` files. Most events in a watched
+/// directory are about other files — a run store kept beside the config
+/// is written on every run — so names are compared first, which allocates
+/// nothing; only a path with a wanted name is made absolute to compare.
+fn is_wanted(wanted: &BTreeSet<PathBuf>, path: &Path) -> bool {
+    let Some(name) = path.file_name() else {
+        return false;
+    };
+    wanted.iter().any(|w| w.file_name() == Some(name)) && wanted.contains(&normal(path))
+}
+
 /// `path` made absolute, without `.` components, so that a watched file
 /// and an event's path compare equal however the config wrote it.
 fn normal(path: &Path) -> PathBuf {
@@ -207,6 +218,20 @@ fn normal(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_wanted_files_count_however_their_path_is_written() {
+        let dir = std::env::current_dir().unwrap();
+        let wanted: BTreeSet<PathBuf> =
+            [normal(Path::new("plugins.toml")), normal(Path::new("p/x.wasm"))].into();
+        assert!(is_wanted(&wanted, &dir.join("plugins.toml")));
+        assert!(is_wanted(&wanted, Path::new("./plugins.toml")));
+        assert!(is_wanted(&wanted, &dir.join("p/./x.wasm")));
+        // A sibling, a same-named file elsewhere, and a directory event.
+        assert!(!is_wanted(&wanted, &dir.join("runs.sqlite3-wal")));
+        assert!(!is_wanted(&wanted, &dir.join("q/plugins.toml")));
+        assert!(!is_wanted(&wanted, Path::new("/")));
+    }
 
     #[test]
     fn reading_a_file_is_not_a_change_writing_renaming_or_touching_it_is() {
