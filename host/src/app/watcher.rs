@@ -222,8 +222,11 @@ mod tests {
     #[test]
     fn only_the_wanted_files_count_however_their_path_is_written() {
         let dir = std::env::current_dir().unwrap();
-        let wanted: BTreeSet<PathBuf> =
-            [normal(Path::new("plugins.toml")), normal(Path::new("p/x.wasm"))].into();
+        let wanted: BTreeSet<PathBuf> = [
+            normal(Path::new("plugins.toml")),
+            normal(Path::new("p/x.wasm")),
+        ]
+        .into();
         assert!(is_wanted(&wanted, &dir.join("plugins.toml")));
         assert!(is_wanted(&wanted, Path::new("./plugins.toml")));
         assert!(is_wanted(&wanted, &dir.join("p/./x.wasm")));

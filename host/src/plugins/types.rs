@@ -2,7 +2,7 @@
 //! the pipeline never sees generated bindings.
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use crate::llm::{ChatRequest, Sampling};
 pub use crate::record::AnswerKind;
@@ -101,15 +101,45 @@ pub struct Answer {
 }
 
 /// A plan as the run store keeps it: everything a re-synthesis needs.
+/// Borrowed from the plan, so writing it builds no JSON tree.
+#[derive(Serialize)]
+struct StoredPlan<'a> {
+    notes: &'a [String],
+    panel: Vec<StoredSeat<'a>>,
+    synthesizers: &'a [String],
+}
+
+#[derive(Serialize)]
+struct StoredSeat<'a> {
+    model: &'a str,
+    sampling: &'a Sampling,
+}
+
+impl<'a> StoredPlan<'a> {
+    fn of(plan: &'a Plan) -> Self {
+        Self {
+            notes: &plan.notes,
+            panel: plan
+                .panel
+                .iter()
+                .map(|seat| StoredSeat {
+                    model: &seat.model,
+                    sampling: &seat.sampling,
+                })
+                .collect(),
+            synthesizers: &plan.synthesizers,
+        }
+    }
+}
+
+/// A plan as the run store keeps it, as JSON text (what the store writes).
+pub fn plan_json(plan: &Plan) -> String {
+    serde_json::to_string(&StoredPlan::of(plan)).unwrap_or_else(|_| "{}".to_owned())
+}
+
+/// A plan as the run store keeps it, as a JSON value (a run kept in memory).
 pub fn plan_to_value(plan: &Plan) -> Value {
-    json!({
-        "panel": plan.panel.iter().map(|seat| json!({
-            "model": seat.model,
-            "sampling": seat.sampling,
-        })).collect::<Vec<_>>(),
-        "synthesizers": plan.synthesizers,
-        "notes": plan.notes,
-    })
+    serde_json::to_value(StoredPlan::of(plan)).unwrap_or_default()
 }
 
 /// The inverse of `plan_to_value`; missing parts are left empty.
@@ -171,7 +201,12 @@ mod tests {
             synthesizers: vec!["s".into()],
             notes: vec!["n".into()],
         };
-        let text = plan_to_value(&plan).to_string();
+        let text = plan_json(&plan);
         assert_eq!(plan_from_value(&serde_json::from_str(&text).unwrap()), plan);
+        assert_eq!(plan_from_value(&plan_to_value(&plan)), plan);
+        assert_eq!(
+            text,
+            r#"{"notes":["n"],"panel":[{"model":"m1","sampling":{"temperature":0.5,"top_p":null,"max_tokens":300,"seed":7}}],"synthesizers":["s"]}"#
+        );
     }
 }

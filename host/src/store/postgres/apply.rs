@@ -10,7 +10,7 @@ use tokio_postgres::Transaction;
 
 use super::{Failure, retention};
 use crate::llm::ChatRequest;
-use crate::plugins::{Plan, plan_to_value};
+use crate::plugins::{Plan, plan_json};
 use crate::record::CallRecord;
 use crate::store::event::{Begin, End, Msg, Part, pair, request_json};
 
@@ -87,7 +87,7 @@ async fn apply(
         Msg::Plan { run_id, plan } => {
             tx.execute(
                 "UPDATE runs SET plan = $1 WHERE id = $2",
-                &[&plan_to_value(plan).to_string(), run_id],
+                &[&plan_json(plan), run_id],
             )
             .await?;
             Ok(())
@@ -130,7 +130,7 @@ async fn apply(
             if let Some(plan) = plan {
                 tx.execute(
                     "UPDATE runs SET plan = $1 WHERE id = $2 AND plan IS NULL",
-                    &[&plan_to_value(plan).to_string(), run_id],
+                    &[&plan_json(plan), run_id],
                 )
                 .await?;
             }
@@ -221,7 +221,7 @@ async fn insert_run(
                 &owner,
                 &begin.client,
                 &begin.attachments,
-                &plan.map(|plan| plan_to_value(plan).to_string()),
+                &plan.map(|plan| plan_json(plan)),
             ],
         )
         .await?;

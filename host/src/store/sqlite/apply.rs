@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use super::retention;
 use super::texts;
 use crate::llm::ChatRequest;
-use crate::plugins::{Plan, plan_to_value};
+use crate::plugins::{Plan, plan_json};
 use crate::record::{CallRecord, RunRecord};
 use crate::store::event::{Begin, End, Msg, Part, pair, request_json};
 
@@ -79,7 +79,7 @@ fn apply(tx: &Transaction<'_>, msg: &Msg, max_bytes: u64) -> rusqlite::Result<()
         Msg::Begin(begin) => insert_run(tx, begin, None, max_bytes),
         Msg::Plan { run_id, plan } => {
             tx.prepare_cached("UPDATE runs SET plan = ?1 WHERE id = ?2")?
-                .execute(params![plan_to_value(plan).to_string(), run_id])?;
+                .execute(params![plan_json(plan), run_id])?;
             Ok(())
         }
         Msg::CallStarted {
@@ -133,7 +133,7 @@ fn apply(tx: &Transaction<'_>, msg: &Msg, max_bytes: u64) -> rusqlite::Result<()
                 (None, _) => insert_run(tx, begin, plan.as_ref(), max_bytes)?,
                 (Some(true), Some(plan)) => {
                     tx.prepare_cached("UPDATE runs SET plan = ?1 WHERE id = ?2")?
-                        .execute(params![plan_to_value(plan).to_string(), run_id])?;
+                        .execute(params![plan_json(plan), run_id])?;
                 }
                 (Some(_), _) => {}
             }
@@ -257,7 +257,7 @@ fn insert_run(
             crate::store::owner::this_process(),
             begin.client,
             begin.attachments,
-            plan.map(|plan| plan_to_value(plan).to_string()),
+            plan.map(|plan| plan_json(plan)),
         ])?;
     if inserted > 0 && !begin.files.is_empty() {
         super::attachments::keep(tx, begin, max_bytes)?;
