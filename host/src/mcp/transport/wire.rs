@@ -45,10 +45,11 @@ pub fn parse(line: &[u8]) -> Parsed {
         };
         return Parsed::Refuse(error(None, ErrorCode::INVALID_REQUEST, what.into()));
     };
-    judge(object)
+    judge(object, line)
 }
 
-fn judge(object: Map<String, Value>) -> Parsed {
+/// `object` is `line` parsed.
+fn judge(object: Map<String, Value>, line: &[u8]) -> Parsed {
     let id = object
         .get("id")
         .filter(|id| id.is_string() || id.is_number())
@@ -78,7 +79,13 @@ fn judge(object: Map<String, Value>) -> Parsed {
             return invalid("`id` must be a string or an integer".into());
         }
     }
-    let params = object.get("params").cloned();
+    // Read again only to explain a refusal, so the message's params are
+    // not copied for the messages that parse (nearly all of them).
+    let params = || {
+        serde_json::from_slice::<Map<String, Value>>(line)
+            .ok()
+            .and_then(|mut object| object.remove("params"))
+    };
     let message = serde_json::from_value::<ClientJsonRpcMessage>(Value::Object(object));
     match (message, method) {
         // An unknown method is rmcp's to answer (-32601); a known one that
@@ -86,13 +93,13 @@ fn judge(object: Map<String, Value>) -> Parsed {
         (Ok(ClientJsonRpcMessage::Request(request)), Some(method))
             if matches!(request.request, ClientRequest::CustomRequest(_)) =>
         {
-            match params_error(&method, params) {
+            match params_error(&method, params()) {
                 Some(message) => Parsed::Refuse(error(id, ErrorCode::INVALID_PARAMS, message)),
                 None => Parsed::Message(Box::new(ClientJsonRpcMessage::Request(request))),
             }
         }
         (Ok(message), _) => Parsed::Message(Box::new(message)),
-        (Err(e), Some(method)) if is_request => match params_error(&method, params) {
+        (Err(e), Some(method)) if is_request => match params_error(&method, params()) {
             Some(message) => Parsed::Refuse(error(id, ErrorCode::INVALID_PARAMS, message)),
             None => invalid(format!("not a valid request: {e}")),
         },
