@@ -99,7 +99,9 @@ impl RunContext {
             live.attempts.lost_attempts.store(0, Ordering::Relaxed);
             *live.serving.lock().unwrap_or_else(|e| e.into_inner()) =
                 Some((request.clone(), tried.clone()));
-            completion = self.send(&request, hooks, live).await;
+            // Boxed: held inline, a fallback's send and what the loop keeps
+            // beside it would enlarge every call's future, fallback or not.
+            completion = Box::pin(self.send(&request, hooks, live)).await;
         }
         completion.attempts = live.attempts.started();
         if !tried.is_empty() {
