@@ -298,6 +298,15 @@ pub async fn pass(binary: &Path, config: &Path, provider: &Provider, quick: bool
                 Unit::Mb,
                 (done >= 4000).then_some(30.0),
             ));
+            // The same once chorus has been idle a moment: a build that
+            // gives freed memory back when idle (app/trim.rs) has by then.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            figures.push(Figure::new(
+                format!("RSS 2 s after those {done} runs"),
+                mb(rss_kib(server.pid())),
+                Unit::Mb,
+                None,
+            ));
         }
     }
 

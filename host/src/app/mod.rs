@@ -13,6 +13,7 @@
 
 mod carried;
 pub mod reload;
+pub mod trim;
 mod visible;
 pub mod watcher;
 

@@ -160,5 +160,6 @@ async fn load(
         });
     }
     crate::app::watcher::start(chorus.clone(), watch);
+    crate::app::trim::start(chorus.metrics.clone());
     Ok(chorus)
 }

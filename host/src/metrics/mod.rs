@@ -119,6 +119,8 @@ pub struct Metrics {
     runs: Family<RunLabels, Counter>,
     run_seconds: Seconds,
     in_flight: Gauge,
+    /// Signalled when a run ends with none left in flight.
+    idle: tokio::sync::Notify,
     calls: Family<CallLabels, Counter>,
     call_seconds: CallSeconds,
     first_token_seconds: FirstTokenSeconds,
@@ -243,6 +245,7 @@ impl Metrics {
             runs,
             run_seconds,
             in_flight,
+            idle: tokio::sync::Notify::new(),
             calls,
             call_seconds,
             first_token_seconds,
@@ -355,8 +358,16 @@ impl Metrics {
         }
     }
 
+    /// Resolves once a run has ended with no other in flight — at once if
+    /// that happened since the last wait.
+    pub async fn went_idle(&self) {
+        self.idle.notified().await;
+    }
+
     fn run_ended(&self, pipeline: &str, outcome: String, took: Duration) {
-        self.in_flight.dec();
+        if self.in_flight.dec() == 1 {
+            self.idle.notify_one();
+        }
         self.runs
             .get_or_create(&RunLabels {
                 pipeline: pipeline.to_owned(),

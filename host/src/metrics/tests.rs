@@ -118,6 +118,21 @@ fn a_run_is_in_flight_until_it_ends() {
     );
 }
 
+#[test]
+fn going_idle_is_signalled_when_the_last_run_in_flight_ends() {
+    use futures::FutureExt;
+    let metrics = Metrics::new(None);
+    let (a, b) = (metrics.run("ask"), metrics.run("ask"));
+    drop(a);
+    assert!(
+        metrics.went_idle().now_or_never().is_none(),
+        "a run is still in flight"
+    );
+    drop(b);
+    assert!(metrics.went_idle().now_or_never().is_some());
+    assert!(metrics.went_idle().now_or_never().is_none(), "said once");
+}
+
 /// Every series a registered metric yields, by its OpenMetrics `# TYPE`
 /// line: a counter's `_total`, a histogram's `_bucket`, `_sum` and
 /// `_count`, a gauge's own name. A family is rendered once it has a
