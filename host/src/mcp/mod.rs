@@ -42,7 +42,8 @@ use transport::{LineTransport, Session};
 pub async fn serve(chorus: Arc<Chorus>) -> anyhow::Result<()> {
     let session = Session::new();
     transport::watch_stdout(session.clone());
-    let transport = LineTransport::new(tokio::io::stdin(), tokio::io::stdout(), session.clone());
+    let (stdin, stdout) = transport::stdio::streams();
+    let transport = LineTransport::new(stdin, stdout, session.clone());
     let server = Server::new(chorus.clone(), session.clone());
     let signalled = tokio_util::sync::CancellationToken::new();
     tokio::spawn(signal::on_signal(signalled.clone()));

@@ -11,10 +11,13 @@
 //!   before a response is on the wire before it;
 //! - the end: stdin closing, or the client closing our stdout (a failed
 //!   write, or [`hangup`] noticing it idle), ends the [`Session`] at once —
-//!   every run watches it — rather than after rmcp's drain.
+//!   every run watches it — rather than after rmcp's drain;
+//! - the streams: stdin and stdout through the reactor where they are pipes
+//!   or sockets, not a blocking thread per message ([`stdio`]).
 
 mod hangup;
 mod ids;
+pub mod stdio;
 pub mod wire;
 
 use std::sync::{Arc, Mutex};
