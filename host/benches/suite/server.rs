@@ -122,7 +122,10 @@ pub fn config(provider: &str, dir: &Path, flavor: Flavor) -> PathBuf {
     let (limits, store) = match flavor {
         Flavor::Full => (
             "max_concurrent_runs = 1024\n".to_owned(),
-            format!("[store]\npath = \"{}/runs.sqlite3\"\n", dir.display()),
+            // Not beside the config, whose directory the file watcher
+            // watches (every WAL write would wake it): chorus's default
+            // store lives apart from the config too.
+            format!("[store]\npath = \"{}/store/runs.sqlite3\"\n", dir.display()),
         ),
         Flavor::Minimal => (String::new(), String::new()),
     };
