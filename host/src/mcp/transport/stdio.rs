@@ -25,29 +25,15 @@ pub fn streams() -> (Reader, Writer) {
 #[cfg(unix)]
 fn reader() -> Reader {
     use std::os::fd::AsFd;
-    match std::io::stdin().as_fd().try_clone_to_owned() {
-        Ok(fd) => match direct::reader(fd) {
-            Ok(Some(reader)) => return reader,
-            Ok(None) => {}
-            Err(e) => tracing::debug!("reading stdin through a blocking thread: {e}"),
-        },
-        Err(e) => tracing::debug!("reading stdin through a blocking thread: {e}"),
-    }
-    Box::new(tokio::io::stdin())
+    direct::attempt(std::io::stdin().as_fd(), direct::reader, "reading stdin")
+        .unwrap_or_else(|| Box::new(tokio::io::stdin()))
 }
 
 #[cfg(unix)]
 fn writer() -> Writer {
     use std::os::fd::AsFd;
-    match std::io::stdout().as_fd().try_clone_to_owned() {
-        Ok(fd) => match direct::writer(fd) {
-            Ok(Some(writer)) => return writer,
-            Ok(None) => {}
-            Err(e) => tracing::debug!("writing stdout through a blocking thread: {e}"),
-        },
-        Err(e) => tracing::debug!("writing stdout through a blocking thread: {e}"),
-    }
-    Box::new(tokio::io::stdout())
+    direct::attempt(std::io::stdout().as_fd(), direct::writer, "writing stdout")
+        .unwrap_or_else(|| Box::new(tokio::io::stdout()))
 }
 
 #[cfg(not(unix))]
@@ -64,7 +50,7 @@ fn writer() -> Writer {
 #[cfg(unix)]
 pub(super) mod direct {
     use std::io;
-    use std::os::fd::OwnedFd;
+    use std::os::fd::{BorrowedFd, OwnedFd};
     use std::os::unix::fs::FileTypeExt;
 
     use tokio::net::unix::pipe;
@@ -75,6 +61,20 @@ pub(super) mod direct {
         Pipe,
         Socket,
         Other,
+    }
+
+    /// `make` of a duplicate of `fd`; `None` (said in the debug log when it
+    /// failed) where `fd` is to be left to tokio's blocking streams.
+    pub fn attempt<T>(
+        fd: BorrowedFd<'_>,
+        make: fn(OwnedFd) -> io::Result<Option<T>>,
+        what: &str,
+    ) -> Option<T> {
+        let made = fd.try_clone_to_owned().and_then(make);
+        if let Err(e) = &made {
+            tracing::debug!("{what} through a blocking thread: {e}");
+        }
+        made.ok().flatten()
     }
 
     fn kind(fd: &OwnedFd) -> io::Result<Kind> {
