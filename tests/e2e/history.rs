@@ -578,8 +578,20 @@ synthesizer = "synthesize"
     );
     assert_eq!(exported["calls"][0]["reply"], "What is a monad?");
 
-    // Ids by prefix; a prefix shared by every run is ambiguous.
-    let (code, _, stderr) = runs(&["show", &ids[0][..8]]).await;
+    // Ids by prefix; a prefix shared by every run is ambiguous. Ids begin
+    // with their time in ms (UUIDv7), so the runs' common prefix is taken,
+    // not a fixed length: 8 hex digits change every 65.5 s, and runs made
+    // either side of such a change share only 7 or fewer.
+    let shared = ids.iter().fold(ids[0].clone(), |shared, id| {
+        shared
+            .chars()
+            .zip(id.chars())
+            .take_while(|(a, b)| a == b)
+            .map(|(a, _)| a)
+            .collect()
+    });
+    assert!(shared.len() >= 4, "runs made seconds apart: {ids:?}");
+    let (code, _, stderr) = runs(&["show", &shared]).await;
     assert_eq!(code, 2);
     assert!(stderr.contains("several runs"), "{stderr}");
     let (code, _, stderr) = runs(&["answer", "ffffffff"]).await;
