@@ -7,9 +7,11 @@
 //! written through the reactor instead: duplicated, made non-blocking and
 //! registered. A terminal or a file keeps tokio's blocking streams.
 //!
-//! Non-blocking is a property of the pipe or socket, not of the duplicate:
-//! the client's end is its own and is not touched, and nothing else in
-//! chorus reads stdin or writes stdout (stdout belongs to MCP).
+//! Non-blocking is a property of our end of the pipe or socket (its open
+//! file description), so it holds for anything else sharing that end too:
+//! normally nothing, since a client spawns chorus with fresh pipes and
+//! keeps only the other ends. Nothing else in chorus reads stdin or writes
+//! stdout (stdout belongs to MCP).
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
