@@ -9,6 +9,12 @@
 //! `pipeline` -> {`plugins`, `llm`} -> `config`; everything may use `record`,
 //! the leaf that describes a run, `client`, the leaf that says who asks,
 //! and `text`, the leaf that cuts strings.
+//!
+//! Nothing prints with `print!`/`eprint!` (or their `ln` forms) but the
+//! terminal commands of `cli` that allow it: a server's lines go through
+//! `tracing` or [`notice`], which a closed stderr cannot make panic.
+
+#![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod app;
 pub mod attach;
@@ -20,6 +26,7 @@ pub mod eval;
 pub mod llm;
 pub mod mcp;
 pub mod metrics;
+pub mod notice;
 pub mod pipeline;
 pub mod plugins;
 pub mod record;

@@ -6,6 +6,7 @@
 //! over, touch it) is debounced into one reload. Each reload's outcome is
 //! one block on stderr: what changed, or why the change was refused.
 
+use crate::notice::notice;
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -74,8 +75,8 @@ pub fn start(chorus: Arc<Chorus>, watch_files: bool) {
                 Trigger::Files => "",
             };
             match chorus.reload().await {
-                Ok(done) => eprintln!("chorus: {label}{done}"),
-                Err(refused) => eprintln!("chorus: {label}{refused}"),
+                Ok(done) => notice!("chorus: {label}{done}"),
+                Err(refused) => notice!("chorus: {label}{refused}"),
             }
             if let Some(files) = &mut files {
                 files.follow(&chorus.runner().loaded);

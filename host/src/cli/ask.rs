@@ -4,6 +4,10 @@
 //! `--json`. Ctrl-C cancels the run. A first run that cannot work at all
 //! (no usable key, no reachable provider) says why in one line.
 
+// A terminal command: its output is the point, and it never runs under
+// `serve` (see `crate::notice`).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::collections::HashMap;
 use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;

@@ -4,6 +4,10 @@
 //! not list, with the closest ids it does. Exits 2 for an invalid
 //! configuration, 1 for unknown model ids, 0 otherwise.
 
+// A terminal command: its output is the point, and it never runs under
+// `serve` (see `crate::notice`).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;

@@ -4,6 +4,10 @@
 //! judge, a debate's rounds, given placeholder answers) — with its
 //! worst-case cost, then the estimated total. Text on stdout, or `--json`.
 
+// A terminal command: its output is the point, and it never runs under
+// `serve` (see `crate::notice`).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 

@@ -2,6 +2,10 @@
 //! with a progress bar on stderr, and prints what each scored — a table,
 //! or JSON with `--json` — and draws accuracy against cost with `--chart`.
 
+// A terminal command: its output is the point, and it never runs under
+// `serve` (see `crate::notice`).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;

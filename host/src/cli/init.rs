@@ -3,6 +3,10 @@
 //! file, which chorus then reads whenever no --config or $CHORUS_CONFIG
 //! names another. Never overwrites a file without --force.
 
+// A terminal command: its output is the point, and it never runs under
+// `serve` (see `crate::notice`).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -2,6 +2,10 @@
 //! prices), fetched or from the on-disk cache, filtered by QUERY; models
 //! in the configuration's `[models]` are marked.
 
+// A terminal command: its output is the point, and it never runs under
+// `serve` (see `crate::notice`).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::io::Write;
 use std::process::ExitCode;
 

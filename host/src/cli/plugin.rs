@@ -4,6 +4,10 @@
 //! a README with the build command, and a `chorus.toml` that runs it next
 //! to the built-in plugins (`chorus check --config NAME/chorus.toml`).
 
+// A terminal command: its output is the point, and it never runs under
+// `serve` (see `crate::notice`).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -5,6 +5,7 @@
 //! runs of the run store the configuration names, and re-synthesizes with
 //! this configuration's plugins and providers.
 
+use crate::notice::notice;
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
     match serve(chorus, args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("chorus: {e}");
+            notice!("chorus: {e}");
             ExitCode::FAILURE
         }
     }
@@ -42,7 +43,7 @@ async fn serve(chorus: Arc<Chorus>, args: Args) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
-    eprintln!(
+    notice!(
         "chorus: the run viewer of {} is at http://{local}/ — open this link once to sign in (Ctrl-C stops it):",
         chorus.store.describe()
     );

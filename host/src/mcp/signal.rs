@@ -2,6 +2,7 @@
 //! (Ctrl-C alone where there is no SIGTERM) begins a graceful stop — a
 //! drain over HTTP, an end of the session on stdio.
 
+use crate::notice::notice;
 use tokio_util::sync::CancellationToken;
 
 /// Fires `stop` on the first SIGINT (Ctrl-C) or SIGTERM.
@@ -31,6 +32,7 @@ pub async fn on_signal(stop: CancellationToken) {
         () = interrupt => {}
         () = terminate => {}
     }
-    eprintln!("chorus: shutting down");
+    // The stop first: saying so may fail (stderr gone), stopping may not.
     stop.cancel();
+    notice!("chorus: shutting down");
 }

@@ -17,6 +17,7 @@
 //! machine that refuses it (a CPU without the baseline features) compiles
 //! and caches them.
 
+use crate::notice::notice;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -182,7 +183,7 @@ fn compile(engine: &Engine, name: &str, wasm: &[u8], why: &str) -> wasmtime::Res
     let announce = wasm.len() >= ANNOUNCE_BYTES;
     if announce {
         // Not through tracing: at the default log level this must still show.
-        eprintln!(
+        notice!(
             "chorus: compiling plugin `{name}` ({:.1} MB; {why})…",
             wasm.len() as f64 / 1e6
         );
@@ -190,7 +191,7 @@ fn compile(engine: &Engine, name: &str, wasm: &[u8], why: &str) -> wasmtime::Res
     let started = std::time::Instant::now();
     let component = Component::new(engine, wasm)?;
     if announce {
-        eprintln!(
+        notice!(
             "chorus: compiled plugin `{name}` in {:.1} s",
             started.elapsed().as_secs_f64()
         );

@@ -5,6 +5,7 @@
 //! runs recorded as cancelled, tasks failed saying why — the store is
 //! flushed, the instance's lease given back, and the process exits 0.
 
+use crate::notice::notice;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -57,7 +58,7 @@ pub async fn runs_end(chorus: &Chorus, within: Duration) {
     let started = Instant::now();
     let going = || chorus.metrics.runs_in_flight();
     if going() > 0 {
-        eprintln!(
+        notice!(
             "chorus: shutting down: new requests are refused; {} runs may finish within {within:?}",
             going()
         );
@@ -65,7 +66,7 @@ pub async fn runs_end(chorus: &Chorus, within: Duration) {
     match chorus.runs_end(within).await {
         0 => tracing::info!("every run ended within the drain ({:?})", started.elapsed()),
         left => {
-            eprintln!("chorus: {left} runs still going after {within:?}: stopping them");
+            notice!("chorus: {left} runs still going after {within:?}: stopping them");
             tracing::warn!(
                 "{left} runs still going after [http] drain_seconds ({within:?}): cancelled"
             );
