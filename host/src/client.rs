@@ -34,16 +34,33 @@ impl Limits {
     }
 }
 
+/// The name runs made with `CHORUS_TOKEN` are recorded under.
+pub const SHARED_TOKEN: &str = "admin";
+/// The name of the person at this machine's runs, or its prefix
+/// (`local:alice`): a `:` no `[[http.clients]]` name may hold.
+pub const LOCAL: &str = "local";
+
+/// Whose runs `name` would read if a `[[http.clients]]` entry took it:
+/// the names chorus records its own callers under.
+pub fn reserved(name: &str) -> Option<&'static str> {
+    match name {
+        SHARED_TOKEN => Some("the holder of CHORUS_TOKEN"),
+        LOCAL => Some("the person at the server's machine (stdio, the CLI)"),
+        _ => None,
+    }
+}
+
 impl Client {
-    /// The person at this machine: stdio, the CLI, and a server with one
-    /// shared token (or none, on loopback). May do everything.
+    /// The person at this machine: stdio, the CLI, and a server with no
+    /// token (on loopback). May do everything. Recorded as `local:USER`
+    /// (or `local`), names no `[[http.clients]]` entry can take.
     pub fn local() -> Arc<Self> {
         let name = ["USER", "LOGNAME", "USERNAME"]
             .iter()
             .filter_map(|var| std::env::var(var).ok())
             .map(|name| name.trim().to_owned())
             .find(|name| !name.is_empty() && name.len() <= 64)
-            .unwrap_or_else(|| "local".to_owned());
+            .map_or_else(|| LOCAL.to_owned(), |user| format!("{LOCAL}:{user}"));
         Arc::new(Self {
             name,
             admin: true,
@@ -72,6 +89,20 @@ impl Client {
         self.pipelines
             .as_ref()
             .is_none_or(|granted| granted.iter().any(|p| p == pipeline))
+    }
+
+    /// Why it may not run `pipeline`, in the one message every door
+    /// gives; `None` when it may.
+    pub fn refusal_to_run(&self, pipeline: &str) -> Option<String> {
+        if self.may_run(pipeline) {
+            return None;
+        }
+        let granted = self.pipelines.as_deref().unwrap_or_default().join(", ");
+        Some(format!(
+            "client `{}` may not run pipeline `{pipeline}`: it is not among its pipelines ({}); ask the server's operator to grant it",
+            self.name,
+            if granted.is_empty() { "none" } else { &granted }
+        ))
     }
 
     /// Whether it may read a run made by `owner` (`None`: a run recorded
@@ -118,5 +149,10 @@ mod tests {
         assert_eq!(root.only_own(), None);
         let local = Client::local();
         assert!(local.admin && !local.name.is_empty() && !local.limits.has_budget());
+        // Whatever the user is called, no `[[http.clients]]` name can be
+        // the local user's: a client named like them reads nothing of theirs.
+        assert!(local.name == LOCAL || local.name.starts_with("local:"));
+        assert!(reserved(SHARED_TOKEN).is_some() && reserved(LOCAL).is_some());
+        assert!(reserved("alice").is_none());
     }
 }

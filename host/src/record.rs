@@ -89,7 +89,7 @@ pub struct RunRecord {
     pub attachments: Vec<crate::attach::Info>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct CallRecord {
     /// The call's number in the run, from 0, in the order calls were sent.
     pub id: u32,

@@ -140,7 +140,14 @@ with sync_playwright() as p:
     # Another site's page posting to chorus, in a browser signed in to it.
     evil = browser.new_context()
     evil_page = evil.new_page()
-    evil_page.goto(f"{origin}/sign-in?token={token}")
+    # A long-lived token in a link signs nobody in (login CSRF, proxy logs):
+    # only the form takes it.
+    refused_link = evil_page.goto(f"{origin}/sign-in?token={token}")
+    check(refused_link.status == 401, f"a client's token in a link got {refused_link.status}")
+    evil_page.goto(f"{origin}/sign-in")
+    evil_page.fill("#token", token)
+    evil_page.click("button[type=submit]")
+    evil_page.wait_for_url(f"{origin}/")
     evil_page.route(
         "http://evil.example/**",
         lambda route: route.fulfill(

@@ -57,6 +57,10 @@ async fn a_request_without_the_token_or_with_a_wrong_one_gets_401() {
         .unwrap()
         .to_owned();
     assert!(challenge.starts_with("Bearer"), "{challenge}");
+    assert!(
+        !challenge.contains("error="),
+        "no token sent: no error code (RFC 6750 §3.1): {challenge}"
+    );
     let body = missing.text().await.unwrap();
     assert!(body.contains("Authorization: Bearer"), "{body}");
 

@@ -90,6 +90,27 @@ async fn chorus(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
 }
 
 #[tokio::test]
+async fn an_endpoint_that_lists_no_models_at_all_checks_no_ids() {
+    let mock = provider().await;
+    mock.catalog(json!([]));
+    let args = [
+        "ask",
+        "-q",
+        "--models",
+        "acme/one,acme/two",
+        "--synthesizer",
+        "acme/merger",
+        "--base-url",
+        mock.base_url.as_str(),
+        "q",
+    ];
+    let (ok, stdout, stderr) = chorus(&args, &[("OPENROUTER_API_KEY", CANARY)]).await;
+    assert!(ok, "an empty /models refuses nothing: {stderr}");
+    assert_eq!(stdout.trim(), "merged");
+    assert!(stderr.contains("lists no models at all"), "{stderr}");
+}
+
+#[tokio::test]
 async fn ask_takes_the_flags_and_refuses_model_ids_the_provider_does_not_list() {
     let mock = provider().await;
     mock.catalog(json!([{ "id": "acme/one" }, { "id": "acme/two" }, { "id": "acme/merger" }]));

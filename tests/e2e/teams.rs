@@ -130,7 +130,7 @@ async fn runs(server: &HttpServer, token: &str) -> Vec<String> {
         .collect()
 }
 
-async fn call(server: &HttpServer, token: &str, tool: &str, arguments: Value) -> Value {
+pub(crate) async fn call(server: &HttpServer, token: &str, tool: &str, arguments: Value) -> Value {
     // Ids of one caller's requests in flight differ, as a client's do.
     static NEXT: AtomicU64 = AtomicU64::new(100);
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -143,7 +143,7 @@ async fn call(server: &HttpServer, token: &str, tool: &str, arguments: Value) ->
     .await
 }
 
-fn run_id(reply: &Value) -> String {
+pub(crate) fn run_id(reply: &Value) -> String {
     reply["result"]["structuredContent"]["run_id"]
         .as_str()
         .unwrap_or_else(|| panic!("no run id: {reply}"))

@@ -188,8 +188,18 @@ async fn the_viewer_sends_its_security_headers_and_refuses_strangers() {
     // Signed in with the server's token: a session cookie, HttpOnly and
     // SameSite=Strict; a POST with it but without the page's CSRF token
     // is refused.
-    let signed_in = client
+    // A client's long-lived token in a URL signs nobody in: a link could
+    // sign a victim in as the attacker, and URLs land in proxy logs.
+    let by_link = client
         .get(format!("{origin}/sign-in?token={TOKEN}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_link.status(), 401);
+    assert!(by_link.headers().get("set-cookie").is_none());
+    let signed_in = client
+        .post(format!("{origin}/sign-in"))
+        .form(&[("token", TOKEN)])
         .send()
         .await
         .unwrap();

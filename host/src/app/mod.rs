@@ -2,8 +2,9 @@
 //! the configuration, and the store that keeps its runs. The CLI and the MCP
 //! server hold a `Chorus`; nothing below this module knows that it exists.
 //!
-//! Every run goes through here, so every run is recorded: admitted against
-//! its client's limits (`budget`) before any model is asked, watched by the
+//! Every run goes through here, so every run is recorded: admitted by the
+//! one gate ([`gate`]: grants, per-minute, runs in progress, budgets)
+//! before anything is fetched, measured or asked of a model, watched by the
 //! store as it goes, its end kept. Follow-ups and re-syntheses are resolved
 //! here too, among the runs their client may see ([`visible`]).
 //!
@@ -12,7 +13,9 @@
 //! starts and finishes on it, whatever is swapped in meanwhile.
 
 mod carried;
+mod gate;
 pub mod reload;
+mod spend;
 pub mod trim;
 mod visible;
 pub mod watcher;
@@ -32,6 +35,7 @@ use crate::pipeline::{Merger, Progress, Question, RunError, Runner, events, opti
 use crate::record::{RunRecord, StoredRun};
 use crate::store::{CallLookup, Links, Lookup, Page, Query, Recorder, Store, StoreError};
 use crate::telemetry::{RunTrace, Telemetry};
+use gate::{settle, unspent};
 
 /// The log target of the audit lines: one per run, one per refused HTTP
 /// request; on by default when serving.
@@ -182,33 +186,39 @@ impl Chorus {
         mut options: Map<String, Value>,
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
-        if !client.may_run(pipeline) {
-            return Err(self.refused(client, pipeline, not_granted(client, pipeline)));
-        }
         let follow_up_of =
             options::take_follow_up(&mut options).map_err(RunError::InvalidOptions)?;
+        let worst = worst_case(&self.runner(), Some(&options));
+        let pass = self.admit(client, pipeline, worst).await?;
         let (conversation, question) = match &follow_up_of {
             Some(id) => {
-                let (conversation, earlier) = self.conversation(client, id).await?;
-                let question = self.carry_over(&earlier, question, pipeline).await?;
-                (Some(conversation), question)
+                let resolved = async {
+                    let (conversation, earlier) = self.conversation(client, id).await?;
+                    let question = self.carry_over(&earlier, question, pipeline).await?;
+                    Ok((Some(conversation), question))
+                };
+                match resolved.await {
+                    Ok(resolved) => resolved,
+                    Err(e) => return Err(unspent(pass, e)),
+                }
             }
             None => (None, question),
         };
-        let question = self.runner().fetched(question).await?;
-        let question = measured(question).await;
+        let question = match self.prepared(question).await {
+            Ok(question) => question,
+            Err(e) => return Err(unspent(pass, e)),
+        };
         let links = Links {
             follow_up_of: conversation.as_ref().map(|c| c.of.clone()),
             resynthesis_of: None,
             client: Some(client.name.clone()),
             attachments: question.attachments.clone(),
         };
-        let worst = worst_case(&self.runner(), Some(&options));
         self.make(
+            pass,
             client,
             pipeline,
             links,
-            worst,
             progress,
             |runner, progress| async move {
                 runner
@@ -229,19 +239,23 @@ impl Chorus {
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
         let name = crate::pipeline::single_run_name(model);
-        let question = self.runner().fetched(question).await?;
-        let question = measured(question).await;
+        let pass = self
+            .admit(client, &name, worst_case(&self.runner(), None))
+            .await?;
+        let question = match self.prepared(question).await {
+            Ok(question) => question,
+            Err(e) => return Err(unspent(pass, e)),
+        };
         let links = Links {
             client: Some(client.name.clone()),
             attachments: question.attachments.clone(),
             ..Links::default()
         };
-        let worst = worst_case(&self.runner(), None);
         self.make(
+            pass,
             client,
             &name,
             links,
-            worst,
             progress,
             |runner, progress| async move { runner.ask_model(model, question, progress).await },
         )
@@ -258,11 +272,6 @@ impl Chorus {
         merger: Merger,
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
-        if let Merger::Pipeline(name) = &merger
-            && !client.may_run(name)
-        {
-            return Err(self.refused(client, name, not_granted(client, name)));
-        }
         let source = self.kept_run(client, run_id).await?;
         let mut lost_conversation = None;
         let conversation = match &source.follow_up_of {
@@ -279,6 +288,8 @@ impl Chorus {
             Merger::Pipeline(name) => name.clone(),
             _ => source.pipeline.clone(),
         };
+        let worst = worst_case(&self.runner(), None);
+        let pass = self.admit(client, &limit_of, worst).await?;
         let carried = self.carried(&source).await;
         let attachments = crate::attach::Attachments::new(carried.attachments);
         let links = Links {
@@ -287,9 +298,8 @@ impl Chorus {
             client: Some(client.name.clone()),
             attachments: attachments.clone(),
         };
-        let worst = worst_case(&self.runner(), None);
         let missing = carried.missing;
-        self.make(client, &limit_of, links, worst, progress, |runner, progress| async move {
+        self.make(pass, client, &limit_of, links, progress, |runner, progress| async move {
             runner
                 .resynthesize(&source, &merger, conversation, attachments, progress)
                 .await
@@ -312,16 +322,16 @@ impl Chorus {
         .await
     }
 
-    /// The one way this layer makes a run, whatever kind: admitted against
-    /// `client`'s limits before anything is asked of a model (`worst`: its
-    /// cost ceiling), watched by the store, the metrics and the viewer,
-    /// and kept; its cost is then settled against the client's budgets.
+    /// The one way this layer makes a run, whatever kind, once `pass`
+    /// admitted it: watched by the store, the metrics and the viewer, and
+    /// kept; its cost is then settled against the client's budgets — what
+    /// its calls spent, whether it answered or failed.
     async fn make<F, Fut>(
         &self,
+        pass: Pass,
         client: &Arc<Client>,
         name: &str,
         links: Links,
-        worst: Option<f64>,
         progress: Progress,
         run: F,
     ) -> Result<Arc<RunRecord>, RunError>
@@ -329,52 +339,32 @@ impl Chorus {
         F: FnOnce(Arc<Runner>, Progress) -> Fut,
         Fut: Future<Output = Result<RunRecord, RunError>>,
     {
-        let pass = self
-            .admit(client, worst)
-            .await
-            .map_err(|why| self.refused(client, name, why))?;
         let runner = self.runner();
         let flight = self.metrics.run(name);
         let trace = self
             .telemetry
             .run(name, &client.name, providers_of(&runner));
         let mut recorder = self.store.recorder(links, runner.time_limit(name));
-        let progress = self.watched(&recorder, progress, &client.name, &runner, trace.as_ref());
-        let outcome = run(runner, progress).await;
+        let spent = spend::Spent::default();
+        let progress = self.watched(
+            &recorder,
+            events::fan(vec![spent.watcher(), progress]),
+            &client.name,
+            &runner,
+            trace.as_ref(),
+        );
+        let outcome = crate::respcache::SCOPE
+            .scope(client.name.clone(), run(runner, progress))
+            .await;
         let cost = match &outcome {
             Ok(record) => Some(record.usage.cost_usd),
-            // These may have spent money whose sum is not at hand: the
-            // worst case stays spent.
-            Err(RunError::Plugin(_) | RunError::Timeout(_)) => None,
-            // Ended before any model was asked.
-            Err(_) => Some(0.0),
+            // A failed run may have asked models before it failed: what
+            // its calls spent, or (a cost unknown) its worst case.
+            Err(_) => spent.total(),
         };
-        if pass.settles_in_store() {
-            tokio::task::spawn_blocking(move || pass.settle(cost));
-        } else {
-            // Nothing to write: no blocking thread woken for every run.
-            pass.settle(cost);
-        }
+        settle(pass, cost);
         self.keep(&client.name, &mut recorder, (flight, trace), outcome)
             .await
-    }
-
-    /// `client`'s pass for one run, or why it has none.
-    async fn admit(&self, client: &Arc<Client>, worst: Option<f64>) -> Result<Pass, String> {
-        if !client.limits.has_budget() && !self.gate.asks_shared(client) {
-            // Nothing to read from the store: decided here and now.
-            return self.gate.admit(client, &self.store, worst);
-        }
-        let (gate, store, who) = (self.gate.clone(), self.store.clone(), client.clone());
-        tokio::task::spawn_blocking(move || gate.admit(&who, &store, worst))
-            .await
-            .map_err(|e| e.to_string())?
-    }
-
-    /// A run refused before it started, said in the audit log.
-    fn refused(&self, client: &Client, pipeline: &str, why: String) -> RunError {
-        tracing::info!(target: AUDIT, client = %client.name, pipeline, reason = %why, "refused a run");
-        RunError::Refused(why)
     }
 
     /// The run with this id, a unique prefix of one, or `last`, whoever
@@ -485,15 +475,6 @@ impl Chorus {
     }
 }
 
-/// `question` with its attachments' pixels and pages measured, before the
-/// run's record is begun: the record lists them as the plugins see them.
-async fn measured(question: Question) -> Question {
-    Question {
-        attachments: crate::attach::shape::measured(question.attachments).await,
-        ..question
-    }
-}
-
 /// Which provider serves each model of `runner`'s configuration.
 fn providers_of(runner: &Runner) -> ProviderOf {
     let llm = runner.llm.clone();
@@ -512,13 +493,4 @@ fn worst_case(runner: &Runner, options: Option<&Map<String, Value>>) -> Option<f
         (Some(limit), Some(asked)) => Some(limit.min(asked)),
         (limit, asked) => limit.or(asked),
     }
-}
-
-fn not_granted(client: &Client, pipeline: &str) -> String {
-    let granted = client.pipelines.as_deref().unwrap_or_default().join(", ");
-    format!(
-        "client `{}` may not run pipeline `{pipeline}` (its pipelines: {})",
-        client.name,
-        if granted.is_empty() { "none" } else { &granted }
-    )
 }

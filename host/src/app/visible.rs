@@ -79,6 +79,16 @@ impl Chorus {
         self.list_runs(query).await
     }
 
+    /// The run store as `client` may see it named: where it lies (a file
+    /// path, a database host) is for an admin, not for every tenant.
+    pub fn store_as_shown_to(&self, client: &Client) -> String {
+        if client.admin {
+            self.store.describe()
+        } else {
+            "this server's run store".to_owned()
+        }
+    }
+
     /// A run another builds on, by id, unique prefix or `last`, among the
     /// runs `client` may see.
     pub(super) async fn kept_run(&self, client: &Client, id: &str) -> Result<StoredRun, RunError> {
@@ -88,7 +98,7 @@ impl Chorus {
                 id: id.to_owned(),
                 why: format!(
                     "the id is unknown to {} (list the runs with `chorus runs` or resources/list)",
-                    self.store.describe()
+                    self.store_as_shown_to(client)
                 ),
             }),
             Ok(Lookup::Ambiguous(ids)) => Err(RunError::UnknownRun {

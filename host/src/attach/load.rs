@@ -50,6 +50,20 @@ pub fn load(sources: Vec<Source>, access: &Access, limits: &Limits) -> Result<At
     Ok(Attachments::new(list))
 }
 
+/// Opens `path` for reading without waiting on it: a FIFO or a device in
+/// an allowed directory would block an open (and the read) forever, so the
+/// open does not block (the caller then refuses anything but a file).
+fn open_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    options.open(path)
+}
+
 fn one(id: u32, source: Source, access: &Access, limits: &Limits) -> Result<Attachment, String> {
     let max = limits.max_attachment_bytes;
     let too_big = |size: usize| {
@@ -62,8 +76,8 @@ fn one(id: u32, source: Source, access: &Access, limits: &Limits) -> Result<Atta
     let (bytes, name) = match source {
         Source::Path(path) => {
             let real = access.resolve(&path)?;
-            let file = std::fs::File::open(&real)
-                .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
+            let file =
+                open_file(&real).map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
             let meta = file
                 .metadata()
                 .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;
@@ -251,6 +265,28 @@ mod tests {
             err.contains("1000 bytes is over the limit of 64 bytes"),
             "{err}"
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Without the non-blocking open this waits forever for a writer.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(load(vec![Source::Path(fifo)], &Access::Anywhere, &LIMITS));
+        });
+        let loaded = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a FIFO is refused at once, not waited on");
+        let err = loaded.unwrap_err();
+        assert!(err.contains("is not a file"), "{err}");
     }
 
     #[test]

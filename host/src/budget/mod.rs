@@ -1,11 +1,18 @@
 //! A client's limits, held before any model is called: its runs per minute
-//! (answered with HTTP 429 by `mcp::http`) and its runs in progress at
+//! and its runs in progress at
 //! once — per process, or across every instance on a PostgreSQL store
 //! when it is given one (`share`; per process again while it cannot be
 //! reached) — and its spend per UTC day and month
 //! (in the store, so every instance sharing it holds the same sums: see
 //! `store::spend`). A run is admitted by reserving its worst case (its cost
 //! ceiling, `max_cost_usd`); when it ends, its cost replaces that.
+//!
+//! Every run of every entry point is counted here, once, when `app` admits
+//! it ([`Gate::per_minute_for_run`]). `/mcp` asks earlier
+//! ([`Gate::per_minute_early`]) only so that it can answer HTTP 429 with
+//! `Retry-After` before MCP reads the request; what it counts there is left
+//! as a credit that the run's admission then takes instead of counting
+//! again.
 
 mod period;
 
@@ -41,6 +48,38 @@ struct Local {
     running: u32,
     /// When each run of the last minute was asked for, oldest first.
     recent: VecDeque<Instant>,
+    /// Runs counted early by a door (`per_minute_early`) whose admission
+    /// has not taken them yet, oldest first; a credit lapses with its
+    /// minute (a request that never became a run).
+    credits: VecDeque<Instant>,
+}
+
+/// Why a run was refused by its client's `max_runs_per_minute`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OverPerMinute {
+    pub client: String,
+    pub limit: u32,
+    /// When one more run fits.
+    pub retry_after: Duration,
+}
+
+impl OverPerMinute {
+    /// Whole seconds to wait, rounded up (HTTP's `Retry-After`).
+    pub fn retry_after_s(&self) -> u64 {
+        self.retry_after.as_secs() + u64::from(self.retry_after.subsec_nanos() > 0)
+    }
+}
+
+impl std::fmt::Display for OverPerMinute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "client `{}` may start {} runs per minute (max_runs_per_minute): try again in {} s",
+            self.client,
+            self.limit,
+            self.retry_after_s()
+        )
+    }
 }
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -74,18 +113,60 @@ impl Gate {
         self.shared.get().is_some() && client.limits.concurrent_runs.is_some()
     }
 
+    /// Counts a run of `client` at a door that wants to refuse it before
+    /// it becomes a run (`/mcp`'s HTTP 429); the run's admission takes the
+    /// credit this leaves instead of counting again.
+    pub async fn per_minute_early(&self, client: &Client) -> Result<(), OverPerMinute> {
+        self.per_minute_shared(client).await?;
+        if client.limits.runs_per_minute.is_some() {
+            let mut clients = self.lock();
+            let local = clients.entry(client.name.clone()).or_default();
+            local.credits.push_back(Instant::now());
+        }
+        Ok(())
+    }
+
+    /// Counts a run of `client` as it is admitted: a credit left by
+    /// `per_minute_early` if one is fresh, else one more of its limit.
+    pub async fn per_minute_for_run(&self, client: &Client) -> Result<(), OverPerMinute> {
+        if client.limits.runs_per_minute.is_none() {
+            return Ok(());
+        }
+        {
+            let now = Instant::now();
+            let mut clients = self.lock();
+            let local = clients.entry(client.name.clone()).or_default();
+            while local
+                .credits
+                .front()
+                .is_some_and(|t| now.duration_since(*t) >= MINUTE)
+            {
+                local.credits.pop_front();
+            }
+            if local.credits.pop_front().is_some() {
+                return Ok(());
+            }
+        }
+        self.per_minute_shared(client).await
+    }
+
     /// `per_minute`, counted across instances when shared (the local
     /// count when the shared one cannot be read).
-    pub async fn per_minute_shared(&self, client: &Client) -> Result<(), Duration> {
+    async fn per_minute_shared(&self, client: &Client) -> Result<(), OverPerMinute> {
         let (Some(shared), Some(limit)) = (self.shared.get(), client.limits.runs_per_minute) else {
             return self.per_minute(client);
+        };
+        let over = |retry_after| OverPerMinute {
+            client: client.name.clone(),
+            limit,
+            retry_after,
         };
         match shared
             .take(&scope(client), Kind::Requests, 1, 0, u64::from(limit))
             .await
         {
             Ok(taken) if taken.granted >= 1 => Ok(()),
-            Ok(taken) => Err(taken.retry_in.max(Duration::from_secs(1))),
+            Ok(taken) => Err(over(taken.retry_in.max(Duration::from_secs(1)))),
             Err(e) => {
                 fell_back(client, &e);
                 self.per_minute(client)
@@ -99,7 +180,7 @@ impl Gate {
 
     /// Counts one run asked for by `client` against its runs per minute;
     /// past the limit, how long until one more fits.
-    pub fn per_minute(&self, client: &Client) -> Result<(), Duration> {
+    fn per_minute(&self, client: &Client) -> Result<(), OverPerMinute> {
         let Some(limit) = client.limits.runs_per_minute else {
             return Ok(());
         };
@@ -115,7 +196,11 @@ impl Gate {
         }
         if local.recent.len() >= limit as usize {
             let oldest = local.recent.front().copied().unwrap_or(now);
-            return Err(MINUTE.saturating_sub(now.duration_since(oldest)));
+            return Err(OverPerMinute {
+                client: client.name.clone(),
+                limit,
+                retry_after: MINUTE.saturating_sub(now.duration_since(oldest)),
+            });
         }
         local.recent.push_back(now);
         Ok(())

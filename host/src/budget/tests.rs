@@ -23,9 +23,31 @@ fn runs_per_minute_say_when_one_more_fits() {
     });
     assert!(gate.per_minute(&bob).is_ok());
     assert!(gate.per_minute(&bob).is_ok());
-    let wait = gate.per_minute(&bob).unwrap_err();
+    let over = gate.per_minute(&bob).unwrap_err();
+    let wait = over.retry_after;
     assert!(wait > Duration::from_secs(58) && wait <= MINUTE, "{wait:?}");
+    assert_eq!(over.retry_after_s(), 60);
+    assert!(over.to_string().contains("max_runs_per_minute"), "{over}");
     assert!(gate.per_minute(&client(Limits::default())).is_ok());
+}
+
+#[tokio::test]
+async fn a_run_counted_early_at_a_door_is_not_counted_again_at_admission() {
+    let gate = Gate::new();
+    let bob = client(Limits {
+        runs_per_minute: Some(2),
+        ..Limits::default()
+    });
+    // `/mcp` counts its tools/call; the run it becomes takes that credit.
+    gate.per_minute_early(&bob).await.unwrap();
+    gate.per_minute_for_run(&bob).await.unwrap();
+    // Another door (the viewer, the CLI) counts at admission alone.
+    gate.per_minute_for_run(&bob).await.unwrap();
+    let over = gate.per_minute_for_run(&bob).await.unwrap_err();
+    assert_eq!(over.limit, 2);
+    // Refused at the door: no credit left behind to spend later.
+    assert!(gate.per_minute_early(&bob).await.is_err());
+    assert!(gate.per_minute_for_run(&bob).await.is_err());
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Command-line parsing, logging setup and the subcommands. Logs always go
 //! to stderr: in `serve`, stdout belongs to MCP.
 
+use crate::notice::notice;
 mod ask;
 mod check;
 mod disconnects;
@@ -95,7 +96,7 @@ pub fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("chorus: cannot start the async runtime: {e}");
+            notice!("chorus: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -112,7 +113,7 @@ pub fn main() -> ExitCode {
                     Ok(chorus) => match unlisted_models(&chorus, &overrides).await {
                         None => ask::run(chorus, args).await,
                         Some(problem) => {
-                            eprintln!("chorus: {problem}");
+                            notice!("chorus: {problem}");
                             ExitCode::from(2)
                         }
                     },
@@ -172,7 +173,7 @@ fn load_adjusted(
         })
         .and_then(Chorus::load)
         .map_err(|e| {
-            eprintln!("chorus: {e}");
+            notice!("chorus: {e}");
             ExitCode::from(2)
         })?;
     Ok(Arc::new(chorus))
@@ -277,6 +278,16 @@ pub async fn unlisted_models(chorus: &Chorus, overrides: &Overrides) -> Option<S
     }
     let runner = chorus.runner();
     let statuses = runner.llm.load_catalogs(false).await;
+    for status in &statuses {
+        if let Ok(catalog) = &status.result
+            && catalog.models.is_empty()
+        {
+            notice!(
+                "chorus: provider `{}` lists no models at all (an empty /models): the ids given are not checked against it",
+                status.provider
+            );
+        }
+    }
     let models = runner.llm.models();
     let problems: Vec<String> = ids
         .iter()
@@ -325,7 +336,7 @@ fn init_logging(verbose: u8, format: LogFormat, audit: bool) {
     let filter = match std::env::var("CHORUS_LOG") {
         Ok(spec) if is_level(&spec) => EnvFilter::new(ours(spec.trim())),
         Ok(spec) => EnvFilter::try_new(&spec).unwrap_or_else(|e| {
-            eprintln!("chorus: CHORUS_LOG=`{spec}` is not a log filter ({e}); using `{level}`");
+            notice!("chorus: CHORUS_LOG=`{spec}` is not a log filter ({e}); using `{level}`");
             EnvFilter::new(ours(level))
         }),
         Err(_) => EnvFilter::new(ours(level)),
@@ -333,6 +344,10 @@ fn init_logging(verbose: u8, format: LogFormat, audit: bool) {
     let log = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A stderr that cannot be written (its reader gone) loses the line;
+        // tracing-subscriber would otherwise say so with `eprintln!`, which
+        // panics there, in whatever task logged (see `crate::notice`).
+        .log_internal_errors(false)
         .with_ansi(false);
     // Outermost, so that an ordinary disconnect reaches no layer.
     let _ = match format {

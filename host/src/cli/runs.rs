@@ -3,6 +3,10 @@
 //! unique prefix of it, or `last`; `prune`; and `resynthesize`, which
 //! merges a run's answers again without asking its panel again.
 
+// A terminal command: its output is the point, and it never runs under
+// `serve` (see `crate::notice`).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
@@ -185,7 +189,9 @@ fn fail(code: u8, error: &dyn std::fmt::Display) -> ExitCode {
 }
 
 fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode, Failure> {
-    let mut out = std::io::stdout().lock();
+    // What runs hold is other people's text (a tenant's prompt, a model's
+    // answer): its control characters must not reach the terminal.
+    let mut out = crate::text::Printable(std::io::stdout().lock());
     match command {
         Command::List(args) => list(store, args, &mut out)?,
         Command::Show { id, json } => {

@@ -3,6 +3,7 @@
 //! shared by many clients. Either way the configuration is reloaded live
 //! (see `app::watcher`).
 
+use crate::notice::notice;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -36,7 +37,9 @@ pub struct Args {
     no_watch: bool,
     /// Serve Prometheus metrics at http://ADDR/metrics without a token, for
     /// a scraper on a private network: `HOST:PORT` or a port (loopback).
-    /// With --http they are also at /metrics there, behind the token.
+    /// It answers requests for an IP address, localhost or this machine's
+    /// name (and --allow-host names). With --http they are also at
+    /// /metrics there, for admin clients only.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
     /// A directory an MCP client on stdio may attach files from, besides the
@@ -74,7 +77,7 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
         return stdio(config, watch, &overrides, metrics).await;
     };
     let token = std::env::var("CHORUS_TOKEN").ok();
-    let chorus = match load(config, watch, &overrides, metrics).await {
+    let chorus = match load(config, watch, &overrides, metrics, &args.allow_hosts).await {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
@@ -88,7 +91,7 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
     ) {
         Ok(options) => options,
         Err(e) => {
-            eprintln!("chorus: {e}");
+            notice!("chorus: {e}");
             return ExitCode::from(2);
         }
     };
@@ -96,14 +99,14 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
     let viewer = match crate::web::Viewer::new(chorus.clone(), options.access(), None) {
         Ok(viewer) => viewer,
         Err(e) => {
-            eprintln!("chorus: {e}");
+            notice!("chorus: {e}");
             return ExitCode::FAILURE;
         }
     };
     match mcp::http::serve(chorus, options, crate::web::router(viewer)).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("chorus: {e:#}");
+            notice!("chorus: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -115,7 +118,7 @@ async fn stdio(
     overrides: &Overrides,
     metrics: Option<&str>,
 ) -> ExitCode {
-    let chorus = match load(config, watch, overrides, metrics).await {
+    let chorus = match load(config, watch, overrides, metrics, &[]).await {
         Ok(chorus) => chorus,
         Err(code) => return code,
     };
@@ -123,7 +126,7 @@ async fn stdio(
     match mcp::serve(chorus).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("chorus: the MCP session failed: {e:#}");
+            notice!("chorus: the MCP session failed: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -138,13 +141,18 @@ async fn load(
     watch: bool,
     overrides: &Overrides,
     metrics: Option<&str>,
+    allow_hosts: &[String],
 ) -> Result<std::sync::Arc<crate::app::Chorus>, ExitCode> {
     let chorus = super::load(config, overrides)?;
-    if let Some(addr) = metrics
-        && let Err(e) = crate::metrics::serve(addr, chorus.metrics.clone()).await
-    {
-        eprintln!("chorus: {e}");
-        return Err(ExitCode::from(2));
+    if let Some(addr) = metrics {
+        let served = match mcp::http::metrics_hosts(allow_hosts) {
+            Ok(allows) => crate::metrics::serve(addr, chorus.metrics.clone(), allows).await,
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = served {
+            notice!("chorus: {e}");
+            return Err(ExitCode::from(2));
+        }
     }
     for problem in chorus.runner().llm.key_problems() {
         tracing::warn!("{problem}; its calls will fail");

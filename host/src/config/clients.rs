@@ -79,6 +79,15 @@ pub(super) fn validate(config: &Config) -> Result<(), (String, String)> {
                 ),
             ));
         }
+        if let Some(whose) = crate::client::reserved(&client.name) {
+            return Err((
+                key("name"),
+                format!(
+                    "`{}` is reserved: it names {whose}, whose runs a client by that name could read; choose another name",
+                    client.name
+                ),
+            ));
+        }
         if names.contains(&client.name.as_str()) {
             return Err((
                 key("name"),
@@ -282,6 +291,16 @@ admin = true
                 ),
                 "http.clients[1].name",
                 "two clients are named `a`",
+            ),
+            (
+                "[[http.clients]]\nname = \"admin\"\ntoken_env = \"T\"\n".to_owned(),
+                "http.clients[0].name",
+                "`admin` is reserved: it names the holder of CHORUS_TOKEN",
+            ),
+            (
+                "[[http.clients]]\nname = \"local\"\ntoken_env = \"T\"\n".to_owned(),
+                "http.clients[0].name",
+                "`local` is reserved",
             ),
             (
                 format!(

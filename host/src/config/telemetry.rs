@@ -25,7 +25,10 @@ pub struct Telemetry {
 /// `url` as an OTLP/HTTP base URL, or what is wrong with it.
 pub fn otlp_url(url: &str) -> Result<Url, String> {
     let example = "such as http://localhost:4318";
-    let parsed = Url::parse(url.trim()).map_err(|e| {
+    let given = url;
+    // Shown in every message below: never its credentials.
+    let url = &crate::text::redact_url(url);
+    let parsed = Url::parse(given.trim()).map_err(|e| {
         format!("`{url}` is not a URL ({e}): give the collector's address, {example}")
     })?;
     if !matches!(parsed.scheme(), "http" | "https") {

@@ -104,7 +104,9 @@ impl Fetcher {
         let builder = if private {
             builder
         } else {
-            builder.dns_resolver(Arc::new(PublicOnly))
+            // Through a proxy (HTTPS_PROXY…) the proxy resolves the name and
+            // the check below never sees the address: not used here.
+            builder.dns_resolver(Arc::new(PublicOnly)).no_proxy()
         };
         Ok(Self {
             client: builder.build()?,
@@ -265,7 +267,14 @@ fn inside(ip: IpAddr) -> Option<&'static str> {
                 Some("a link-local address")
             } else if a == 100 && (64..128).contains(&b) {
                 Some("a shared (carrier-grade NAT) address")
-            } else if v4.is_unspecified() || v4.is_broadcast() || a == 0 || v4.is_multicast() {
+            } else if a == 198 && (b == 18 || b == 19) {
+                Some("a benchmarking network's address")
+            } else if v4.is_unspecified()
+                || v4.is_broadcast()
+                || a == 0
+                || v4.is_multicast()
+                || a >= 240
+            {
                 Some("not a host's address")
             } else {
                 None
@@ -275,7 +284,27 @@ fn inside(ip: IpAddr) -> Option<&'static str> {
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return inside(IpAddr::V4(v4));
             }
-            let first = v6.segments()[0];
+            let s = v6.segments();
+            let embedded =
+                |hi: u16, lo: u16| std::net::Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+            // Addresses that carry an IPv4 address a gateway or the stack
+            // reaches: NAT64 (64:ff9b::/96), 6to4 (2002::/16) and the
+            // deprecated IPv4-compatible ::a.b.c.d.
+            let carried = if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+                || (s[..6] == [0; 6] && !v6.is_loopback() && !v6.is_unspecified())
+            {
+                Some(embedded(s[6], s[7]))
+            } else if s[0] == 0x2002 {
+                Some(embedded(s[1], s[2]))
+            } else {
+                None
+            };
+            if let Some(v4) = carried
+                && let Some(why) = inside(IpAddr::V4(v4))
+            {
+                return Some(why);
+            }
+            let first = s[0];
             if v6.is_loopback() {
                 Some("a loopback address")
             } else if first & 0xfe00 == 0xfc00 {
@@ -335,6 +364,22 @@ mod tests {
         assert_eq!(kind("::ffff:10.0.0.1"), Some("a private address"));
         assert_eq!(kind("93.184.215.14"), None);
         assert_eq!(kind("2606:4700::1111"), None);
+        // IPv6 that carries a private IPv4, and the ranges no host has.
+        assert_eq!(kind("64:ff9b::10.0.0.1"), Some("a private address"));
+        assert_eq!(
+            kind("64:ff9b::169.254.169.254"),
+            Some("a link-local address")
+        );
+        assert_eq!(kind("2002:a00:1::"), Some("a private address"));
+        assert_eq!(kind("::10.0.0.1"), Some("a private address"));
+        assert_eq!(kind("::127.0.0.1"), Some("a loopback address"));
+        assert_eq!(kind("198.18.0.1"), Some("a benchmarking network's address"));
+        assert_eq!(kind("240.0.0.1"), Some("not a host's address"));
+        assert_eq!(
+            kind("64:ff9b::93.184.215.14"),
+            None,
+            "a public one stays public"
+        );
     }
 
     #[tokio::test]

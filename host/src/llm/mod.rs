@@ -438,7 +438,12 @@ impl Llm {
                             .map(|l| l.input_modalities.clone())
                     }),
                     prices_source,
-                    listed: catalog.as_ref().map(|_| listed.is_some()),
+                    // An endpoint that lists no models at all (an empty
+                    // `/models`) says nothing of any id: unknown, not absent.
+                    listed: catalog
+                        .as_ref()
+                        .filter(|c| !c.models.is_empty())
+                        .map(|_| listed.is_some()),
                 };
                 (id.clone(), Arc::new(info))
             })

@@ -245,20 +245,14 @@ impl ServerHandler for Server {
         let name = request.name.to_string();
         let client = self.client(&context);
         let all = changes::current(&self.chorus);
+        // A tool this client may not call is a protocol error here (it is
+        // not in its `tools/list`); the message is the gate's own.
         if all.iter().any(|t| t.name == name)
-            && !client.may_run(&name)
             && name != tools::RESYNTHESIZE
+            && let Some(why) = client.refusal_to_run(&name)
         {
-            tracing::info!(target: crate::app::AUDIT, client = %client.name, pipeline = %name, reason = "pipeline not granted", "refused a run");
-            let granted = client.pipelines.as_deref().unwrap_or_default().join(", ");
-            return Err(McpError::invalid_params(
-                format!(
-                    "client `{}` may not run pipeline `{name}`: it is not among its pipelines ({}); ask the server's operator to grant it",
-                    client.name,
-                    if granted.is_empty() { "none" } else { &granted }
-                ),
-                None,
-            ));
+            tracing::info!(target: crate::app::AUDIT, client = %client.name, pipeline = %name, reason = %why, "refused a run");
+            return Err(McpError::invalid_params(why, None));
         }
         if !all.iter().any(|t| t.name == name) {
             let tools = granted(&all, &client);

@@ -1,26 +1,30 @@
 //! What makes two requests identical for the response cache, and which
-//! requests may be cached at all. The key is a SHA-256 over everything
+//! requests may be cached at all. The key is a SHA-256 over whose answers
+//! they are (a client's: one client never gets another's answer, nor
+//! learns that it was asked) and everything
 //! that changes a model's answer: the provider's identity (name, base URL,
-//! the body fields it adds), the model and its configured parameters, the
+//! the body fields and headers it adds), the model and its configured parameters, the
 //! exact messages, the attachments' bytes (by their hashes), the sampling
 //! parameters, the response format and the web search. It never sees an
-//! API key or a header.
+//! API key; the provider's configured headers go in only hashed.
 
 use sha2::{Digest, Sha256};
 
 use crate::llm::{ChatRequest, Sampling, WebSearch};
 
 /// Bumped when what goes into a key changes, so old entries stop matching.
-const VERSION: &[u8] = b"chorus-response-cache/1";
+const VERSION: &[u8] = b"chorus-response-cache/2";
 
 /// Who answers a request, beyond the model id: what the key takes of the
 /// configuration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Identity {
+    /// Whose cache: the client the run is made for.
+    pub scope: String,
     pub provider: String,
     pub base_url: String,
-    /// The provider's `extra_body` and the model's `params` and search
-    /// settings, as written: they change the request sent.
+    /// The provider's `extra_body` and `headers` and the model's `params`
+    /// and search settings, as written: they change the request sent.
     pub settings: String,
 }
 
@@ -35,6 +39,7 @@ pub fn qualifies(sampling: &Sampling, sampled: bool) -> bool {
 pub fn key(identity: &Identity, request: &ChatRequest, search: Option<&WebSearch>) -> String {
     let mut hash = Hasher(Sha256::new());
     hash.field(VERSION);
+    hash.field(identity.scope.as_bytes());
     hash.field(identity.provider.as_bytes());
     hash.field(identity.base_url.as_bytes());
     hash.field(identity.settings.as_bytes());

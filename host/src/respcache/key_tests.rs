@@ -6,6 +6,7 @@ use crate::llm::{Message, ResponseFormat, Role};
 
 fn identity() -> Identity {
     Identity {
+        scope: "alice".into(),
         provider: "mock".into(),
         base_url: "http://127.0.0.1:9/v1".into(),
         settings: String::new(),
@@ -171,4 +172,13 @@ fn only_deterministic_requests_qualify_unless_sampled_ones_are_opted_into() {
     assert!(!qualifies(&at(Some(0.2), None), false));
     assert!(qualifies(&at(None, None), true));
     assert!(qualifies(&at(Some(1.0), None), true));
+}
+
+#[test]
+fn another_clients_identical_request_has_another_key() {
+    let bob = Identity {
+        scope: "bob".into(),
+        ..identity()
+    };
+    assert_ne!(key(&bob, &request(), None), key_of(&request()));
 }

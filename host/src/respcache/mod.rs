@@ -77,7 +77,10 @@ impl ResponseCache {
                 .map(|(name, p)| {
                     (
                         name.clone(),
-                        (p.base_url.to_string(), format!("{:?}", p.extra_body)),
+                        (
+                            p.base_url.to_string(),
+                            format!("{:?} {:?}", p.extra_body, p.headers),
+                        ),
                     )
                 })
                 .collect(),
@@ -122,19 +125,24 @@ impl ResponseCache {
         }
     }
 
-    /// The cache as run `run_id` of pipeline `pipeline` uses it.
+    /// The cache as run `run_id` of pipeline `pipeline` uses it: the
+    /// answers of the client the run is made for ([`SCOPE`]) alone.
     pub fn for_run(self: &Arc<Self>, pipeline: &str, run_id: &str) -> RunCache {
         RunCache {
             sampled: self.everything || self.sampled.contains(pipeline),
             cache: self.clone(),
             run_id: run_id.to_owned(),
+            scope: SCOPE
+                .try_with(Clone::clone)
+                .unwrap_or_else(|_| UNSCOPED.to_owned()),
         }
     }
 
-    fn identity(&self, provider: &str, model: &str) -> Identity {
+    fn identity(&self, scope: &str, provider: &str, model: &str) -> Identity {
         let (base_url, extra) = self.providers.get(provider).cloned().unwrap_or_default();
         let settings = self.models.get(model).map_or("", String::as_str);
         Identity {
+            scope: scope.to_owned(),
             provider: provider.to_owned(),
             base_url,
             settings: format!("{extra} {settings}"),
@@ -148,7 +156,21 @@ pub struct RunCache {
     cache: Arc<ResponseCache>,
     sampled: bool,
     run_id: String,
+    /// Whose answers it reads and keeps.
+    scope: String,
 }
+
+tokio::task_local! {
+    /// The client a run is made for, set by `app` around each run it makes:
+    /// every run's cache is that client's alone. (A task-local, not a
+    /// parameter of every run path: the scope is the composition root's
+    /// business, and the pipeline never reads it.)
+    pub static SCOPE: String;
+}
+
+/// The scope of a run made outside `app` (a library caller, a test): its
+/// own, shared with no client's.
+const UNSCOPED: &str = "(no client)";
 
 impl RunCache {
     /// The key of `request` to `provider`, or `None` when the request may
@@ -159,9 +181,15 @@ impl RunCache {
         request: &ChatRequest,
         search: Option<&WebSearch>,
     ) -> Option<String> {
-        key::qualifies(&request.sampling, self.sampled).then(|| {
+        // An attachment the provider fetches by URL: the key would hold
+        // the URL, not what is behind it, which may change or differ.
+        let fetched_upstream = request
+            .attachments
+            .iter()
+            .any(|a| matches!(a.body, crate::attach::Body::Url(_)));
+        (key::qualifies(&request.sampling, self.sampled) && !fetched_upstream).then(|| {
             key::key(
-                &self.cache.identity(provider, &request.model),
+                &self.cache.identity(&self.scope, provider, &request.model),
                 request,
                 search,
             )

@@ -375,11 +375,14 @@ impl Shared {
                     i64::from(status),
                 ));
             }
-            span.set_status(Status::error(format!(
-                "{}: {}",
-                error.kind,
-                cut(&error.message)
-            )));
+            // The provider's own message may quote the prompt back (a
+            // content filter, a context overflow): content, exported only
+            // where content is.
+            span.set_status(Status::error(if self.capture_content {
+                format!("{}: {}", error.kind, cut(&error.message))
+            } else {
+                error.kind.clone()
+            }));
         }
         if self.capture_content
             && let Some(reply) = &record.reply

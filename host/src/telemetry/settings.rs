@@ -71,7 +71,7 @@ impl Settings {
     pub fn describe(&self) -> String {
         format!(
             "OpenTelemetry traces to {} (from {}), service `{}`, {}",
-            self.traces_url,
+            crate::text::redact_url(self.traces_url.as_str()),
             self.from,
             self.service_name,
             if self.capture_content {

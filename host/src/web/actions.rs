@@ -48,8 +48,10 @@ fn sign_in_form(message: Option<&str>) -> Response {
     )
 }
 
-/// `GET /sign-in?token=…` (the link `chorus ui` prints) signs in and goes
-/// on to the runs; without a token, the form.
+/// `GET /sign-in?token=…` (the link `chorus ui` prints) signs in with its
+/// one-time token and goes on to the runs; without a token, the form. A
+/// client's long-lived token is refused here: in a URL it would sign in
+/// whoever follows a link someone else made, and sit in proxy logs.
 pub async fn sign_in_page(
     State(viewer): State<Arc<Viewer>>,
     headers: HeaderMap,
@@ -58,22 +60,25 @@ pub async fn sign_in_page(
     if given.token.is_empty() {
         return sign_in_form(None);
     }
-    signed_in(&viewer.guard, &given.token, &headers)
+    let client = viewer.guard.signs_in_by_link(&given.token);
+    signed_in(&viewer.guard, client, &headers)
 }
 
+/// `POST /sign-in` (the form): a client's token or the one-time one.
 pub async fn sign_in(
     State(viewer): State<Arc<Viewer>>,
     headers: HeaderMap,
     Form(given): Form<SignIn>,
 ) -> Response {
-    signed_in(&viewer.guard, &given.token, &headers)
+    let client = viewer.guard.signs_in(&given.token);
+    signed_in(&viewer.guard, client, &headers)
 }
 
-fn signed_in(guard: &Guard, token: &str, headers: &HeaderMap) -> Response {
-    let Some(client) = guard.signs_in(token) else {
+fn signed_in(guard: &Guard, client: Option<Arc<Client>>, headers: &HeaderMap) -> Response {
+    let Some(client) = client else {
         tracing::info!("the run viewer refused a sign-in with a wrong or used token");
         let mut response = sign_in_form(Some(
-            "That token is wrong, or was a one-time token already used. `chorus ui` prints a new link each time it starts.",
+            "That token is wrong, or was a one-time token already used (`chorus ui` prints a new link each time it starts). A client's own token is given in the form below, never in a link.",
         ));
         *response.status_mut() = StatusCode::UNAUTHORIZED;
         return response;

@@ -5,10 +5,15 @@
 //!    this server itself or an allowed origin (a form posted from another
 //!    site is refused);
 //! 2. `Authorization: Bearer <token>` (scripts, tests), or a session cookie
-//!    got by signing in once with a token — any `[[http.clients]]`
-//!    client's, or the server's CHORUS_TOKEN — or, from `chorus ui`, with
-//!    the one-time token in the URL it prints. A server without any token
-//!    (loopback, no CHORUS_TOKEN) gives every visitor a session;
+//!    got by signing in once with a token posted by the sign-in form — any
+//!    `[[http.clients]]` client's, or the server's CHORUS_TOKEN — or, from
+//!    `chorus ui`, with the one-time token in the URL it prints (the only
+//!    token a URL may carry: a link that signs a browser in as someone
+//!    else, or a long-lived token in proxy logs, is refused). Sessions
+//!    last `SESSION_LIFETIME`, each client holding at most
+//!    `SESSIONS_PER_CLIENT` (signing in again forgets its own oldest, never
+//!    another client's). A server without any token (loopback, no
+//!    CHORUS_TOKEN) gives every visitor a session;
 //! 3. a POST made with the cookie carries the session's CSRF token
 //!    ([`Guard::check_csrf`], called by the handler that reads the form).
 //!
@@ -33,8 +38,13 @@ use crate::text::hex;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "chorus_session";
-/// Sessions kept; signing in past this forgets the oldest.
-const MAX_SESSIONS: usize = 256;
+/// Its name over TLS: a `__Host-` cookie is `Secure`, for this host only
+/// and for every path, so no sibling domain or plain-HTTP page can set it.
+pub const SECURE_COOKIE: &str = "__Host-chorus_session";
+/// Sessions one client keeps; signing in past this forgets its oldest.
+const SESSIONS_PER_CLIENT: usize = 16;
+/// How long a session lasts from its sign-in.
+const SESSION_LIFETIME: std::time::Duration = std::time::Duration::from_secs(12 * 3600);
 /// Paths anyone who passes the Host/Origin rules may fetch.
 const OPEN_PATHS: [&str; 2] = ["/sign-in", "/assets/"];
 
@@ -57,11 +67,18 @@ pub struct Guard {
     one_time: Mutex<Option<Token>>,
     /// Whether a visitor must sign in; else each gets a session unasked.
     sign_in: bool,
-    /// Digests of the session ids handed out, oldest first, each with the
-    /// client it was signed in as.
-    sessions: Mutex<VecDeque<([u8; 32], Arc<Client>)>>,
+    /// The sessions handed out, oldest first.
+    sessions: Mutex<VecDeque<Session>>,
     /// Keys the CSRF tokens: sha256(key ‖ session id).
     csrf_key: [u8; 32],
+}
+
+/// One signed-in browser: its id's digest, whom it was signed in as, and
+/// until when.
+struct Session {
+    digest: [u8; 32],
+    client: Arc<Client>,
+    expires: std::time::Instant,
 }
 
 /// A random 32 bytes from the system.
@@ -92,13 +109,20 @@ impl Guard {
         })
     }
 
-    /// The client `given` signs a browser in as: the client whose token it
-    /// is (who then sees the runs it may see), or — for the one-time token,
-    /// which it uses up — the person at this machine.
+    /// The client `given` (posted by the sign-in form) signs a browser in
+    /// as: the client whose token it is (who then sees the runs it may
+    /// see), or — for the one-time token, which it uses up — the person at
+    /// this machine.
     pub fn signs_in(&self, given: &str) -> Option<Arc<Client>> {
         if let Some(client) = self.access.clients.find(given) {
             return Some(client);
         }
+        self.signs_in_by_link(given)
+    }
+
+    /// The client a token in a URL (`GET /sign-in?token=`) signs a browser
+    /// in as: the one-time token of `chorus ui` only.
+    pub fn signs_in_by_link(&self, given: &str) -> Option<Arc<Client>> {
         let mut one_time = lock(&self.one_time);
         if one_time.as_ref().is_some_and(|t| t.matches(given)) {
             *one_time = None;
@@ -110,22 +134,35 @@ impl Guard {
     /// A new session for `client`; its id goes in the cookie.
     pub fn new_session(&self, client: Arc<Client>) -> Result<String, String> {
         let id = hex(&random()?);
+        let now = std::time::Instant::now();
         let mut sessions = lock(&self.sessions);
-        if sessions.len() == MAX_SESSIONS {
-            sessions.pop_front();
+        sessions.retain(|s| s.expires > now);
+        let own = sessions
+            .iter()
+            .filter(|s| s.client.name == client.name)
+            .count();
+        if own >= SESSIONS_PER_CLIENT
+            && let Some(oldest) = sessions.iter().position(|s| s.client.name == client.name)
+        {
+            sessions.remove(oldest);
         }
-        sessions.push_back((digest(&id), client));
+        sessions.push_back(Session {
+            digest: digest(&id),
+            client,
+            expires: now + SESSION_LIFETIME,
+        });
         Ok(id)
     }
 
     /// The client session `id` was signed in as, if it is one of ours.
     fn session(&self, id: &str) -> Option<Arc<Client>> {
         let given = digest(id);
+        let now = std::time::Instant::now();
         // Every entry is compared, so the time says nothing of which matched.
         let mut found = None;
-        for (known, client) in lock(&self.sessions).iter() {
-            if bool::from(known.ct_eq(&given)) {
-                found = Some(client.clone());
+        for session in lock(&self.sessions).iter() {
+            if bool::from(session.digest.ct_eq(&given)) && session.expires > now {
+                found = Some(session.client.clone());
             }
         }
         found
@@ -159,9 +196,14 @@ impl Guard {
 
     /// The `Set-Cookie` value for session `id`.
     pub fn cookie(id: &str, secure: bool) -> HeaderValue {
-        let secure = if secure { "; Secure" } else { "" };
+        let (name, secure) = if secure {
+            (SECURE_COOKIE, "; Secure")
+        } else {
+            (COOKIE, "")
+        };
+        let age = SESSION_LIFETIME.as_secs();
         HeaderValue::from_str(&format!(
-            "{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict{secure}"
+            "{name}={id}; Path=/; Max-Age={age}; HttpOnly; SameSite=Strict{secure}"
         ))
         .unwrap_or_else(|_| HeaderValue::from_static(""))
     }
@@ -188,7 +230,7 @@ fn cookie_session(headers: &HeaderMap) -> Option<String> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(name, _)| *name == SECURE_COOKIE || *name == COOKIE)
         .map(|(_, value)| value.trim().to_owned())
 }
 
@@ -217,12 +259,17 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut request: Request, next: 
         Err(refusal) => *refusal,
         Ok((who, client, new_cookie)) => {
             request.extensions_mut().insert(who);
+            // An open path (`Who::Anyone`) proves nothing of its connection.
+            let proven = client.is_some();
             if let Some(client) = client {
                 request.extensions_mut().insert(client);
             }
             let mut response = next.run(request).await;
             if let Some(cookie) = new_cookie {
                 response.headers_mut().append(header::SET_COOKIE, cookie);
+            }
+            if proven {
+                response.extensions_mut().insert(crate::mcp::http::Proven);
             }
             response
         }
@@ -376,6 +423,33 @@ mod tests {
     }
 
     #[test]
+    fn a_link_signs_in_with_the_one_time_token_only() {
+        let guard = guard(Some("server-token"), Some("once"));
+        assert!(guard.signs_in_by_link("server-token").is_none());
+        assert!(guard.signs_in_by_link("bob-token").is_none());
+        assert!(guard.signs_in_by_link("once").is_some());
+        assert!(guard.signs_in_by_link("once").is_none(), "used up");
+    }
+
+    #[test]
+    fn one_client_signing_in_again_and_again_forgets_only_its_own_sessions() {
+        let guard = guard(Some("server-token"), None);
+        let admin = guard.signs_in("server-token").unwrap();
+        let kept = guard.new_session(admin).unwrap();
+        let bob = guard.signs_in("bob-token").unwrap();
+        let first_of_bob = guard.new_session(bob.clone()).unwrap();
+        for _ in 0..1000 {
+            guard.new_session(bob.clone()).unwrap();
+        }
+        assert!(
+            guard.session(&kept).is_some(),
+            "another client's session stays"
+        );
+        assert!(guard.session(&first_of_bob).is_none(), "bob's oldest went");
+        assert!(lock(&guard.sessions).len() <= SESSIONS_PER_CLIENT + 1);
+    }
+
+    #[test]
     fn a_session_remembers_whom_it_was_signed_in_as() {
         let guard = guard(Some("server-token"), None);
         let bob = guard
@@ -415,6 +489,10 @@ mod tests {
     fn the_session_cookie_is_http_only_and_strict() {
         let cookie = Guard::cookie("abc", true);
         let text = cookie.to_str().unwrap();
+        assert!(
+            text.starts_with("__Host-chorus_session=abc; Path=/;"),
+            "{text}"
+        );
         assert!(
             text.contains("HttpOnly")
                 && text.contains("SameSite=Strict")

@@ -12,7 +12,10 @@ static CLEANER: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
     let mut builder = ammonia::Builder::default();
     builder
         .rm_tags(HashSet::from(["img"]))
-        .url_schemes(HashSet::from(["http", "https", "mailto"]))
+        // Absolute http(s) links only: a relative one (`/sign-in?token=…`)
+        // would act on this server as the reader, from a model's words.
+        .url_schemes(HashSet::from(["http", "https"]))
+        .url_relative(ammonia::UrlRelative::Deny)
         .link_rel(Some("noopener noreferrer nofollow"));
     builder
 });
@@ -45,6 +48,22 @@ pub fn render(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::render;
+
+    #[test]
+    fn only_absolute_web_links_survive() {
+        let html = render(
+            "[a](/sign-in?token=x) [b](runs/1) [c](//evil.example/x) [d](mailto:x@y) [e](https://example.com/)",
+        );
+        assert!(
+            !html.contains("sign-in") && !html.contains("runs/1"),
+            "{html}"
+        );
+        assert!(
+            !html.contains("evil.example") && !html.contains("mailto"),
+            "{html}"
+        );
+        assert!(html.contains("href=\"https://example.com/\""), "{html}");
+    }
 
     #[test]
     fn markdown_is_rendered() {

@@ -47,7 +47,7 @@ pub async fn find(
             "No such run",
             &format!(
                 "No run `{id}` is kept in {}.",
-                viewer.chorus.store.describe()
+                viewer.chorus.store_as_shown_to(client)
             ),
         )),
         Ok(Lookup::Ambiguous(ids)) => Err(problem(

@@ -101,6 +101,17 @@ impl Hosts {
         Ok(hosts)
     }
 
+    /// Whether every Host is accepted (`*`).
+    pub fn any(&self) -> bool {
+        self.any
+    }
+
+    /// Whether `host` is an IP address, with or without a port: a Host
+    /// that no DNS rebinding makes a browser send.
+    pub fn is_address(host: &str) -> bool {
+        parse_host(host).is_some_and(|(name, _)| name.parse::<std::net::IpAddr>().is_ok())
+    }
+
     pub fn allows(&self, host: &str) -> bool {
         if self.any {
             return true;
@@ -207,25 +218,43 @@ pub struct Access {
 }
 
 /// The middleware: refuses what [`Access`] does not allow, passes the rest
-/// with its [`Client`] in the request's extensions.
-pub async fn check(
-    State(access): State<Arc<Access>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    // Decided before awaiting: a borrowed request would make the future
-    // not Send (a body is not Sync).
-    let decided = access.client(&request);
-    match decided {
+/// with its [`Client`] in the request's extensions, and marks the response
+/// [`Proven`](super::listen::Proven): its connection carried a request
+/// that passed the checks.
+pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Next) -> Response {
+    match access.let_in(request) {
         Err(refusal) => *refusal,
-        Ok(client) => {
-            request.extensions_mut().insert(client);
-            next.run(request).await
+        Ok(request) => {
+            let mut response = next.run(request).await;
+            response.extensions_mut().insert(super::listen::Proven);
+            response
         }
     }
 }
 
+/// [`check`] for open paths (discovery documents): the same refusals, but
+/// a request let in proves nothing of its connection.
+pub async fn check_open(
+    State(access): State<Arc<Access>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match access.let_in(request) {
+        Err(refusal) => *refusal,
+        Ok(request) => next.run(request).await,
+    }
+}
+
 impl Access {
+    /// `request` with its client, or the response refusing it. Decided
+    /// before anything is awaited: a borrowed request would make the
+    /// middleware's future not Send (a body is not Sync).
+    fn let_in(&self, mut request: Request) -> Result<Request, Box<Response>> {
+        let client = self.client(&request)?;
+        request.extensions_mut().insert(client);
+        Ok(request)
+    }
+
     /// Whether the server takes tokens at all.
     pub fn needs_token(&self) -> bool {
         self.clients.any()
@@ -305,7 +334,7 @@ impl Access {
                     headers,
                     super::discovery::challenge(
                         headers,
-                        "The bearer token sent is wrong or revoked.",
+                        Some("The bearer token sent is wrong or revoked."),
                     ),
                     "chorus: the bearer token is wrong or revoked: send `Authorization: Bearer <token>` with the token the server's operator gave you (CHORUS_TOKEN, or your own from [[http.clients]]).\n",
                 ))
@@ -314,7 +343,7 @@ impl Access {
                 tracing::info!(target: AUDIT, client = "-", reason = "no token", "refused a request without a bearer token");
                 unauthorized(
                     headers,
-                    super::discovery::challenge(headers, "No bearer token was sent."),
+                    super::discovery::challenge(headers, None),
                     "chorus: this server needs a bearer token: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
                 )
             }),

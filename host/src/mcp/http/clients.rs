@@ -21,8 +21,9 @@ use crate::budget::Gate;
 use crate::client::Client;
 use crate::config::{HttpClient, sha256_hex};
 
-/// The name of the client that `CHORUS_TOKEN` stands for.
-pub const SHARED_TOKEN_CLIENT: &str = "admin";
+/// The name of the client that `CHORUS_TOKEN` stands for (reserved: no
+/// `[[http.clients]]` entry may take it).
+pub const SHARED_TOKEN_CLIENT: &str = crate::client::SHARED_TOKEN;
 
 /// Who may use the server, by token.
 #[derive(Debug)]
@@ -129,7 +130,9 @@ pub struct ToolCall {
 const RATE_LIMITED: i64 = -32029;
 
 /// The middleware: a `tools/call` past its client's `max_runs_per_minute`
-/// is answered 429 with `Retry-After`, before MCP reads it.
+/// is answered 429 with `Retry-After`, before MCP reads it. The count is
+/// the gate's (`budget::Gate`): the run this call becomes is not counted
+/// twice, and every other door is held to the same limit at admission.
 pub async fn per_minute(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
     let asked = match (
         request.extensions().get::<ToolCall>(),
@@ -140,26 +143,22 @@ pub async fn per_minute(State(gate): State<Arc<Gate>>, request: Request, next: N
     };
     let over = match asked {
         Some((id, client)) => gate
-            .per_minute_shared(&client)
+            .per_minute_early(&client)
             .await
             .err()
-            .map(|wait| (id, client, wait)),
+            .map(|over| (id, over)),
         None => None,
     };
-    let Some((id, client, wait)) = over else {
+    let Some((id, over)) = over else {
         return next.run(request).await;
     };
-    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-    let limit = client.limits.runs_per_minute.unwrap_or_default();
-    tracing::info!(target: AUDIT, client = %client.name, reason = "max_runs_per_minute", retry_after_s = seconds, "refused a run");
+    let seconds = over.retry_after_s();
+    tracing::info!(target: AUDIT, client = %over.client, reason = "max_runs_per_minute", retry_after_s = seconds, "refused a run");
     let mut response = error_response(
         StatusCode::TOO_MANY_REQUESTS,
         Some(&id),
         RATE_LIMITED,
-        &format!(
-            "client `{}` may start {limit} runs per minute (max_runs_per_minute): try again in {seconds} s",
-            client.name
-        ),
+        &over.to_string(),
     );
     response
         .headers_mut()

@@ -34,7 +34,8 @@ use super::clients::Clients;
 /// What every refusal of a sign-in says: the sentence clients show.
 pub const STATIC_TOKEN: &str = "chorus takes a static bearer token, not an OAuth sign-in: \
      ask the server's operator for the token and set this client to send the header \
-     `Authorization: Bearer <token>` (chorus's docs/clients.md shows how for each client)";
+     `Authorization: Bearer <token>` (chorus's docs/clients.md shows how for each client); \
+     if it sends one already, that token is wrong or revoked";
 
 /// Where the person finds how to set each client up.
 const DOCUMENTATION: &str = "https://github.com/chorus-mcp/chorus/blob/main/docs/clients.md";
@@ -78,26 +79,34 @@ pub fn routes(access: &Access) -> Router {
             router = router.route(&path, any(no_authorization_server));
         }
     }
-    router.layer(axum::middleware::from_fn_with_state(open, access::check))
+    router.layer(axum::middleware::from_fn_with_state(
+        open,
+        access::check_open,
+    ))
 }
 
 /// The `WWW-Authenticate` value of a 401: `description` says what was
 /// wrong; where the metadata is, when the request says which host it is for.
-pub fn challenge(headers: &HeaderMap, description: &str) -> HeaderValue {
-    let description = format!("{description} {STATIC_TOKEN}")
-        .replace(['"', '\\'], "'")
-        .replace(|c: char| c.is_control(), " ");
-    let mut value = format!(
-        "Bearer realm=\"chorus\", error=\"invalid_token\", error_description=\"{description}\""
-    );
+pub fn challenge(headers: &HeaderMap, wrong: Option<&str>) -> HeaderValue {
+    // RFC 6750 §3.1: a request that sent no credentials gets no error code.
+    let mut value = match wrong {
+        Some(description) => {
+            let description = format!("{description} {STATIC_TOKEN}")
+                .replace(['"', '\\'], "'")
+                .replace(|c: char| c.is_control(), " ");
+            format!(
+                "Bearer realm=\"chorus\", error=\"invalid_token\", error_description=\"{description}\""
+            )
+        }
+        None => "Bearer realm=\"chorus\"".to_owned(),
+    };
     if let Some(origin) = origin(headers) {
         value.push_str(&format!(
             ", resource_metadata=\"{origin}{PROTECTED_RESOURCE}{PATH}\""
         ));
     }
-    HeaderValue::from_str(&value).unwrap_or_else(|_| {
-        HeaderValue::from_static("Bearer realm=\"chorus\", error=\"invalid_token\"")
-    })
+    HeaderValue::from_str(&value)
+        .unwrap_or_else(|_| HeaderValue::from_static("Bearer realm=\"chorus\""))
 }
 
 /// RFC 9728's protected-resource metadata, with no `authorization_servers`:
@@ -203,7 +212,7 @@ mod tests {
     fn the_challenge_says_what_to_do_and_where_the_metadata_is() {
         let value = challenge(
             &headers(&[("host", "127.0.0.1:8080")]),
-            "the \"token\" is\nmissing.",
+            Some("the \"token\" is\nmissing."),
         );
         let value = value.to_str().unwrap();
         assert!(value.starts_with("Bearer realm=\"chorus\", error=\"invalid_token\", error_description=\"the 'token' is missing. chorus takes a static bearer token"), "{value}");
@@ -218,7 +227,7 @@ mod tests {
                 ("host", "chorus.example.com"),
                 ("x-forwarded-proto", "https"),
             ]),
-            "missing.",
+            None,
         );
         assert!(
             proxied
@@ -227,7 +236,11 @@ mod tests {
                 .contains("\"https://chorus.example.com/.well-known/"),
             "{proxied:?}"
         );
-        let hostless = challenge(&HeaderMap::new(), "missing.");
+        assert!(
+            !proxied.to_str().unwrap().contains("error"),
+            "no credentials sent, no error code (RFC 6750 §3.1): {proxied:?}"
+        );
+        let hostless = challenge(&HeaderMap::new(), Some("wrong."));
         assert!(!hostless.to_str().unwrap().contains("resource_metadata"));
     }
 }

@@ -6,8 +6,12 @@
 //!   closed (hyper's header-read timeout);
 //! - at most `http.max_connections` are open, capped below the descriptor
 //!   limit with a margin for the store, upstream requests and plugins;
-//! - a connection is *unproven* until one of its requests is accepted
-//!   (answered with anything but 401/403). When the server is full, the
+//! - a connection is *unproven* until one of its requests passed a token
+//!   or session check (the middleware that checked it marks the response
+//!   [`Proven`]; open paths — `/health`, `/sign-in`, assets, discovery, a
+//!   404 — prove nothing), and an address keeps at most
+//!   `http.max_connections_per_peer` proven ones (past that, its newer
+//!   ones stay unproven). When the server is full, the
 //!   oldest unproven connection is closed to make room for a newcomer (a
 //!   new client's first request is on an unproven connection, so a flood
 //!   of idle sockets cannot keep it out); an address with more than
@@ -29,7 +33,6 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use axum::http::StatusCode;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
@@ -37,6 +40,12 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use crate::config::Http;
+
+/// Put in a response's extensions by the middleware that let its request
+/// in on a client's token or session (or as the open server's one local
+/// client): the mark that proves its connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Proven;
 
 /// Descriptors kept for everything but inbound connections.
 const DESCRIPTOR_MARGIN: usize = 128;
@@ -187,8 +196,23 @@ struct Slot {
 }
 
 impl Slot {
+    /// Marks the connection proven, unless its address already holds its
+    /// share of proven connections (then it stays evictable).
     fn prove(&self) {
-        if let Some(entry) = self.connections.lock().entries.get_mut(&self.serial) {
+        let share = self.connections.bounds.max_per_peer;
+        let mut open = self.connections.lock();
+        let Some(peer) = open.entries.get(&self.serial).map(|e| e.peer) else {
+            return;
+        };
+        let proven_here = open
+            .entries
+            .values()
+            .filter(|e| e.proven && e.peer == peer)
+            .count();
+        if let Some(entry) = open.entries.get_mut(&self.serial)
+            && !entry.proven
+            && proven_here < share
+        {
             entry.proven = true;
         }
     }
@@ -266,10 +290,7 @@ async fn connection(
             async move {
                 let response = app.oneshot(request.map(Body::new)).await;
                 if let Ok(response) = &response
-                    && !matches!(
-                        response.status(),
-                        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
-                    )
+                    && response.extensions().get::<Proven>().is_some()
                 {
                     slot.prove();
                 }
@@ -370,6 +391,22 @@ mod tests {
         assert!(burst[0].close.is_cancelled(), "the oldest made room");
         assert_eq!(connections.len(), 10);
         drop(full);
+    }
+
+    #[test]
+    fn one_address_cannot_hold_more_than_its_share_of_proven_connections() {
+        let connections = connections(10, 2);
+        let a: Vec<Slot> = (0..3).map(|_| connections.admit(A).unwrap()).collect();
+        a.iter().for_each(Slot::prove);
+        let proven = |slot: &Slot| connections.lock().entries[&slot.serial].proven;
+        assert!(proven(&a[0]) && proven(&a[1]));
+        assert!(
+            !proven(&a[2]),
+            "past its share, a connection stays evictable"
+        );
+        let b = connections.admit(B).unwrap();
+        b.prove();
+        assert!(proven(&b), "another address has a share of its own");
     }
 
     #[test]

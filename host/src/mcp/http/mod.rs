@@ -15,6 +15,7 @@
 //! - here: the routes, and the shutdown on SIGINT/SIGTERM — every run
 //!   stops, the listener closes, the process exits.
 
+use crate::notice::notice;
 mod access;
 mod cancel;
 mod clients;
@@ -28,10 +29,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::Router;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Extension, Router};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -40,9 +41,11 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 use super::Server;
 use super::transport::Session;
 use crate::app::Chorus;
+use crate::client::Client;
 pub use access::{Access, Hosts, Origins, Token};
 pub use clients::Clients;
-pub use setup::{Options, SetupError};
+pub use listen::Proven;
+pub use setup::{Options, SetupError, metrics_hosts};
 
 /// The path MCP is served at.
 pub const PATH: &str = "/mcp";
@@ -70,9 +73,9 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options, pages: Router) -> anyh
     let app = router(server.clone(), &options, max_body, pages).layer(
         axum::middleware::from_fn_with_state(drain.clone(), drain::refuse),
     );
-    eprintln!("chorus: serving MCP at http://{local}{PATH}");
-    eprintln!("chorus: the run viewer is at http://{local}/");
-    eprintln!("chorus: {}", options.describe());
+    notice!("chorus: serving MCP at http://{local}{PATH}");
+    notice!("chorus: the run viewer is at http://{local}/");
+    notice!("chorus: {}", options.describe());
     tokio::spawn(super::signal::on_signal(signalled.clone()));
     let drain_for = Duration::from_secs(chorus.runner().loaded.config.http.drain_seconds);
 
@@ -102,7 +105,7 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options, pages: Router) -> anyh
     }
     let store = chorus.store.clone();
     let _ = tokio::task::spawn_blocking(move || store.release()).await;
-    eprintln!("chorus: stopped");
+    notice!("chorus: stopped");
     Ok(())
 }
 
@@ -139,9 +142,19 @@ fn router(server: Server, options: &Options, max_body: usize, pages: Router) -> 
     let protected = Router::new()
         .route(
             "/metrics",
-            get(move || {
+            get(move |Extension(client): Extension<Arc<Client>>| {
                 let metrics = metrics.clone();
                 async move {
+                    // Every client's name, runs and spend are labels here.
+                    if !client.admin {
+                        return access::plain(
+                            StatusCode::FORBIDDEN,
+                            format!(
+                                "chorus: /metrics shows every client's runs and spend: only an admin client may read it, and `{}` is not one.\n",
+                                client.name
+                            ),
+                        );
+                    }
                     (
                         [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
                         metrics.render(),

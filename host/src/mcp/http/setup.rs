@@ -76,6 +76,15 @@ impl Options {
         }
         let hosts = Hosts::new(names.iter().chain(allow_hosts).map(String::as_str))
             .map_err(SetupError::Host)?;
+        if hosts.any() && !clients.any() {
+            // Any Host is what a DNS-rebinding page sends: without a token
+            // it would get the local user's viewer and runs.
+            return Err(SetupError::Host(
+                "`*` accepts any Host, and this server has no token: a web page could reach it by DNS rebinding and act as you. \
+                 Set CHORUS_TOKEN (or [[http.clients]]) to allow any Host, or name the hosts clients use (`--allow-host chorus.internal`)."
+                    .into(),
+            ));
+        }
         let origins =
             Origins::new(allow_origins.iter().map(String::as_str)).map_err(SetupError::Origin)?;
         Ok(Self {
@@ -157,6 +166,27 @@ fn parse_listen(text: &str) -> Result<(SocketAddr, String), String> {
 }
 
 #[cfg(unix)]
+/// The Host names the `--metrics` listener answers to: loopback's names,
+/// the machine's own, any IP address (no DNS rebinding sends one) and
+/// `allow_hosts`.
+pub fn metrics_hosts(
+    allow_hosts: &[String],
+) -> Result<impl Fn(&str) -> bool + Clone + Send + Sync + use<>, SetupError> {
+    let names = ["localhost".to_owned(), "127.0.0.1".into(), "::1".into()];
+    let hosts = Hosts::new(
+        names
+            .iter()
+            .cloned()
+            .chain(machine_name())
+            .chain(allow_hosts.iter().cloned())
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str),
+    )
+    .map_err(SetupError::Host)?;
+    Ok(move |host: &str| hosts.allows(host) || Hosts::is_address(host))
+}
+
 fn machine_name() -> Option<String> {
     let mut buffer = [0u8; 256];
     // SAFETY: the pointer and length describe `buffer`, which gethostname
@@ -181,6 +211,29 @@ mod tests {
 
     fn options(listen: &str, token: Option<&str>) -> Result<Options, SetupError> {
         Options::new(listen, token, &[], &[])
+    }
+
+    #[test]
+    fn any_host_needs_a_token() {
+        let any = ["*".to_owned()];
+        let refused = Options::new("127.0.0.1:0", None, &any, &[]).unwrap_err();
+        assert!(refused.to_string().contains("DNS rebinding"), "{refused}");
+        assert!(Options::new("127.0.0.1:0", Some("a-long-token-1234"), &any, &[]).is_ok());
+    }
+
+    #[test]
+    fn the_metrics_listener_answers_its_names_and_addresses_only() {
+        let allows = metrics_hosts(&["prom.internal".to_owned()]).unwrap();
+        for host in [
+            "localhost:9464",
+            "127.0.0.1:9464",
+            "[::1]:9464",
+            "10.0.0.7:9464",
+            "prom.internal",
+        ] {
+            assert!(allows(host), "{host}");
+        }
+        assert!(!allows("rebind.attacker.example:9464"));
     }
 
     #[test]

@@ -70,7 +70,21 @@ fn describe(error: &tokio_postgres::Error) -> String {
     }
 }
 
+/// SQLSTATEs of a statement refused for a passing reason, which the same
+/// statement later gets through: disk full (53100), out of memory
+/// (53200), too many connections (53300), read-only after a failover
+/// (25006), a serialization failure or a deadlock (40001, 40P01).
+const PASSING: [&str; 6] = ["53100", "53200", "53300", "25006", "40001", "40P01"];
+
 impl Failure {
+    /// Whether writing again later may succeed: the database is gone, or
+    /// refused for a passing reason ([`PASSING`]). The writer keeps such
+    /// events and retries them rather than dropping them.
+    pub fn transient(&self) -> bool {
+        self.unreachable()
+            || matches!(self, Failure::Db(e) if e.code().is_some_and(|c| PASSING.contains(&c.code())))
+    }
+
     /// Whether the database is gone (not there, restarting, the connection
     /// lost), as against refusing a statement.
     pub fn unreachable(&self) -> bool {

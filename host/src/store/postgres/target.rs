@@ -37,6 +37,20 @@ impl Target {
                 "a run store URL starts with postgres:// (a SQLite file: [store] path)".into(),
             ));
         }
+        // chorus speaks to PostgreSQL in plain TCP (or over a Unix
+        // socket): a URL that asks for TLS is refused rather than quietly
+        // sent in the clear.
+        let asks_tls = parsed.query_pairs().any(|(key, value)| {
+            key == "sslmode" && matches!(&*value, "require" | "verify-ca" | "verify-full")
+        });
+        if asks_tls {
+            return Err(invalid(
+                "asks for TLS (sslmode=require or verify-*), and chorus connects to PostgreSQL without TLS: \
+                 reach the database over a Unix socket or a private network with sslmode=disable, \
+                 or put a TLS-terminating proxy (PgBouncer, stunnel) beside chorus"
+                    .into(),
+            ));
+        }
         let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|e: tokio_postgres::Error| invalid(format!("not a PostgreSQL URL: {e}")))?;
@@ -52,6 +66,9 @@ impl Target {
             }
             _ => {}
         }
+        if let Some(host) = remote_host(&config) {
+            tracing::warn!(store = %shown, "the run store at {host} is reached without TLS: prompts and answers cross the network in the clear; keep it on a private network or a Unix socket");
+        }
         config
             .connect_timeout(CONNECT_TIMEOUT)
             .application_name("chorus");
@@ -59,21 +76,31 @@ impl Target {
     }
 }
 
-/// `url` without its password, for messages.
-pub fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
-            parsed.to_string()
+/// The first host of `config` that is neither a Unix socket nor loopback.
+fn remote_host(config: &tokio_postgres::Config) -> Option<String> {
+    config.get_hosts().iter().find_map(|host| match host {
+        tokio_postgres::config::Host::Tcp(name) => {
+            let loopback = name == "localhost"
+                || name
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback());
+            (!loopback).then(|| name.clone())
         }
-        Ok(parsed) => parsed.to_string(),
-        // Not a URL: show its scheme at most, never what could be a secret.
-        Err(_) => url
+        #[cfg(unix)]
+        tokio_postgres::config::Host::Unix(_) => None,
+    })
+}
+
+/// `url` without its password (in its userinfo or its query), for messages.
+pub fn redact(url: &str) -> String {
+    if url::Url::parse(url).is_err() {
+        return url
             .split_once("://")
             .map_or("<the [store] url>".to_owned(), |(scheme, _)| {
                 format!("{scheme}://…")
-            }),
+            });
     }
+    crate::text::redact_url(url)
 }
 
 #[cfg(test)]
@@ -91,6 +118,15 @@ mod tests {
             "postgres://chorus@db/runs"
         );
         assert!(!redact("postgres://u:s3cret@[bad").contains("s3cret"));
+        for tls in ["require", "verify-ca", "verify-full"] {
+            let refused = Target::new(&format!("postgres://u@db/runs?sslmode={tls}"), None)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(refused.contains("without TLS"), "{tls}: {refused}");
+        }
+        assert!(Target::new("postgres://u@127.0.0.1/runs?sslmode=disable", None).is_ok());
+        assert!(!redact("postgres://u@db/runs?password=s3cret").contains("s3cret"));
         let target = Target::new("postgres://u:s3cret@db:5432/runs", None).unwrap();
         assert!(!target.shown.contains("s3cret"));
         let error = Target::new("mysql://u:s3cret@db/runs", None)

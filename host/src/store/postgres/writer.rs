@@ -165,7 +165,7 @@ impl Writer {
             .await
             {
                 Ok(()) => self.answer(batch, None),
-                Err(failure) if failure.unreachable() => {
+                Err(failure) if failure.transient() => {
                     for msg in batch.into_iter().rev() {
                         self.pending.push_front(msg);
                     }
@@ -184,7 +184,7 @@ impl Writer {
                         .await
                         {
                             Ok(()) => self.answer(vec![msg], None),
-                            Err(failure) if failure.unreachable() => {
+                            Err(failure) if failure.transient() => {
                                 self.pending.push_front(msg);
                                 let _ = i;
                                 return self.went_down(&failure);
