@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the official MCP clients the test suite drives chorus with, at the
-# pinned versions of package-lock.json and requirements.txt, into DIR
-# (default: target/clients). Does nothing when DIR is already up to date.
+# Installs the official MCP clients the test suite drives chorus with (and Ajv,
+# the JSON Schema validator they use), at the pinned versions of
+# package-lock.json and requirements.txt, into DIR (default: target/clients).
+# Does nothing when DIR is already up to date.
 # Needs node/npm and python3 (with venv); reaches only npm and PyPI.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -52,7 +52,7 @@ pub fn clients() -> PathBuf {
         *installed = true;
     }
     // Node resolves packages from the script's own folder.
-    for script in ["ts_client.mjs", "ts_no_token.mjs"] {
+    for script in ["ts_client.mjs", "ts_no_token.mjs", "strict_schemas.mjs"] {
         std::fs::copy(root().join("tests/clients").join(script), dir.join(script))
             .expect("copy the TypeScript clients next to their node_modules");
     }
@@ -158,7 +158,7 @@ async fn run_client_with(
     serde_json::from_str(last).unwrap_or_else(|e| panic!("no report ({e}): {stdout}"))
 }
 
-fn node() -> PathBuf {
+pub fn node() -> PathBuf {
     PathBuf::from("node")
 }
 

@@ -385,7 +385,9 @@ async fn sigterm_stops_every_run_closes_the_listener_and_exits() {
 }
 
 /// A 2026-07-28 client that hangs up with its `subscriptions/listen`
-/// stream open has only left: nothing about it is logged as an error.
+/// stream open has only left: nothing about it is logged as an error. (Its
+/// acknowledgement names the listen request by the client's own id: over
+/// HTTP, rmcp sees the client's ids.)
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_leaving_with_a_listen_stream_open_logs_no_error() {
     let mock = Mock::start().await;
@@ -400,7 +402,7 @@ async fn a_client_leaving_with_a_listen_stream_open_logs_no_error() {
         &[("CHORUS_LOG", "error,chorus=debug,rmcp::service=info")],
     )
     .await;
-    let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+    let listen = json!({"jsonrpc": "2.0", "id": "listen:0", "method": "subscriptions/listen", "params": {
         "notifications": {"toolsListChanged": true},
         "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -421,7 +423,12 @@ async fn a_client_leaving_with_a_listen_stream_open_logs_no_error() {
         .expect("the subscription is acknowledged")
         .unwrap()
         .unwrap();
-    assert!(String::from_utf8_lossy(&first).contains("acknowledged"));
+    let first = String::from_utf8_lossy(&first);
+    assert!(first.contains("acknowledged"), "{first}");
+    assert!(
+        first.contains(r#""io.modelcontextprotocol/subscriptionId":"listen:0""#),
+        "{first}"
+    );
     drop(stream);
     server.wait_for_stderr("serve finished", 1).await;
     assert!(server.terminate().await.success());

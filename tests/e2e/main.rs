@@ -54,6 +54,7 @@ mod single_attachments;
 mod stragglers;
 mod strategies;
 mod streaming;
+mod subscriptions;
 mod tasks;
 mod teams;
 mod tenants;

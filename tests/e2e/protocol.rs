@@ -141,9 +141,12 @@ async fn malformed_requests_get_errors_with_their_id_and_bad_params_are_32602() 
 
 /// Many calls at once on one connection, each with a progress token: in
 /// wire order, no progress notification for a call follows its response,
-/// and each call's progress rises strictly to a total reached last.
+/// each call's progress rises strictly on a fixed total, and none says
+/// "done" (100/100): the response says it. (Claude Code dropped the
+/// connection over a 100/100 sent in the same millisecond as the result:
+/// it handled the result first, and then had no call for the token.)
 #[tokio::test(flavor = "multi_thread")]
-async fn progress_rises_to_a_fixed_total_and_never_follows_the_response() {
+async fn progress_rises_on_a_fixed_total_and_stops_before_the_response() {
     let mock = Mock::start().await;
     for (i, model) in PANEL.iter().enumerate() {
         mock.script(model, [Step::answer_after(5 * i as u64, "ok")]);
@@ -183,8 +186,10 @@ async fn progress_rises_to_a_fixed_total_and_never_follows_the_response() {
             steps.windows(2).all(|w| w[0].0 < w[1].0),
             "call {i} rises strictly: {steps:?}"
         );
-        assert_eq!(steps.last().unwrap().0, 100.0, "call {i}: {steps:?}");
-        assert!(steps[..steps.len() - 1].iter().all(|(p, _)| *p < 100.0));
+        assert!(
+            steps.iter().all(|(p, _)| *p < 100.0),
+            "call {i}: no notification of the finished call: {steps:?}"
+        );
     }
 }
 

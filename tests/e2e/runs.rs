@@ -127,18 +127,28 @@ async fn progress_notifications_arrive_as_models_answer() {
     let result = server.ask("ask", "q").await;
     assert_eq!(result.is_error, Some(false));
 
-    // Progress is a notification: give the last ones a moment to land.
+    // rmcp's client hands each notification to its own task: give the
+    // last ones a moment to land.
     let landed = mock
         .wait_until(std::time::Duration::from_secs(5), |_| {
-            server
-                .progress
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|p| p.progress == 100.0)
+            let progress = server.progress.lock().unwrap();
+            let said = |start: &str| {
+                progress
+                    .iter()
+                    .any(|p| p.message.as_deref().is_some_and(|m| m.starts_with(start)))
+            };
+            [
+                "m1 answered",
+                "m2 answered",
+                "m3 answered",
+                "m4 failed",
+                "m5 answered",
+            ]
+            .into_iter()
+            .all(said)
         })
         .await;
-    assert!(landed, "no final progress notification");
+    assert!(landed, "{:?}", server.progress.lock().unwrap());
     let progress = server.progress.lock().unwrap().clone();
     let messages: Vec<String> = progress.iter().filter_map(|p| p.message.clone()).collect();
     for model in ["m1", "m2", "m3", "m5"] {
@@ -155,13 +165,13 @@ async fn progress_notifications_arrive_as_models_answer() {
             .any(|m| m.starts_with("m4 failed") && m.contains("context too long")),
         "{messages:?}"
     );
-    // rmcp's client hands each notification to its own task, so arrival
-    // order is not wire order (the raw-stdout test checks that); the values
-    // are still all different, on a total of 100 that only the last reaches.
+    // Arrival order is not wire order (the raw-stdout test checks that);
+    // the values are still all different, on a total of 100 that none
+    // reaches (the response says the call is done).
     let mut steps: Vec<f64> = progress.iter().map(|p| p.progress).collect();
     steps.sort_by(f64::total_cmp);
     assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
-    assert_eq!(steps.last(), Some(&100.0), "{steps:?}");
+    assert!(steps.iter().all(|p| *p < 100.0), "{steps:?}");
     assert!(progress.iter().all(|p| p.total == Some(100.0)));
 }
 

@@ -1,13 +1,15 @@
 //! Every `structuredContent` chorus sends fits the tool's `outputSchema`:
 //! for every pipeline of the shipped plugins.toml, in success, when every
 //! model fails, and when the arguments are wrong — checked by a JSON Schema
-//! validator, as clients that validate (the TypeScript SDK) would.
+//! validator, as clients that validate (the TypeScript SDK) would. And
+//! every tool's schemas compile in Ajv's strict mode, as clients run it.
 
 use std::path::Path;
 
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
+use crate::clients::{node, run_client};
 use crate::support::*;
 
 /// The shipped plugins.toml, pointed at `mock`; and its models.
@@ -96,4 +98,22 @@ async fn every_result_of_every_shipped_pipeline_fits_its_output_schema() {
         assert_eq!(result.is_error, Some(true), "{tool}: {}", text(&result));
         check(tool, "every model failed", &result, schema);
     }
+}
+
+/// Gemini CLI compiles every tool's schemas with Ajv and warned on each
+/// start about a `type` list; strict mode turns every such warning into a
+/// failure here, for every tool of the shipped plugins.toml.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_tool_schema_compiles_in_ajvs_strict_mode() {
+    let mock = Mock::start().await;
+    let (config, _) = shipped(&mock);
+    let config = write_config(&config);
+    let report = run_client(&node(), &["strict_schemas.mjs"], &config).await;
+    let tools = report["tools"].as_u64().unwrap();
+    assert!(tools >= 10, "every shipped pipeline is a tool: {report}");
+    assert_eq!(
+        report["compiled"].as_u64(),
+        Some(tools * 4),
+        "input and output schema of each, in both dialects: {report}"
+    );
 }

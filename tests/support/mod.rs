@@ -533,6 +533,10 @@ impl Raw {
         response
     }
 
+    pub fn config_path(&self) -> &Path {
+        &self._config.path
+    }
+
     pub fn close_stdin(&mut self) {
         self.stdin.take();
     }

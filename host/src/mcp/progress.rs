@@ -2,9 +2,16 @@
 //! when a model answers or fails, when a plugin says something; a heartbeat
 //! after [`HEARTBEAT`] of silence naming who is still awaited and for how
 //! long. Values rise strictly (the spec requires it) on a fixed scale of
-//! [`TOTAL`], and reach it only with the notification that the result is
-//! ready — which [`Reporter::finish`] sends and waits for, so the call's
-//! response always comes after the last notification.
+//! [`TOTAL`] and stay below it: no notification says "done", because the
+//! response says it.
+//!
+//! Nothing is sent once the result exists ([`Reporter::finish`]), and the
+//! response waits until [`QUIET`] has passed since the last notification.
+//! A notification that reaches a client in the same read as the response
+//! is handled after it by some clients (the TypeScript SDK dispatches
+//! notifications on a later tick than responses): the call's token is
+//! gone by then, and Claude Code dropped the connection over "a progress
+//! notification for an unknown token".
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,8 +31,11 @@ use crate::pipeline::{Event, Progress};
 /// that reset their timeout on progress (the TypeScript SDK's
 /// `resetTimeoutOnProgress`) then never time a live run out.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
-/// The scale's end: progress is reported as 0..=100, total 100.
+/// The scale's end: progress is reported below 100, total 100.
 pub const TOTAL: f64 = 100.0;
+/// Least time between the last notification and the response: long enough
+/// for a client to read them apart.
+pub const QUIET: Duration = Duration::from_millis(50);
 /// Lines waiting to be sent; past this the oldest are dropped (the state
 /// itself is never lost: heartbeats read it whole).
 const BACKLOG: usize = 64;
@@ -83,7 +93,7 @@ impl Live {
 /// it (the call was cancelled) stops them at once.
 pub struct Reporter {
     live: Arc<Live>,
-    finish: Option<oneshot::Sender<String>>,
+    finish: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -112,17 +122,16 @@ impl Reporter {
         self.live.progress()
     }
 
-    /// The result is ready: sends what is queued, then the final
-    /// notification (at the total) saying `summary`, and returns once it is
-    /// handed to the transport.
-    pub async fn finish(mut self, summary: String) {
-        match (self.finish.take(), self.task.take()) {
-            (Some(finish), Some(task)) => {
-                let _ = finish.send(summary);
-                let _ = task.await;
-            }
-            _ => self.live.watch().finish(),
+    /// The result is ready: stops the notifications (what is queued is
+    /// not sent: the response tells the rest) and returns once the last
+    /// one sent is [`QUIET`] old, so the response may follow.
+    pub async fn finish(mut self) {
+        if let (Some(finish), Some(task)) = (self.finish.take(), self.task.take()) {
+            let _ = finish.send(());
+            let _ = task.await;
         }
+        // Only now: a notification still being sent would read 100.
+        self.live.watch().finish();
     }
 }
 
@@ -138,27 +147,22 @@ async fn forward(
     live: Arc<Live>,
     peer: Peer<RoleServer>,
     token: ProgressToken,
-    mut finished: oneshot::Receiver<String>,
+    mut finished: oneshot::Receiver<()>,
 ) {
     let mut sender = Sender {
         peer,
         token,
         last: 0.0,
+        sent_at: None,
         open: true,
     };
     let mut quiet_until = Instant::now() + HEARTBEAT;
     loop {
         tokio::select! {
             biased;
-            summary = &mut finished => {
-                // What happened before the result, then the result: only
-                // that last notification reaches the total.
-                for line in live.take_lines() {
-                    sender.send(&live, line).await;
-                }
-                live.watch().finish();
-                if let Ok(summary) = summary {
-                    sender.send(&live, summary).await;
+            _ = &mut finished => {
+                if let Some(sent_at) = sender.sent_at {
+                    tokio::time::sleep_until(sent_at + QUIET).await;
                 }
                 return;
             }
@@ -181,6 +185,8 @@ struct Sender {
     token: ProgressToken,
     /// The last value sent: each must be greater.
     last: f64,
+    /// When the last notification was handed to the transport.
+    sent_at: Option<Instant>,
     /// False once the transport refused a notification.
     open: bool,
 }
@@ -201,6 +207,7 @@ impl Sender {
         if self.peer.notify_progress(param).await.is_err() {
             self.open = false;
         }
+        self.sent_at = Some(Instant::now());
     }
 }
 

@@ -78,8 +78,8 @@ impl Server {
     }
 
     /// A run answered in the call's response, with progress notifications
-    /// when the client asked for them; the last one is sent before the
-    /// response.
+    /// when the client asked for them; none is sent with the response or
+    /// after it (see [`progress`](super::progress)).
     async fn call_now(
         &self,
         call: Call,
@@ -105,15 +105,14 @@ impl Server {
             }
         };
         let kept = tools::kept(&outcome);
-        let (result, summary) = match outcome {
-            Ok(record) => (tools::success(&record), record.summary.clone()),
+        let result = match outcome {
+            Ok(record) => tools::success(&record),
             Err(error) => {
                 tracing::info!(%tool, "run failed: {error}");
-                let summary = format!("failed: {error}");
-                (tools::failure(&tool, &error, started.elapsed()), summary)
+                tools::failure(&tool, &error, started.elapsed())
             }
         };
-        reporter.finish(summary).await;
+        reporter.finish().await;
         if kept {
             resources::announce(&context.peer).await;
         }

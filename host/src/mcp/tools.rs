@@ -418,6 +418,9 @@ fn account(result: &RunRecord) -> String {
 }
 
 #[cfg(test)]
+mod strict;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -86,7 +86,9 @@ fn builtin_schema() -> Map<String, Value> {
         json!({
             "type": "array",
             "description": "Files the question is about: images, PDFs, audio, text. Each {\"path\": …} (a file in a directory you share; not over HTTP), {\"url\": \"https://…\"}, {\"data\": BASE64, \"mime_type\": …, \"name\": …}, or an MCP image/resource content block.",
-            "items": {"type": ["object", "string"]}
+            // `anyOf`, not a `type` list: strict validators (Ajv, as
+            // Gemini CLI runs it) warn on union types.
+            "items": {"anyOf": [{"type": "object"}, {"type": "string"}]}
         }),
     );
     properties

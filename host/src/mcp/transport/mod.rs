@@ -5,7 +5,9 @@
 //! - malformed input: answered with JSON-RPC's codes and the request's id
 //!   wherever it can be read ([`wire`]); invalid params are -32602;
 //! - request ids: a request reusing the id of one in flight is refused, the
-//!   first untouched ([`ids`]);
+//!   first untouched; rmcp sees ids of ours, and every id of the client's
+//!   goes back out as the client wrote it — in responses, in a
+//!   subscription's `_meta`, in `notifications/cancelled` ([`ids`]);
 //! - order: messages are written in the order rmcp hands them over, and a
 //!   send completes once its bytes are written, so a notification awaited
 //!   before a response is on the wire before it;
@@ -23,8 +25,8 @@ pub mod wire;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode, JsonRpcMessage, RequestId,
-    ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode, GetMeta, JsonRpcMessage,
+    RequestId, ServerJsonRpcMessage, ServerNotification, ServerResult,
 };
 use rmcp::service::RoleServer;
 use rmcp::transport::Transport;
@@ -39,9 +41,9 @@ use wire::Parsed;
 
 /// Longest line accepted from the client.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
-/// How long closing waits for queued messages to be written.
 /// Messages queued for stdout at most; past it, reading stdin waits.
 const OUTBOX: usize = 64;
+/// How long closing waits for queued messages to be written.
 const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// One client connection's life. Ends when the client goes away; every run
@@ -235,7 +237,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
         let outbox = self.outbox.clone();
         async move {
             let stopped = || SendError::Closed("the writer has stopped".into());
-            // None: the response to a request the client cancelled.
+            // None: nothing to write (see `encode`).
             let Some(bytes) = encoded? else {
                 return Ok(());
             };
@@ -330,26 +332,91 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
 }
 
 impl<R> LineTransport<R> {
-    /// The bytes to write for `item` with the client's id restored; `None`
-    /// for the response to a request the client cancelled.
+    /// The bytes to write for `item` with the client's ids restored; `None`
+    /// for what must not be written: the response to a request the client
+    /// cancelled, or a notification of a subscription no longer open.
     fn encode(&self, mut item: ServerJsonRpcMessage) -> Result<Option<Vec<u8>>, SendError> {
-        let id = match &mut item {
-            JsonRpcMessage::Response(response) => Some(&mut response.id),
-            JsonRpcMessage::Error(error) => error.id.as_mut(),
-            _ => None,
-        };
-        if let Some(id) = id {
-            self.handshake
-                .send_if_modified(|pending| pending.take_if(|pending| pending == id).is_some());
-            let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
-            match ids.answer(id) {
-                Some(theirs) => *id = theirs,
-                None => return Ok(None),
+        match &mut item {
+            JsonRpcMessage::Response(response) => {
+                let Some(theirs) = self.answered(&response.id) else {
+                    return Ok(None);
+                };
+                // A `subscriptions/listen`'s last word names the request
+                // once more.
+                if let ServerResult::SubscriptionsListenResult(result) = &mut response.result {
+                    result.meta.set_subscription_id(theirs.clone());
+                }
+                response.id = theirs;
             }
+            JsonRpcMessage::Error(error) => {
+                if let Some(id) = error.id.as_mut() {
+                    match self.answered(id) {
+                        Some(theirs) => *id = theirs,
+                        None => return Ok(None),
+                    }
+                }
+            }
+            JsonRpcMessage::Notification(notification) => {
+                if !self.restore_ids(&mut notification.notification) {
+                    return Ok(None);
+                }
+            }
+            JsonRpcMessage::Request(_) => {}
         }
         let mut bytes = serde_json::to_vec(&item)?;
         bytes.push(b'\n');
         Ok(Some(bytes))
+    }
+
+    /// The client's id for the response to our request `ours`; `None` when
+    /// it is not to be answered (the client cancelled it).
+    fn answered(&self, ours: &RequestId) -> Option<RequestId> {
+        self.handshake
+            .send_if_modified(|pending| pending.take_if(|pending| pending == ours).is_some());
+        self.ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .answer(ours)
+    }
+
+    /// Puts the client's ids where `notification` names a request of
+    /// theirs by our id: a subscription's id in `_meta` (its
+    /// acknowledgement and everything sent on it) and the `requestId` of a
+    /// `notifications/cancelled`. `false` when that request is no longer in
+    /// flight: the client may be using its id for another request already,
+    /// so the notification is dropped.
+    fn restore_ids(&self, notification: &mut ServerNotification) -> bool {
+        let ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        // `false` for an id of ours no longer in flight; any other id (rmcp
+        // numbers its own requests to the client) stays as it is.
+        let restore = |id: &mut RequestId| {
+            if !Ids::is_ours(id) {
+                return true;
+            }
+            match ids.theirs(id) {
+                Some(theirs) => {
+                    *id = theirs;
+                    true
+                }
+                None => {
+                    tracing::debug!(%id, "dropped a notification naming a request no longer in flight");
+                    false
+                }
+            }
+        };
+        if let ServerNotification::CancelledNotification(cancelled) = notification
+            && let Some(id) = cancelled.params.request_id.as_mut()
+            && !restore(id)
+        {
+            return false;
+        }
+        if let Some(mut id) = notification.get_meta().subscription_id() {
+            if !restore(&mut id) {
+                return false;
+            }
+            notification.get_meta_mut().set_subscription_id(id);
+        }
+        true
     }
 }
 

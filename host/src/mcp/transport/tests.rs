@@ -1,7 +1,10 @@
 //! The layer on in-memory pipes: what it answers itself, what it hands rmcp,
 //! and how the session ends.
 
-use rmcp::model::{EmptyResult, RequestId, ServerResult};
+use rmcp::model::{
+    CancelledNotification, CancelledNotificationParam, EmptyResult, GetMeta, RequestId,
+    ServerNotification, ServerResult, SubscriptionsListenResult,
+};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 
@@ -71,6 +74,73 @@ async fn a_reused_id_in_flight_is_refused_and_the_first_is_answered_under_its_ow
         RequestId::String("b".into()),
         "rmcp sees our ids"
     );
+}
+
+const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+fn cancelled(id: RequestId) -> ServerJsonRpcMessage {
+    ServerJsonRpcMessage::notification(ServerNotification::CancelledNotification(
+        CancelledNotification::new(CancelledNotificationParam::new(Some(id), None)),
+    ))
+}
+
+/// rmcp names a subscription by the id it saw — ours — in everything it
+/// sends on it; a client matches them by its own (Claude Code waited out
+/// its timeout for an acknowledgement it could not match).
+#[tokio::test]
+async fn a_subscription_goes_out_under_the_clients_own_id() {
+    let mut pipes = pipes();
+    write(&mut pipes, request(json!("listen:0"))).await;
+    let Some(JsonRpcMessage::Request(listen)) = pipes.transport.receive().await else {
+        panic!("the request reaches rmcp");
+    };
+    let mut changed = ServerNotification::ToolListChangedNotification(Default::default());
+    changed
+        .get_meta_mut()
+        .set_subscription_id(listen.id.clone());
+    let changed = ServerJsonRpcMessage::notification(changed);
+    pipes.transport.send(changed.clone()).await.unwrap();
+    let sent = read(&mut pipes).await;
+    assert_eq!(
+        sent["params"]["_meta"][SUBSCRIPTION_ID], "listen:0",
+        "{sent}"
+    );
+
+    // rmcp's cancellation of a request of the client's, and of its own
+    // request 0 to the client (ids from another count: left alone).
+    pipes
+        .transport
+        .send(cancelled(listen.id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(read(&mut pipes).await["params"]["requestId"], "listen:0");
+    pipes
+        .transport
+        .send(cancelled(RequestId::Number(0)))
+        .await
+        .unwrap();
+    assert_eq!(read(&mut pipes).await["params"]["requestId"], 0);
+
+    let last = ServerResult::SubscriptionsListenResult(SubscriptionsListenResult::complete(
+        listen.id.clone(),
+    ));
+    let last = ServerJsonRpcMessage::response(last, listen.id);
+    pipes.transport.send(last).await.unwrap();
+    let sent = read(&mut pipes).await;
+    assert_eq!(sent["id"], "listen:0", "{sent}");
+    assert_eq!(
+        sent["result"]["_meta"][SUBSCRIPTION_ID], "listen:0",
+        "{sent}"
+    );
+
+    // Over: the client may use the id again, so nothing names it any more.
+    pipes.transport.send(changed).await.unwrap();
+    let plain = ServerJsonRpcMessage::notification(
+        ServerNotification::ToolListChangedNotification(Default::default()),
+    );
+    pipes.transport.send(plain).await.unwrap();
+    let sent = read(&mut pipes).await;
+    assert!(sent["params"].get("_meta").is_none(), "{sent}");
 }
 
 #[tokio::test]
