@@ -33,6 +33,7 @@ mod load;
 mod metrics;
 mod money;
 mod no_config;
+mod pdf_bombs;
 mod pdf_text;
 mod plugin_attachments;
 mod polyglot;

@@ -321,6 +321,11 @@ impl Server {
         &self._config.path
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.pid.expect("the server's pid")
+    }
+
     /// Sends the server a signal, e.g. `HUP`.
     pub fn signal(&self, name: &str) {
         let pid = self.pid.expect("the server's pid").to_string();

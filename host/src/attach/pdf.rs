@@ -2,19 +2,27 @@
 //! has one, its text is faithful and free, so a text-only model reads it
 //! rather than a describer's transcription (see `pipeline::describe`);
 //! and its page count, read from the page tree alone (`pages`, for
-//! `attach::shape`). Everything here is bounded: the pages read, the
-//! characters kept (cut with `text`), the size any one stream may inflate to, the time (the
-//! parse runs on a blocking thread, checks its deadline between pages and
-//! is waited for no longer than that), and how many run at once. A PDF
-//! that does not parse, is encrypted or has no text layer gives the reason
-//! instead, for the caller to fall back on a description.
+//! `attach::shape`). Everything here is bounded, per PDF and whatever its
+//! shape: every parse runs in a child process (`worker`: 256 MB of
+//! address space and 15 s of CPU on unix, killed at its wall time
+//! everywhere), two at a time, each turn held until its child is gone;
+//! within that, the pages read, the characters kept (cut with `text`) and
+//! the size any one stream may inflate to. `page_count` and
+//! `extract_bytes` are the parses themselves, which the child runs. A PDF
+//! that does not parse, is encrypted, has no text layer or needs more
+//! than its bounds gives the reason instead, for the caller to fall back
+//! on a description.
+
+pub mod worker;
 
 use std::time::{Duration, Instant};
 
-use base64::Engine;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
 use crate::text::{cut_at_chars, ellipsized, show_bytes};
+pub use worker::use_worker;
+use worker::{Failure, Job, Reply};
 
 /// How far one extraction may go.
 #[derive(Debug, Clone, Copy)]
@@ -40,7 +48,8 @@ impl Bounds {
     };
 }
 
-/// How many extractions run at once, across runs: each takes a core.
+/// How many parses run at once, across runs: each takes a core, and up
+/// to `worker::ADDRESS_SPACE` of memory.
 static RUNNING: Semaphore = Semaphore::const_new(2);
 
 /// Fewer visible characters a page than this is no text layer (a scan's
@@ -48,7 +57,7 @@ static RUNNING: Semaphore = Semaphore::const_new(2);
 const MIN_CHARS_PER_PAGE: usize = 8;
 
 /// The text of a PDF, and how much of it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Text {
     pub text: String,
     /// Pages in the document.
@@ -73,53 +82,55 @@ impl Text {
     }
 }
 
-/// The text layer of the PDF whose bytes are `base64`, off the async
-/// runtime and within `bounds`; `Err` says why there is none.
+/// The text layer of the PDF whose bytes are `base64`, read in a child
+/// process within `bounds`; `Err` says why there is none.
 pub async fn extract(base64: std::sync::Arc<str>, bounds: Bounds) -> Result<Text, String> {
-    let _turn = RUNNING
+    let turn = RUNNING
         .acquire()
         .await
         .map_err(|_| "text extraction is shut down".to_owned())?;
-    let deadline = Instant::now() + bounds.time;
-    let work = tokio::task::spawn_blocking(move || {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(base64.as_bytes())
-            .map_err(|e| format!("its bytes are not valid base64 ({e})"))?;
-        extract_bytes(&bytes, bounds, deadline)
-    });
-    // A little past the deadline: the parse checks it between pages, and
-    // one page may take a moment; beyond that it is not waited for.
-    match tokio::time::timeout(bounds.time + Duration::from_secs(1), work).await {
-        Ok(Ok(result)) => result,
-        Ok(Err(join)) if join.is_panic() => Err("the PDF parser failed on it".to_owned()),
-        Ok(Err(_)) => Err("text extraction was stopped".to_owned()),
-        Err(_) => Err(format!(
+    // A little past the deadline: the child checks it between pages and
+    // answers with what it has; one page may take a moment. Beyond that
+    // it is killed.
+    let deadline = tokio::time::Instant::now() + bounds.time + Duration::from_secs(1);
+    let job = Job::text(bounds);
+    match worker::in_child(worker::registered(), turn, base64, job, deadline).await {
+        Ok(Reply::Text(result)) => result,
+        Ok(Reply::Pages(_)) => Err(Failure::Garbage.to_string()),
+        Err(Failure::TooLong) => Err(format!(
             "reading it took longer than {}s",
             bounds.time.as_secs()
         )),
+        Err(why) => {
+            if !matches!(why, Failure::Base64(_) | Failure::Stopped) {
+                tracing::warn!(reason = %why, "a PDF's text was not extracted");
+            }
+            Err(why.to_string())
+        }
     }
 }
 
 /// The pages of the PDF whose bytes are `base64`, from its page tree's
 /// count without parsing the rest (lopdf's metadata read: the
-/// cross-reference table, the catalog and the root of the page tree; its
-/// own bound of 256 MiB on any stream it inflates), off the async runtime,
-/// taking its turn with extractions and waited for no longer than
-/// `bounds.time`. `None` when it cannot be read (damaged beyond repair,
-/// encrypted with a password, no pages).
+/// cross-reference table, the catalog and the root of the page tree),
+/// in a child process as `extract` is, taking its turn with extractions
+/// and given up on after `bounds.time`. `None` when it cannot be read
+/// (damaged beyond repair, encrypted with a password, no pages, more than
+/// the child's bounds).
 pub async fn pages(base64: std::sync::Arc<str>, bounds: Bounds) -> Option<u32> {
     let deadline = tokio::time::Instant::now() + bounds.time;
-    let _turn = tokio::time::timeout_at(deadline, RUNNING.acquire())
+    let turn = tokio::time::timeout_at(deadline, RUNNING.acquire())
         .await
         .ok()?
         .ok()?;
-    let work = tokio::task::spawn_blocking(move || {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(base64.as_bytes())
-            .ok()?;
-        page_count(&bytes)
-    });
-    tokio::time::timeout_at(deadline, work).await.ok()?.ok()?
+    match worker::in_child(worker::registered(), turn, base64, Job::Pages, deadline).await {
+        Ok(Reply::Pages(pages)) => pages,
+        Ok(Reply::Text(_)) | Err(Failure::Base64(_) | Failure::Stopped) => None,
+        Err(why) => {
+            tracing::warn!(reason = %why, "a PDF's pages were not counted");
+            None
+        }
+    }
 }
 
 /// The pages of the PDF `bytes`, as its page tree counts them.
@@ -322,25 +333,30 @@ mod tests {
         assert!(text.unwrap_err().contains("took longer than 15s"));
     }
 
-    #[tokio::test]
-    async fn pages_are_counted_from_the_page_tree_alone() {
+    #[test]
+    fn pages_are_counted_from_the_page_tree_alone() {
         let page: &[&str] = &["A line."];
         assert_eq!(page_count(&pdf(&[page; 3])), Some(3));
         assert_eq!(page_count(&pdf(&[&[]])), Some(1));
         assert_eq!(page_count(b"%PDF-1.7\nnot really a pdf"), None);
         assert_eq!(page_count(b"not a pdf at all"), None);
-        let encoded = base64::engine::general_purpose::STANDARD.encode(pdf(&[page; 4]));
-        assert_eq!(pages(encoded.into(), Bounds::DEFAULT).await, Some(4));
-        assert_eq!(pages("!!".into(), Bounds::DEFAULT).await, None);
     }
 
+    /// The unit tests register no worker (the `chorus` binary is not
+    /// built for them; `worker`'s tests play the child with `sh`, the e2e
+    /// tests run the real one): without one, nothing is parsed in-process.
     #[tokio::test]
-    async fn extraction_runs_off_the_runtime_from_base64() {
-        let bytes = pdf(&[&["Off the runtime."]]);
-        let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
-        let text = extract(encoded.into(), Bounds::DEFAULT).await.unwrap();
-        assert!(text.text.contains("Off the runtime."));
-        let why = extract("!!".into(), Bounds::DEFAULT).await.unwrap_err();
-        assert!(why.contains("not valid base64"), "{why}");
+    async fn without_a_worker_no_pdf_is_parsed_and_the_reason_says_so() {
+        let encoded: std::sync::Arc<str> = base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            pdf(&[&["Not read here."]]),
+        )
+        .into();
+        assert_eq!(pages(encoded.clone(), Bounds::DEFAULT).await, None);
+        let why = extract(encoded, Bounds::DEFAULT).await.unwrap_err();
+        assert!(
+            why.starts_with("it could not be read: this program parses no PDF"),
+            "{why}"
+        );
     }
 }

@@ -24,6 +24,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::app::Chorus;
+use crate::attach::pdf;
 use crate::config::{self, Loaded, Overrides};
 
 #[derive(Parser)]
@@ -82,14 +83,28 @@ enum Command {
     /// Write strategy plugins: `chorus plugin new NAME --kind KIND --lang LANG`.
     #[command(subcommand)]
     Plugin(plugin::Command),
+    /// Not for people: parses one PDF from stdin, bounded, for the server
+    /// that runs it (attach::pdf::worker).
+    #[command(name = "__pdf", hide = true, subcommand)]
+    Pdf(pdf::worker::Job),
 }
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A PDF parser child: no logging, no runtime, nothing but the parse.
+    if let Some(Command::Pdf(job)) = cli.command {
+        return pdf::worker::serve(job);
+    }
     // A server's audit lines (a run ended, a request refused) are on by
     // default; a terminal command's stderr is for its progress.
     let serving = matches!(cli.command, None | Some(Command::Serve(_)));
     init_logging(cli.verbose, cli.log_format, serving);
+    // PDFs are parsed in children of this very binary, where they can be
+    // held to a memory and CPU budget.
+    match std::env::current_exe() {
+        Ok(chorus) => pdf::use_worker(chorus),
+        Err(e) => tracing::warn!("PDFs will not be read: this binary cannot find itself ({e})"),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -142,6 +157,7 @@ pub fn main() -> ExitCode {
                 Err(code) => code,
             },
             Command::Plugin(command) => plugin::run(command),
+            Command::Pdf(job) => pdf::worker::serve(job),
         }
     });
     // Spans still queued are sent (within a bound) before the runtime goes.
