@@ -29,6 +29,7 @@ mod history;
 mod http;
 mod live_swap;
 mod load;
+mod logging;
 mod metrics;
 mod money;
 mod no_config;
