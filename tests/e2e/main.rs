@@ -14,6 +14,7 @@ mod cancel;
 mod catalog;
 mod cli;
 mod clients;
+mod conformance;
 mod dist;
 mod drain;
 mod dry_run;
