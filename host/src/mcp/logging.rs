@@ -29,7 +29,7 @@ use rmcp::RoleServer;
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, RequestMetaObject};
 use rmcp::service::Peer;
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::client::Client;
@@ -105,21 +105,38 @@ pub async fn send(peer: &Peer<RoleServer>, level: LoggingLevel, text: String) {
 /// the client's level admits, in order, until [`Self::finish`].
 pub struct CallLog {
     level: LoggingLevel,
-    queue: Option<mpsc::Sender<(LoggingLevel, String)>>,
+    queue: mpsc::Sender<(LoggingLevel, String)>,
+    finish: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
 
 impl CallLog {
     pub fn start(peer: Peer<RoleServer>, level: LoggingLevel) -> Self {
         let (queue, mut queued) = mpsc::channel::<(LoggingLevel, String)>(BACKLOG);
+        let (finish, mut finished) = oneshot::channel();
         let task = tokio::spawn(async move {
-            while let Some((level, text)) = queued.recv().await {
-                send(&peer, level, text).await;
+            loop {
+                tokio::select! {
+                    biased;
+                    next = queued.recv() => match next {
+                        Some((level, text)) => send(&peer, level, text).await,
+                        None => return,
+                    },
+                    _ = &mut finished => {
+                        // What the run said before its result; anything
+                        // later (a straggler's end) has no call to go with.
+                        while let Ok((level, text)) = queued.try_recv() {
+                            send(&peer, level, text).await;
+                        }
+                        return;
+                    }
+                }
             }
         });
         Self {
             level,
-            queue: Some(queue),
+            queue,
+            finish: Some(finish),
             task: Some(task),
         }
     }
@@ -132,9 +149,7 @@ impl CallLog {
             let Some((level, text)) = message(&event) else {
                 return;
             };
-            if let Some(queue) = &queue
-                && admits(threshold, level)
-            {
+            if admits(threshold, level) {
                 let _ = queue.try_send((level, text));
             }
         })
@@ -146,19 +161,16 @@ impl CallLog {
     }
 
     fn say(&self, level: LoggingLevel, text: String) {
-        if let Some(queue) = &self.queue
-            && admits(self.level, level)
-        {
-            let _ = queue.try_send((level, text));
+        if admits(self.level, level) {
+            let _ = self.queue.try_send((level, text));
         }
     }
 
     /// Sends what is queued and returns once it is handed to the
     /// transport: the call's response comes after its log.
     pub async fn finish(mut self) {
-        // The run's `Progress` (holding a sender) is gone with the run.
-        self.queue.take();
-        if let Some(task) = self.task.take() {
+        if let (Some(finish), Some(task)) = (self.finish.take(), self.task.take()) {
+            let _ = finish.send(());
             let _ = task.await;
         }
     }
