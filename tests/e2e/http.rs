@@ -164,6 +164,48 @@ async fn a_browser_origin_not_allowed_is_refused_and_an_allowed_one_gets_cors() 
     assert_eq!(plain.status(), 200);
 }
 
+/// The conformance suite's DNS-rebinding check: a page at the server's own
+/// origin is no attack (a rebound name fails the Host check); every other
+/// origin not allowed still is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_servers_own_origin_is_accepted_and_no_other() {
+    let mock = Mock::start().await;
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, None, &[]).await;
+    let own = server.origin();
+    let port = own.rsplit(':').next().unwrap().parse::<u16>().unwrap();
+    let same = server
+        .post(None, &list_tools(1))
+        .header("origin", &own)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(same.status(), 200, "{}", same.text().await.unwrap());
+    assert!(tool_names(&messages(same).await).contains(&"ask".to_owned()));
+
+    for (i, (host, origin)) in [
+        (None, "http://evil.example.com".to_owned()),
+        (
+            Some("evil.example.com"),
+            "http://evil.example.com".to_owned(),
+        ),
+        (None, format!("http://127.0.0.1:{}", port.wrapping_add(1))),
+        (None, format!("http://localhost:{port}")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut request = server
+            .post(None, &list_tools(2 + i as u64))
+            .header("origin", &origin);
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        let refused = request.send().await.unwrap();
+        assert_eq!(refused.status(), 403, "{host:?} {origin}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_name_is_accepted_only_when_it_is_the_servers() {
     let mock = Mock::start().await;

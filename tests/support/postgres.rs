@@ -9,6 +9,8 @@
 //! failure. Included by the library's tests and by the e2e suite.
 
 #![allow(dead_code)]
+// A skipped test says why on stderr, where the test runner shows it.
+#![allow(clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -83,6 +83,8 @@ pub struct Chorus {
     /// Moves on each event of each run this process makes (but streamed
     /// tokens): the run viewer reads a run in flight again when it does.
     moved: watch::Sender<u64>,
+    /// Each reload's outcome, for MCP sessions to log (see `reloads`).
+    reloaded: tokio::sync::broadcast::Sender<reload::Notice>,
 }
 
 impl Chorus {
@@ -129,6 +131,7 @@ impl Chorus {
             gate,
             reloading: tokio::sync::Mutex::new(()),
             moved: watch::Sender::new(0),
+            reloaded: tokio::sync::broadcast::Sender::new(8),
         })
     }
 
@@ -141,6 +144,12 @@ impl Chorus {
     /// changed tool list from it).
     pub fn changes(&self) -> watch::Receiver<Arc<Runner>> {
         self.current.subscribe()
+    }
+
+    /// Hears of every reload's outcome from now on (a lagging receiver
+    /// misses some: these are notices, not state).
+    pub fn reloads(&self) -> tokio::sync::broadcast::Receiver<reload::Notice> {
+        self.reloaded.subscribe()
     }
 
     /// Sees every run of this process move (see `moved`).

@@ -36,11 +36,42 @@ pub struct Refused {
     pub error: ConfigError,
 }
 
+/// A reload's outcome as told to those listening (MCP clients' logs): one
+/// line, as on stderr.
+#[derive(Debug, Clone)]
+pub struct Notice {
+    /// The change was refused; the previous configuration keeps serving.
+    pub refused: bool,
+    /// A new configuration is in force.
+    pub swapped: bool,
+    pub text: String,
+}
+
 impl Chorus {
     /// Reads the configuration file again and, if it is good, makes it the
     /// one new runs use. Runs in flight finish on the runner they started
-    /// with. One reload runs at a time.
+    /// with. One reload runs at a time. Its outcome is announced to
+    /// [`Chorus::reloads`].
     pub async fn reload(&self) -> Result<Reloaded, Refused> {
+        let outcome = self.reload_file().await;
+        let notice = match &outcome {
+            Ok(done) => Notice {
+                refused: false,
+                swapped: matches!(done, Reloaded::Done { swapped: true, .. }),
+                text: done.to_string(),
+            },
+            Err(refused) => Notice {
+                refused: true,
+                swapped: false,
+                text: refused.to_string(),
+            },
+        };
+        // Nobody listening is fine.
+        let _ = self.reloaded.send(notice);
+        outcome
+    }
+
+    async fn reload_file(&self) -> Result<Reloaded, Refused> {
         let _one_at_a_time = self.reloading.lock().await;
         let previous = self.runner();
         let Some(path) = previous.loaded.path.clone() else {

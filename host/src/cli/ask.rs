@@ -296,7 +296,11 @@ impl Renderer {
                 finished(&mut state, &call)
             }
             Event::Note { plugin, message } => format!("  · {plugin}: {message}"),
+            Event::Fallback { id, from, to, why } => {
+                format!("  · chorus: call {id}: {from} failed ({why}); asking its fallback {to}")
+            }
             Event::Started(_)
+            | Event::CallRetrying { .. }
             | Event::Planned(_)
             | Event::CallQueued { .. }
             | Event::PluginCalled { .. }

@@ -43,12 +43,17 @@ pub type OnTokens<'a> = &'a (dyn Fn(u32) + Send + Sync);
 /// (`None`).
 pub type OnQueued<'a> = &'a (dyn Fn(Option<usize>) + Send + Sync);
 
+/// Told when an attempt of `model` failed and another follows after the
+/// wait: which attempt it was (from 1), how it failed, and the wait.
+pub type OnRetry<'a> = &'a (dyn Fn(&str, u32, &Failure, Duration) + Send + Sync);
+
 /// What one call brings besides its request: its place in the provider's
 /// queue, who hears of its progress, and where its attempts are counted.
 pub struct CallHooks<'a> {
     pub priority: Priority,
     pub on_tokens: OnTokens<'a>,
     pub on_queued: OnQueued<'a>,
+    pub on_retry: OnRetry<'a>,
     pub attempts: &'a Attempts,
     /// The run's web search, if it asked for one (a model configured to
     /// search does so without it).
@@ -252,6 +257,8 @@ impl ProviderClient {
         .notify(|e: &AttemptError, wait| {
             // Already scrubbed: the notice is as safe as the record.
             tracing::debug!(provider = %self.name, model, "retrying in {wait:?} after {}", e.failure);
+            let attempt = attempts.started.load(Ordering::Relaxed);
+            (hooks.on_retry)(model, attempt, &e.failure, wait);
         })
         .await;
         result.map_err(|e| e.failure)

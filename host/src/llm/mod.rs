@@ -459,6 +459,7 @@ impl Llm {
             priority: Priority::new_run(),
             on_tokens: &|_| {},
             on_queued: &|_| {},
+            on_retry: &|_, _, _, _| {},
             attempts: &Attempts::default(),
             search: None,
         };

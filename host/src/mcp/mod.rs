@@ -8,7 +8,8 @@
 //!   the session;
 //! - [`http`]: the same server over Streamable HTTP, with its access checks;
 //! - [`server`]: the handler; [`tools`], [`resources`], [`tasks`] and
-//!   [`progress`] what it serves; [`changes`] tells clients when a reload
+//!   [`progress`] what it serves; [`logging`] the log messages it sends
+//!   (`logging/setLevel`); [`changes`] tells clients when a reload
 //!   changed the tools; [`app`] is the run viewer for clients that render
 //!   MCP Apps.
 
@@ -16,6 +17,7 @@ mod app;
 mod attachments;
 mod changes;
 pub mod http;
+mod logging;
 mod progress;
 mod resources;
 mod server;

@@ -1,6 +1,7 @@
 //! The MCP request handler: who chorus says it is, its tools (one per
-//! pipeline), a tool call run synchronously with progress or as a task,
-//! the task methods, and the run resources.
+//! pipeline), a tool call run synchronously with progress (and log
+//! messages) or as a task, the task methods, the run resources, and the
+//! client's log level.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,6 +17,7 @@ use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio_util::sync::CancellationToken;
 
+use super::logging::{self, CallLog, Levels};
 use super::progress::Reporter;
 use super::tasks::Tasks;
 use super::tools::Call;
@@ -31,6 +33,8 @@ pub struct Server {
     session: Session,
     /// Who a request is when its transport names no client (stdio).
     local: Arc<Client>,
+    /// The log level each client set (`logging/setLevel`).
+    levels: Arc<Levels>,
 }
 
 impl Server {
@@ -46,6 +50,7 @@ impl Server {
             tasks: Arc::new(tasks),
             session,
             local: Client::local(),
+            levels: Arc::default(),
         }
     }
 
@@ -61,9 +66,45 @@ impl Server {
     }
 
     /// Announces every change of the tool list to a client on stdio (see
-    /// [`changes`]).
+    /// [`changes`]), and each reload's outcome to its log.
     pub fn announce_tool_changes(&self, peer: rmcp::service::Peer<RoleServer>) {
-        changes::announce_to_session(&self.chorus, peer, self.session.clone());
+        changes::announce_to_session(&self.chorus, peer.clone(), self.session.clone());
+        self.announce_reloads(peer);
+    }
+
+    /// Logs each reload to the stdio client, at its level: `notice` for a
+    /// new configuration in force, `info` for one that changed nothing,
+    /// `warning` for a change refused (the old one keeps serving).
+    #[allow(deprecated)] // MCP logging: see `logging`.
+    fn announce_reloads(&self, peer: rmcp::service::Peer<RoleServer>) {
+        use rmcp::model::LoggingLevel;
+        let mut reloads = self.chorus.reloads();
+        let (session, levels, local) = (
+            self.session.clone(),
+            self.levels.clone(),
+            self.local.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                let notice = tokio::select! {
+                    notice = reloads.recv() => notice,
+                    () = session.ended() => return,
+                };
+                let notice = match notice {
+                    Ok(notice) => notice,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                let level = match (notice.refused, notice.swapped) {
+                    (true, _) => LoggingLevel::Warning,
+                    (false, true) => LoggingLevel::Notice,
+                    (false, false) => LoggingLevel::Info,
+                };
+                if peer.peer_info().is_some() && logging::admits(levels.of(&local), level) {
+                    logging::send(&peer, level, notice.text).await;
+                }
+            }
+        });
     }
 
     /// Waits (at most `within`) until every task has ended and its end is
@@ -87,8 +128,13 @@ impl Server {
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
         let reporter = Reporter::start(context.peer.clone(), context.meta.get_progress_token());
+        let level = self
+            .levels
+            .for_request(&self.client(&context), &context.meta);
+        let log = CallLog::start(context.peer.clone(), level);
         let tool = call.tool.clone();
-        let run = call.execute(&self.chorus, reporter.progress());
+        let progress = crate::pipeline::events::fan(vec![reporter.progress(), log.progress()]);
+        let run = call.execute(&self.chorus, progress);
         let outcome = tokio::select! {
             outcome = run => outcome,
             () = cancelled(&context) => {
@@ -109,9 +155,11 @@ impl Server {
             Ok(record) => tools::success(&record),
             Err(error) => {
                 tracing::info!(%tool, "run failed: {error}");
+                log.failed(format!("{tool} failed: {error}"));
                 tools::failure(&tool, &error, started.elapsed())
             }
         };
+        log.finish().await;
         reporter.finish().await;
         if kept {
             resources::announce(&context.peer).await;
@@ -168,8 +216,10 @@ fn granted(tools: &[Tool], client: &Client) -> Vec<Tool> {
 }
 
 impl ServerHandler for Server {
+    #[allow(deprecated)] // MCP logging: see `logging`.
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_logging()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_resources()
@@ -198,6 +248,18 @@ impl ServerHandler for Server {
         peer.protocol_version = result.protocol_version.clone();
         context.peer.set_peer_info(peer);
         Ok(result)
+    }
+
+    /// The client's log level from now on (see `logging`): for this stdio
+    /// session, or over HTTP for the client the token names.
+    #[allow(deprecated)] // MCP logging: see `logging`.
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.levels.set(&self.client(&context), request.level);
+        Ok(())
     }
 
     async fn list_tools(

@@ -371,10 +371,20 @@ impl RunContext {
                 behind: behind.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             });
         };
+        let on_retry = |model: &str, attempt: u32, failure: &Failure, wait| {
+            self.emit(Event::CallRetrying {
+                id,
+                model: Arc::from(model),
+                attempt,
+                wait,
+                error: failure.to_string(),
+            });
+        };
         let hooks = CallHooks {
             priority: live.priority,
             on_tokens: &on_tokens,
             on_queued: &on_queued,
+            on_retry: &on_retry,
             attempts: &live.attempts,
             search: self.search_for(stage),
         };

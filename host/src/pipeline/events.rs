@@ -39,6 +39,25 @@ pub enum Event {
     /// (`providers.NAME.max_concurrency`) behind `Some(n)` requests — in
     /// flight or ahead in the queue; `None` once it may go.
     CallQueued { id: u32, behind: Option<u32> },
+    /// An attempt of a call failed in a way worth another (429, 5xx, a
+    /// broken connection): attempt `attempt` of `model` failed with
+    /// `error` (scrubbed of the key, as a record is), and the next is
+    /// sent after `wait`.
+    CallRetrying {
+        id: u32,
+        model: Arc<str>,
+        attempt: u32,
+        wait: Duration,
+        error: String,
+    },
+    /// A call's model failed for good (`why`), and its seat's next
+    /// fallback model `to` is asked the same request.
+    Fallback {
+        id: u32,
+        from: String,
+        to: String,
+        why: String,
+    },
     /// A chat completion finished, well or not — or was cut, or skipped
     /// (a call skipped for its cost was never sent: it has no
     /// `CallStarted`).

@@ -135,6 +135,9 @@ impl Watch {
                 Some(format!("{what} ({})", self.tally()))
             }
             Event::Note { plugin, message } => Some(format!("{plugin}: {message}")),
+            Event::Fallback { id, from, to, why } => Some(format!(
+                "chorus: call {id}: {from} failed ({why}); asking its fallback {to}"
+            )),
             _ => None,
         }
     }

@@ -282,6 +282,8 @@ impl Shared {
             | Event::FanOut { .. }
             | Event::CallTokens { .. }
             | Event::CallQueued { .. }
+            | Event::CallRetrying { .. }
+            | Event::Fallback { .. }
             | Event::Note { .. } => {}
         }
     }

@@ -3,9 +3,10 @@
 //!
 //! 1. the `Host` header names this server (a guard against DNS rebinding:
 //!    a web page cannot point its own domain at 127.0.0.1 and talk to us);
-//! 2. a browser's `Origin`, when there is one, is an allowed origin (MCP's
-//!    transport spec: a present, invalid Origin gets 403; requests without
-//!    one — every non-browser client — pass);
+//! 2. a browser's `Origin`, when there is one, is this server's own (the
+//!    Host it named, which step 1 found to be one of ours) or an allowed
+//!    origin (MCP's transport spec: a present, invalid Origin gets 403;
+//!    requests without one — every non-browser client — pass);
 //! 3. the bearer token, when the server has any (401 with
 //!    `WWW-Authenticate: Bearer` otherwise): it names the client (see
 //!    [`Clients`]), which is put in the request's extensions for MCP and
@@ -113,9 +114,12 @@ impl Hosts {
     }
 
     pub fn allows(&self, host: &str) -> bool {
-        if self.any {
-            return true;
-        }
+        self.any || self.names(host)
+    }
+
+    /// Whether `host` is one of the names given, not merely let in by `*`:
+    /// only such a name vouches for a page at that origin being ours.
+    fn names(&self, host: &str) -> bool {
         let Some((name, port)) = parse_host(host) else {
             return false;
         };
@@ -207,6 +211,24 @@ fn canonical_origin(text: &str) -> Option<String> {
     }
 }
 
+/// Whether `origin` is the server as the browser reached it: its authority
+/// is the request's `host` (a default port left out on both sides, as
+/// browsers write them). `https` too: a TLS proxy in front of chorus keeps
+/// the Host, and the page is still the server's own.
+fn same_origin(origin: &str, host: &str) -> bool {
+    let Some(origin) = canonical_origin(origin) else {
+        return false;
+    };
+    let Ok(url) = url::Url::parse(&origin) else {
+        return false;
+    };
+    let (Some(name), Some((host_name, host_port))) = (url.host_str(), parse_host(host)) else {
+        return false;
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    name.eq_ignore_ascii_case(&host_name) && url.port() == host_port
+}
+
 /// Everything [`check`] needs.
 #[derive(Debug)]
 pub struct Access {
@@ -255,6 +277,16 @@ impl Access {
         Ok(request)
     }
 
+    /// Whether a browser at `origin` may call the server reached as `host`
+    /// (a Host already allowed): its own origin, or one allowed by
+    /// `--allow-origin`. A page at the server's own origin cannot be a DNS
+    /// rebinding attack — the rebound name would have failed the Host check
+    /// — unless every Host is let in (`--allow-host '*'`), where only
+    /// the names given still vouch for it.
+    pub fn allows_origin(&self, origin: &str, host: &str) -> bool {
+        self.origins.allows(origin) || (self.hosts.names(host) && same_origin(origin, host))
+    }
+
     /// Whether the server takes tokens at all.
     pub fn needs_token(&self) -> bool {
         self.clients.any()
@@ -286,8 +318,8 @@ impl Access {
             .and_then(|h| h.to_str().ok())
             .map(str::to_owned)
             .or_else(|| request.uri().authority().map(|a| a.to_string()));
-        match host {
-            Some(host) if self.hosts.allows(&host) => {}
+        let host = match host {
+            Some(host) if self.hosts.allows(&host) => host,
             Some(host) => {
                 tracing::info!(target: AUDIT, %host, "refused a request for a host name not allowed");
                 let bare = parse_host(&host).map_or(host.clone(), |(name, _)| name);
@@ -308,10 +340,10 @@ impl Access {
                     "chorus: the request has no Host header.\n".into(),
                 ));
             }
-        }
+        };
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = String::from_utf8_lossy(origin.as_bytes());
-            if !self.origins.allows(&origin) {
+            if !self.allows_origin(&origin, &host) {
                 tracing::info!(target: AUDIT, %origin, "refused a browser request from an origin not allowed");
                 return Some(refuse(
                     headers,
@@ -497,6 +529,41 @@ mod tests {
         ] {
             assert!(Origins::new([bad]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn only_this_server_is_its_own_origin_and_only_by_a_name_given() {
+        let access = |hosts: &[&str]| Access {
+            clients: Clients::new(&[], None, |_| None).unwrap(),
+            hosts: Hosts::new(hosts.iter().copied()).unwrap(),
+            origins: Origins::default(),
+            open: Client::local(),
+        };
+        let local = access(&["127.0.0.1", "localhost", "::1"]);
+        for (origin, host) in [
+            ("http://127.0.0.1:8080", "127.0.0.1:8080"),
+            ("http://LOCALHOST:8080", "localhost:8080"),
+            ("http://[::1]:8080", "[::1]:8080"),
+            ("http://localhost", "localhost"),
+            ("https://localhost", "localhost"),
+        ] {
+            assert!(local.allows_origin(origin, host), "{origin} at {host}");
+        }
+        for (origin, host) in [
+            ("http://127.0.0.1:8081", "127.0.0.1:8080"),
+            ("http://localhost:8080", "127.0.0.1:8080"),
+            ("http://evil.example.com", "127.0.0.1:8080"),
+            ("http://evil.example.com:8080", "evil.example.com:8080"),
+            ("http://127.0.0.1:8080/path", "127.0.0.1:8080"),
+            ("null", "127.0.0.1:8080"),
+        ] {
+            assert!(!local.allows_origin(origin, host), "{origin} at {host}");
+        }
+        // With every Host let in, a rebound name would pass the Host
+        // check: its pages are not taken for ours.
+        let any = access(&["*", "127.0.0.1"]);
+        assert!(!any.allows_origin("http://evil.example.com:8080", "evil.example.com:8080"));
+        assert!(any.allows_origin("http://127.0.0.1:8080", "127.0.0.1:8080"));
     }
 
     #[test]

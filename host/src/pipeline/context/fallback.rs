@@ -84,12 +84,11 @@ impl RunContext {
             self.budget.settle(reservation, spent);
             reservation = next_reservation;
             tried.push(format!("{}: {why}", request.model));
-            self.emit(Event::Note {
-                plugin: "chorus".to_owned(),
-                message: format!(
-                    "call {id}: {} failed ({why}); asking its fallback {next}",
-                    request.model
-                ),
+            self.emit(Event::Fallback {
+                id,
+                from: request.model.clone(),
+                to: next.clone(),
+                why,
             });
             request = Arc::new(asked);
             // What the failed model streamed is settled above; the
