@@ -67,4 +67,5 @@ mod traces;
 mod upstream;
 mod url_attachments;
 mod viewer;
+mod wal;
 mod web_search;

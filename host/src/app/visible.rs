@@ -85,7 +85,7 @@ impl Chorus {
         if client.admin {
             self.store.describe()
         } else {
-            "this server's run store".to_owned()
+            self.store.describe_for_clients()
         }
     }
 

@@ -365,6 +365,15 @@ impl Store {
         }
     }
 
+    /// The store as a remote client may see it named: what kind of store,
+    /// never where it lies (a file path, a database host).
+    pub fn describe_for_clients(&self) -> String {
+        match &self.backend {
+            Backend::Sqlite(_) | Backend::Postgres(_) => "this server's run store".to_owned(),
+            Backend::Memory(_, why) => format!("this process's memory ({why})"),
+        }
+    }
+
     /// A recorder for one run; `time_limit` is the longest the run can take.
     pub fn recorder(&self, links: Links, time_limit: Duration) -> Recorder {
         let writer = |sender: &Option<mpsc::Sender<event::Msg>>| match sender {
@@ -495,11 +504,14 @@ impl Store {
         }
     }
 
-    /// Gives back this instance's lease (PostgreSQL) at a graceful
-    /// shutdown, once its runs are written. Blocking.
+    /// At a graceful shutdown, once its runs are written: gives back this
+    /// instance's lease (PostgreSQL), or closes every connection so no
+    /// write-ahead log is left (SQLite). Blocking.
     pub fn release(&self) {
-        if let Backend::Postgres(pg) = &self.backend {
-            pg.release();
+        match &self.backend {
+            Backend::Postgres(pg) => pg.release(),
+            Backend::Sqlite(sqlite) => sqlite.release(),
+            Backend::Memory(..) => {}
         }
     }
 

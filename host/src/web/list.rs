@@ -242,7 +242,7 @@ async fn page_of(
         }
         div id="runs" data-live=[in_flight.then_some("/events")] {
             @if found.runs.is_empty() && !found.cut {
-                p { "No runs match. " (if admin { viewer.chorus.store.describe() } else { "This server's run store".to_owned() }) " keeps what `chorus serve` and `chorus ask` ran." }
+                p { "No runs match. " (if admin { viewer.chorus.store.describe() } else { viewer.chorus.store.describe_for_clients() }) " keeps what `chorus serve` and `chorus ask` ran." }
             } @else if !found.runs.is_empty() {
                 div class="scroll" {
                     table class="runs" {

@@ -366,7 +366,8 @@ impl Access {
                     headers,
                     super::discovery::challenge(
                         headers,
-                        Some("The bearer token sent is wrong or revoked."),
+                        "The bearer token sent is wrong or revoked.",
+                        true,
                     ),
                     "chorus: the bearer token is wrong or revoked: send `Authorization: Bearer <token>` with the token the server's operator gave you (CHORUS_TOKEN, or your own from [[http.clients]]).\n",
                 ))
@@ -375,7 +376,7 @@ impl Access {
                 tracing::info!(target: AUDIT, client = "-", reason = "no token", "refused a request without a bearer token");
                 unauthorized(
                     headers,
-                    super::discovery::challenge(headers, None),
+                    super::discovery::challenge(headers, "No bearer token was sent.", false),
                     "chorus: this server needs a bearer token: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
                 )
             }),

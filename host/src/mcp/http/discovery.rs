@@ -87,19 +87,19 @@ pub fn routes(access: &Access) -> Router {
 
 /// The `WWW-Authenticate` value of a 401: `description` says what was
 /// wrong; where the metadata is, when the request says which host it is for.
-pub fn challenge(headers: &HeaderMap, wrong: Option<&str>) -> HeaderValue {
-    // RFC 6750 §3.1: a request that sent no credentials gets no error code.
-    let mut value = match wrong {
-        Some(description) => {
-            let description = format!("{description} {STATIC_TOKEN}")
-                .replace(['"', '\\'], "'")
-                .replace(|c: char| c.is_control(), " ");
-            format!(
-                "Bearer realm=\"chorus\", error=\"invalid_token\", error_description=\"{description}\""
-            )
-        }
-        None => "Bearer realm=\"chorus\"".to_owned(),
+pub fn challenge(headers: &HeaderMap, description: &str, token_sent: bool) -> HeaderValue {
+    let description = format!("{description} {STATIC_TOKEN}")
+        .replace(['"', '\\'], "'")
+        .replace(|c: char| c.is_control(), " ");
+    // RFC 6750 §3.1: a request that sent no credentials gets no error
+    // code; what to do is still said, for the person reading it.
+    let error = if token_sent {
+        "error=\"invalid_token\", "
+    } else {
+        ""
     };
+    let mut value =
+        format!("Bearer realm=\"chorus\", {error}error_description=\"{description}\"");
     if let Some(origin) = origin(headers) {
         value.push_str(&format!(
             ", resource_metadata=\"{origin}{PROTECTED_RESOURCE}{PATH}\""
@@ -212,7 +212,8 @@ mod tests {
     fn the_challenge_says_what_to_do_and_where_the_metadata_is() {
         let value = challenge(
             &headers(&[("host", "127.0.0.1:8080")]),
-            Some("the \"token\" is\nmissing."),
+            "the \"token\" is\nmissing.",
+            true,
         );
         let value = value.to_str().unwrap();
         assert!(value.starts_with("Bearer realm=\"chorus\", error=\"invalid_token\", error_description=\"the 'token' is missing. chorus takes a static bearer token"), "{value}");
@@ -227,7 +228,8 @@ mod tests {
                 ("host", "chorus.example.com"),
                 ("x-forwarded-proto", "https"),
             ]),
-            None,
+            "missing.",
+            false,
         );
         assert!(
             proxied
@@ -237,10 +239,10 @@ mod tests {
             "{proxied:?}"
         );
         assert!(
-            !proxied.to_str().unwrap().contains("error"),
+            !proxied.to_str().unwrap().contains("error="),
             "no credentials sent, no error code (RFC 6750 §3.1): {proxied:?}"
         );
-        let hostless = challenge(&HeaderMap::new(), Some("wrong."));
+        let hostless = challenge(&HeaderMap::new(), "wrong.", true);
         assert!(!hostless.to_str().unwrap().contains("resource_metadata"));
     }
 }

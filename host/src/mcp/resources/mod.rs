@@ -353,15 +353,16 @@ async fn call(
             format!("run {id} has no call {n}: its calls are numbered 0 to {calls} (exclusive)"),
             None,
         )),
-        Ok(CallLookup::UnknownRun) => Err(unknown_run(&uri(id))),
+        Ok(CallLookup::UnknownRun) => Err(unknown_run(chorus, &uri(id))),
         Err(e) => Err(McpError::internal_error(e.to_string(), None)),
     }
 }
 
-fn unknown_run(uri: &str) -> McpError {
+fn unknown_run(chorus: &Chorus, uri: &str) -> McpError {
     McpError::resource_not_found(
         format!(
-            "no run at `{uri}`: the id is unknown to this server's run store (see resources/list)"
+            "no run at `{uri}`: the id is unknown to {} (see resources/list)",
+            chorus.store.describe_for_clients()
         ),
         None,
     )
@@ -372,7 +373,7 @@ fn unknown_run(uri: &str) -> McpError {
 async fn run(chorus: &Chorus, client: &Client, uri: &str, id: &str) -> Result<StoredRun, McpError> {
     match chorus.find_run_for(client, id, false).await {
         Ok(Lookup::Found(run)) if run.run_id == id => Ok(run),
-        Ok(_) => Err(unknown_run(uri)),
+        Ok(_) => Err(unknown_run(chorus, uri)),
         Err(e) => Err(McpError::internal_error(e.to_string(), None)),
     }
 }

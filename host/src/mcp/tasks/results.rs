@@ -43,7 +43,7 @@ impl Results {
             runs.shift_remove_index(0);
         }
         runs.insert(task.to_owned(), record.run_id.clone());
-        tools::success(&slim(record, REMOTE_STORE))
+        tools::success(&slim(record, &chorus.store.describe_for_clients()))
     }
 
     /// `task` with its whole result, when the manager holds a slim one and
@@ -77,8 +77,9 @@ impl Results {
             Some(record) => *result = object(&tools::success(&record)),
             None => {
                 let gone = format!(
-                    "Run {run_id} is no longer in {REMOTE_STORE} (pruned or expired), so this result is \
-                     without its answer."
+                    "Run {run_id} is no longer in {} (pruned or expired), so this result is \
+                     without its answer.",
+                    chorus.store.describe_for_clients()
                 );
                 if let Some(serde_json::Value::Array(notes)) = result
                     .get_mut("structuredContent")
@@ -104,10 +105,6 @@ impl Results {
 
 /// The record without its answer and replies: what a finished task holds
 /// in memory, and what `tasks/get` gives if the store no longer has the run.
-/// The run store as a task's result names it: a client is told where its
-/// answer went, not the server's file path or database host.
-const REMOTE_STORE: &str = "this server's run store";
-
 fn slim(record: &RunRecord, store: &str) -> RunRecord {
     let run = &record.run_id;
     let mut slim = record.clone();

@@ -51,10 +51,33 @@ impl Drop for Sqlite {
         if let Some(sender) = self.sender.take() {
             let _ = sender.try_send(Msg::Shutdown);
         }
+        self.writer_done();
+    }
+}
+
+impl Sqlite {
+    /// Waits (5 s at most) for the writer thread to end, once told to.
+    fn writer_done(&self) {
         let done = self.done.lock().unwrap_or_else(|e| e.into_inner());
-        if done.recv_timeout(Duration::from_secs(5)).is_err() {
+        // Disconnected: it ended already (and said so once).
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            done.recv_timeout(Duration::from_secs(5))
+        {
             tracing::warn!(store = %self.path.display(), "the run store's writer did not finish in 5 s; the last events may be lost");
         }
+    }
+
+    /// The server is stopping: the writer writes what it was sent and
+    /// ends, and every connection of this process closes, the last one
+    /// removing the write-ahead log. Blocking. Reads after this open new
+    /// connections; writes are not taken any more.
+    pub fn release(&self) {
+        if let Some(sender) = &self.sender {
+            let _ = sender.blocking_send(Msg::Shutdown);
+        }
+        self.writer_done();
+        self.readers.close_idle();
+        self.spend.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 }
 
@@ -273,6 +296,14 @@ struct Pool {
 }
 
 impl Readers {
+    /// Closes the connections not in use.
+    fn close_idle(&self) {
+        let mut pool = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let closed = pool.idle.len();
+        pool.idle.clear();
+        pool.open -= closed;
+    }
+
     fn new(path: &Path, read_only: bool, first: Connection) -> Self {
         Self {
             path: path.to_owned(),

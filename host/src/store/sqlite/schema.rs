@@ -220,7 +220,7 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
         )));
     }
     // Bounds the -wal file once a checkpoint has emptied it.
-    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)
+    conn.pragma_update(None, "journal_size_limit", super::checkpoint::JOURNAL_SIZE_LIMIT)
         .map_err(sqlite)?;
     migrate(&mut conn, path)?;
     Ok(conn)

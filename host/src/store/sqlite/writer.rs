@@ -79,6 +79,12 @@ impl Writer {
             let shutdown = batch.iter().any(|m| matches!(m, Msg::Shutdown));
             self.write(batch);
             if shutdown {
+                // Everything in the database file, the log emptied: a clean
+                // exit leaves no write-ahead log to read at the next start
+                // (SQLite removes the file when the last connection closes).
+                let _ = self
+                    .conn
+                    .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
                 return;
             }
             if self.ended_since_prune >= PRUNE_AFTER_RUNS
