@@ -211,3 +211,99 @@ async fn tokens_streamed_by_broken_attempts_are_counted_and_priced() {
     let cost = m2["cost_usd"].as_f64().unwrap();
     assert!(cost >= 0.006, "{m2}");
 }
+
+/// A PDF reader at $3 per million tokens either way beside a free
+/// text-only member and merger, under `max_cost_usd = 0.05`.
+fn reading(mock: &Mock) -> String {
+    let free = "context_window = 100000\nmax_output_tokens = 100\ninput = [\"text\"]\ninput_price = 0.0\noutput_price = 0.0";
+    format!(
+        r#"
+[limits]
+run_timeout = "20s"
+max_cost_usd = 0.05
+
+[providers.mock]
+base_url = "{url}"
+api_key_env = "{KEY_VAR}"
+
+[providers.mock.retry]
+max_attempts = 1
+
+[models."f/reader"]
+context_window = 1000000
+max_output_tokens = 100
+input = ["text", "file"]
+input_price = 3.0
+output_price = 3.0
+[models."t/free"]
+{free}
+[models."t/merger"]
+{free}
+
+[plugins.panel]
+builtin = "static-panel"
+settings = {{ panel = ["f/reader", "t/free"], synthesizers = ["t/merger"] }}
+[plugins.passthrough]
+builtin = "passthrough"
+[plugins.synthesize]
+builtin = "synthesize"
+
+[pipelines.ask]
+description = "A PDF reader and a text model, one merge."
+selector = "panel"
+prompter = "passthrough"
+synthesizer = "synthesize"
+"#,
+        url = mock.base_url,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pdf_sent_as_a_file_counts_its_pages_against_max_cost_usd() {
+    use super::attachments::b64;
+    use super::pdf_text::pdf;
+    let line: &[&str] = &["Clause: the tenant pays the rent."];
+    for (pages, sent) in [(1, true), (40, false)] {
+        let mock = Mock::start().await;
+        for model in ["f/reader", "t/free", "t/merger"] {
+            mock.script(model, [Step::answer("the tenant")]);
+        }
+        let server = Server::start(&reading(&mock)).await;
+        let bytes = pdf(&vec![line; pages]);
+        let result = server
+            .call(
+                "ask",
+                json!({"prompt": "Who pays?", "attachments": [
+                    {"data": b64(&bytes), "name": "lease.pdf"}
+                ]}),
+            )
+            .await;
+        assert_eq!(result.is_error, Some(false), "{}", text(&result));
+        let result = structured(&result);
+        let reader = calls(result, "fan-out")
+            .into_iter()
+            .find(|c| c["model"] == "f/reader")
+            .unwrap_or_else(|| panic!("{result:#}"));
+        let got = mock.requests_for("f/reader");
+        if sent {
+            // 1 page: ~3,000 tokens, under $0.01 with its answer.
+            assert_eq!(reader["status"], "ok", "{result:#}");
+            assert_eq!(got.len(), 1);
+            continue;
+        }
+        // 40 pages: ~120,000 tokens at $3/M is $0.36, over the ceiling,
+        // however few bytes the file is.
+        assert!(bytes.len() < 40_000, "{}", bytes.len());
+        assert_eq!(reader["status"], "skipped", "{result:#}");
+        assert_eq!(reader["error"]["kind"], "over-budget");
+        let why = reader["error"]["message"].as_str().unwrap();
+        assert!(
+            why.contains("not started: its worst case ($0.3")
+                && why.contains("over max_cost_usd = $0.05"),
+            "{why}"
+        );
+        assert!(got.is_empty(), "a skipped call is never sent");
+        let notes = result["notes"].to_string();
+        assert!(notes.contains("1 call was not started"), "{notes}");
+    }
+}

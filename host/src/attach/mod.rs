@@ -6,7 +6,8 @@
 //! read, `sniff` tells the type from the bytes, `load` holds all of it to
 //! the limits before anything is sent or paid; `pdf` reads a PDF's text
 //! layer for models that cannot take the file; `shape` measures an image's
-//! pixels and a PDF's pages when a run starts. Where each attachment goes
+//! pixels and a PDF's pages when a run starts; `tokens` what one may cost
+//! a model as input, for every worst case. Where each attachment goes
 //! in a run (which model sees which, and what a text-only model gets
 //! instead) is the pipeline's business; the wire shape is `llm::wire`'s.
 
@@ -16,6 +17,7 @@ pub mod pdf;
 pub mod shape;
 pub mod sniff;
 pub mod source;
+pub mod tokens;
 
 use std::sync::Arc;
 

@@ -563,13 +563,20 @@ pub fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
-/// Rough prompt tokens of a request (with a few per message for framing).
+/// Rough prompt tokens of a request: its messages (with a few each for
+/// framing) and every attachment part it sends (`attach::tokens`) — the
+/// one estimate behind every worst case: the cost ceiling, the
+/// `tokens_per_minute` reservation, and usage a provider did not report.
 pub fn estimate_prompt_tokens(request: &ChatRequest) -> u64 {
-    request
+    let text: u64 = request
         .messages
         .iter()
         .map(|m| estimate_tokens(&m.content) + 4)
-        .sum()
+        .sum();
+    request
+        .sent_attachments()
+        .map(crate::attach::tokens::estimate)
+        .fold(text, u64::saturating_add)
 }
 
 /// Completes the usage: token counts estimated from the text when the

@@ -52,6 +52,20 @@ pub struct ChatRequest {
     pub placed: Vec<Placed>,
 }
 
+impl ChatRequest {
+    /// The attachment parts the wire sends, each time it sends one: those
+    /// placed, in placing order, else every binary attachment once (text
+    /// files are in the messages already).
+    pub fn sent_attachments(&self) -> impl Iterator<Item = &crate::attach::Attachment> {
+        let placed = self
+            .placed
+            .iter()
+            .filter_map(|p| self.attachments.iter().find(|a| a.id == p.id));
+        let unplaced = self.attachments.binary().filter(|_| self.placed.is_empty());
+        placed.chain(unplaced)
+    }
+}
+
 /// A run attachment placed in a message: at byte `at` of the content of
 /// message `message`, before the text that follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
