@@ -16,7 +16,10 @@ use crate::support::*;
 fn with_store(mock: &Mock, dir: &Path) -> String {
     config(
         mock,
-        &format!("[store]\npath = \"{}\"\n", dir.join("runs.sqlite3").display()),
+        &format!(
+            "[store]\npath = \"{}\"\n",
+            dir.join("runs.sqlite3").display()
+        ),
     )
 }
 
@@ -49,7 +52,10 @@ async fn sigterm_leaves_no_write_ahead_log() {
         .await;
         assert!(answered.last().unwrap().to_string().contains("merged"));
     }
-    assert!(log_of(dir.path()).exists(), "runs were written through the log");
+    assert!(
+        log_of(dir.path()).exists(),
+        "runs were written through the log"
+    );
     let status = server.terminate().await;
     assert!(status.success(), "{status}");
     assert!(

@@ -98,8 +98,7 @@ pub fn challenge(headers: &HeaderMap, description: &str, token_sent: bool) -> He
     } else {
         ""
     };
-    let mut value =
-        format!("Bearer realm=\"chorus\", {error}error_description=\"{description}\"");
+    let mut value = format!("Bearer realm=\"chorus\", {error}error_description=\"{description}\"");
     if let Some(origin) = origin(headers) {
         value.push_str(&format!(
             ", resource_metadata=\"{origin}{PROTECTED_RESOURCE}{PATH}\""

@@ -211,7 +211,10 @@ mod tests {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         reading.join().unwrap();
         assert!(size() <= 1 << 20, "the log stayed at {} bytes", size());
-        assert!(most < 16 << 20, "the log reached {most} bytes of 20 MB written");
+        assert!(
+            most < 16 << 20,
+            "the log reached {most} bytes of 20 MB written"
+        );
         drop(checkpointer);
     }
 }

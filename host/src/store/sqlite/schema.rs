@@ -220,8 +220,12 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
         )));
     }
     // Bounds the -wal file once a checkpoint has emptied it.
-    conn.pragma_update(None, "journal_size_limit", super::checkpoint::JOURNAL_SIZE_LIMIT)
-        .map_err(sqlite)?;
+    conn.pragma_update(
+        None,
+        "journal_size_limit",
+        super::checkpoint::JOURNAL_SIZE_LIMIT,
+    )
+    .map_err(sqlite)?;
     migrate(&mut conn, path)?;
     Ok(conn)
 }
