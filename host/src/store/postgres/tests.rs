@@ -289,3 +289,66 @@ async fn a_run_written_in_one_batch_reads_as_one_written_event_by_event() {
     assert!(expected["calls"][2]["request"].is_object(), "{expected}");
     assert_eq!(read(&batched), expected);
 }
+
+/// A database that refuses writes for a passing reason — here read-only,
+/// as after a failover; disk full, out of memory, serialization failures
+/// and deadlocks alike — keeps the run's events for later: they are
+/// written once it takes writes again, never dropped.
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_refused_by_a_read_only_database_are_written_once_it_takes_writes() {
+    // A cluster of its own: this test makes it read-only.
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let url = cluster.database();
+    let store = open(&url).unwrap();
+    let (before, written) = run(&store, "before").await;
+    written.unwrap();
+
+    let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    // One statement a call: ALTER SYSTEM runs outside any transaction.
+    for statement in [
+        "ALTER SYSTEM SET default_transaction_read_only = on",
+        "SELECT pg_reload_conf()",
+    ] {
+        admin.batch_execute(statement).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (during, written) = run(&store, "while read-only").await;
+    let error = written.unwrap_err();
+    assert!(error.contains("written when it is back"), "{error}");
+
+    for statement in [
+        "SET default_transaction_read_only = off",
+        "ALTER SYSTEM RESET default_transaction_read_only",
+        "SELECT pg_reload_conf()",
+    ] {
+        admin.batch_execute(statement).await.unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.flush().await.is_err() {
+        assert!(Instant::now() < deadline, "the run was never written");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reader = store.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        [before, during].map(|id| match reader.find(&id, false).unwrap() {
+            Lookup::Found(run) => run.answer,
+            other => panic!("{id}: {other:?}"),
+        })
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        found,
+        [
+            Some("the answer to before".to_owned()),
+            Some("the answer to while read-only".to_owned())
+        ]
+    );
+    drop(admin);
+    let _ = connection.await;
+}
