@@ -22,7 +22,7 @@ fn contract() -> PathBuf {
 
 /// The Python example, built once per test process (and only when its
 /// source or the contract changed since the last build).
-fn medoid() -> PathBuf {
+pub(crate) fn medoid() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(build_medoid).clone()
 }
