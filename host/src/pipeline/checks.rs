@@ -91,10 +91,11 @@ impl Runner {
 pub(super) fn check_roles(loaded: &Loaded, registry: &Registry) -> Result<(), ConfigError> {
     for (name, pipeline) in &loaded.config.pipelines {
         for (role, kind, plugin) in roles(pipeline) {
-            if let Some(found) = registry.get(plugin) {
-                if let Some(error) = role_error(loaded, name, role, kind, found) {
-                    return Err(error);
-                }
+            if let Some(error) = registry
+                .get(plugin)
+                .and_then(|found| role_error(loaded, name, role, kind, found))
+            {
+                return Err(error);
             }
         }
     }

@@ -509,17 +509,16 @@ impl Runner {
             // Past the deadline, `plugin` below says which is still compiling.
             let _ = tokio::time::timeout_at(context.deadline(), settled).await;
         }
+        // Checked at load for the plugins loaded then; a comparison each.
         let [selector, prompter, synthesizer] = roles(pipeline).map(|(role, kind, plugin)| {
             let plugin = self.plugin(plugin)?;
-            if !loading.is_empty() {
-                if let Some(error) = role_error(&self.loaded, name, role, kind, plugin) {
-                    return Err(RunError::Plugin(PluginError::NotLoaded {
-                        plugin: plugin.name.clone(),
-                        message: error.to_string(),
-                    }));
-                }
+            match role_error(&self.loaded, name, role, kind, plugin) {
+                Some(error) => Err(RunError::Plugin(PluginError::NotLoaded {
+                    plugin: plugin.name.clone(),
+                    message: error.to_string(),
+                })),
+                None => Ok(plugin),
             }
-            Ok(plugin)
         });
         Ok([selector?, prompter?, synthesizer?])
     }

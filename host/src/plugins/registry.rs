@@ -112,7 +112,7 @@ pub enum Availability<'a> {
 /// A plugin loaded at once, or left to compile in the background.
 enum Step {
     Loaded(Arc<Plugin>),
-    Later(Job),
+    Later(Box<Job>),
 }
 
 /// Whether loading waits for compiles.
@@ -220,7 +220,7 @@ impl Registry {
                 Some((component, source)) => loader
                     .finish(&job, component, source, started)
                     .map(Step::Loaded),
-                None if compiles == Compiles::InBackground => Ok(Step::Later(job)),
+                None if compiles == Compiles::InBackground => Ok(Step::Later(Box::new(job))),
                 None => loader.compile(&job, started).map(Step::Loaded),
             }
         });
@@ -235,7 +235,7 @@ impl Registry {
                 Step::Later(job) => {
                     let deferred = Deferred::new();
                     plugins.insert(job.name.clone(), Slot::Deferred(deferred.clone()));
-                    background.push((job, deferred));
+                    background.push((*job, deferred));
                 }
             }
         }
@@ -441,7 +441,7 @@ impl Loader {
             source,
             load_time: started.elapsed(),
             settings: job.settings.clone(),
-            limits: job.limits.clone(),
+            limits: job.limits,
             engine: self.engine.clone(),
             slots: self.slots.clone(),
             guest,
