@@ -102,6 +102,8 @@ description = "The answer that agrees most with the others."
 selector = "panel"
 prompter = "passthrough"
 synthesizer = "medoid"
+# Its first call may wait for the plugin to compile (seconds).
+run_timeout = "150s"
 "#,
         wasm.display()
     );
@@ -175,6 +177,8 @@ description = "Each model answers as a different persona."
 selector = "panel"
 prompter = "personas"
 synthesizer = "synthesize"
+# Its first call may wait for the plugin to compile (seconds).
+run_timeout = "150s"
 "#,
         wasm.display()
     );
@@ -241,6 +245,8 @@ description = "The answer that agrees most with the others."
 selector = "panel"
 prompter = "passthrough"
 synthesizer = "medoid"
+# Its first call may wait for the plugin to compile (seconds).
+run_timeout = "150s"
 "#,
         wasm.display()
     )
@@ -356,6 +362,8 @@ selector = "panel"
 prompter = "personas"
 synthesizer = "synthesize"
 describer = "{SYNTH2}"
+# Its first call may wait for the plugin to compile (seconds).
+run_timeout = "150s"
 "#,
             wasm.display()
         ),
