@@ -15,6 +15,7 @@ mod cancel;
 mod catalog;
 mod cli;
 mod clients;
+mod cold_start;
 mod conformance;
 mod dist;
 mod drain;

@@ -22,7 +22,7 @@ fn contract() -> PathBuf {
 
 /// The Python example, built once per test process (and only when its
 /// source or the contract changed since the last build).
-fn medoid() -> PathBuf {
+pub(crate) fn medoid() -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(build_medoid).clone()
 }
@@ -102,6 +102,8 @@ description = "The answer that agrees most with the others."
 selector = "panel"
 prompter = "passthrough"
 synthesizer = "medoid"
+# Its first call may wait for the plugin to compile (seconds).
+run_timeout = "150s"
 "#,
         wasm.display()
     );
@@ -175,6 +177,8 @@ description = "Each model answers as a different persona."
 selector = "panel"
 prompter = "personas"
 synthesizer = "synthesize"
+# Its first call may wait for the plugin to compile (seconds).
+run_timeout = "150s"
 "#,
         wasm.display()
     );
@@ -241,6 +245,8 @@ description = "The answer that agrees most with the others."
 selector = "panel"
 prompter = "passthrough"
 synthesizer = "medoid"
+# Its first call may wait for the plugin to compile (seconds).
+run_timeout = "150s"
 "#,
         wasm.display()
     )
@@ -356,6 +362,8 @@ selector = "panel"
 prompter = "personas"
 synthesizer = "synthesize"
 describer = "{SYNTH2}"
+# Its first call may wait for the plugin to compile (seconds).
+run_timeout = "150s"
 "#,
             wasm.display()
         ),

@@ -364,13 +364,15 @@ impl Server {
             .as_object()
             .cloned()
             .expect("arguments are an object");
+        // Long enough for a first call that waits for a Python or
+        // JavaScript plugin to compile (a loaded machine, a debug build).
         tokio::time::timeout(
-            Duration::from_secs(60),
+            Duration::from_secs(180),
             self.client
                 .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)),
         )
         .await
-        .expect("the call finished within 60 s")
+        .expect("the call finished within 180 s")
         .expect("the call got a response")
     }
 

@@ -92,6 +92,21 @@ impl Chorus {
     /// run store (in memory, said in the log, if its file cannot be opened)
     /// and the trace exporter.
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
+        Self::build(loaded, Runner::load)
+    }
+
+    /// As `load`, but the plugins that must be compiled compile in the
+    /// background (`Runner::load_deferred`): for the first start of
+    /// `serve`, which answers its client without waiting for them. Reloads
+    /// still build the whole runner before swapping it in.
+    pub fn load_serving(loaded: Loaded) -> Result<Self, ConfigError> {
+        Self::build(loaded, Runner::load_deferred)
+    }
+
+    fn build(
+        loaded: Loaded,
+        runner: impl FnOnce(Loaded) -> Result<Runner, ConfigError>,
+    ) -> Result<Self, ConfigError> {
         let telemetry = Telemetry::start(&loaded)?;
         // The store opens (its file and schema check and writer thread, or
         // a database connection) while the plugins load: neither needs the
@@ -104,7 +119,7 @@ impl Chorus {
                     let _entered = runtime.as_ref().map(|r| r.enter());
                     Store::open_or_memory(&loaded)
                 });
-            let runner = Runner::load(loaded.clone());
+            let runner = runner(loaded.clone());
             let store = match store {
                 Ok(opening) => opening
                     .join()

@@ -174,6 +174,16 @@ fn load(config: Option<&std::path::Path>, overrides: &Overrides) -> Result<Arc<C
     load_adjusted(config, overrides, |_| {})
 }
 
+/// As `load`, for `serve`: plugins that must be compiled compile in the
+/// background, so the client's `initialize` is answered at once (a client
+/// may not wait for seconds of compiling before its first request).
+fn load_serving(
+    config: Option<&std::path::Path>,
+    overrides: &Overrides,
+) -> Result<Arc<Chorus>, ExitCode> {
+    load_with(config, overrides, |_| {}, Chorus::load_serving)
+}
+
 /// As `load`, with the configuration changed by `adjust` (a command's own
 /// flags) before anything is built from it.
 fn load_adjusted(
@@ -181,13 +191,22 @@ fn load_adjusted(
     overrides: &Overrides,
     adjust: impl FnOnce(&mut Loaded),
 ) -> Result<Arc<Chorus>, ExitCode> {
+    load_with(config, overrides, adjust, Chorus::load)
+}
+
+fn load_with(
+    config: Option<&std::path::Path>,
+    overrides: &Overrides,
+    adjust: impl FnOnce(&mut Loaded),
+    build: impl FnOnce(Loaded) -> Result<Chorus, crate::config::ConfigError>,
+) -> Result<Arc<Chorus>, ExitCode> {
     let chorus = Loaded::discover(config)
         .and_then(|loaded| loaded.with_overrides(overrides))
         .map(|mut loaded| {
             adjust(&mut loaded);
             loaded
         })
-        .and_then(Chorus::load)
+        .and_then(build)
         .map_err(|e| {
             notice!("chorus: {e}");
             ExitCode::from(2)

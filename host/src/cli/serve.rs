@@ -143,7 +143,7 @@ async fn load(
     metrics: Option<&str>,
     allow_hosts: &[String],
 ) -> Result<std::sync::Arc<crate::app::Chorus>, ExitCode> {
-    let chorus = super::load(config, overrides)?;
+    let chorus = super::load_serving(config, overrides)?;
     if let Some(addr) = metrics {
         let served = match mcp::http::metrics_hosts(allow_hosts) {
             Ok(allows) => crate::metrics::serve(addr, chorus.metrics.clone(), allows).await,

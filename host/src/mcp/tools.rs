@@ -93,12 +93,7 @@ pub fn list(runner: &Runner) -> Vec<Tool> {
         .pipelines()
         .map(|(name, pipeline)| tool(name, pipeline))
         .collect();
-    let synthesizers: Vec<&str> = runner
-        .registry
-        .iter()
-        .filter(|p| p.kind == crate::plugins::Kind::Synthesizer)
-        .map(|p| p.name.as_str())
-        .collect();
+    let synthesizers = runner.synthesizer_names();
     let pipelines: Vec<&str> = runner.pipelines().map(|(n, _)| n.as_str()).collect();
     tools.push(resynthesize_tool(&synthesizers, &pipelines));
     tools

@@ -86,22 +86,40 @@ impl Runner {
     }
 }
 
-/// Every pipeline's plugins are of the kind their role needs.
+/// Every pipeline's plugins are of the kind their role needs (a plugin
+/// still compiling is held to its roles by the runs that wait for it).
 pub(super) fn check_roles(loaded: &Loaded, registry: &Registry) -> Result<(), ConfigError> {
     for (name, pipeline) in &loaded.config.pipelines {
         for (role, kind, plugin) in roles(pipeline) {
-            let found = registry
+            if let Some(error) = registry
                 .get(plugin)
-                .expect("validated: pipelines name defined plugins");
-            if found.kind != kind {
-                return Err(loaded.error(
-                    format!("pipelines.{name}.{role}"),
-                    format!("plugin `{plugin}` is a {}, not a {kind}", found.kind),
-                ));
+                .and_then(|found| role_error(loaded, name, role, kind, found))
+            {
+                return Err(error);
             }
         }
     }
     Ok(())
+}
+
+/// Why `plugin` cannot take `role` (which needs a `kind`) in pipeline
+/// `name`, if it cannot.
+pub(super) fn role_error(
+    loaded: &Loaded,
+    name: &str,
+    role: &str,
+    kind: Kind,
+    plugin: &Plugin,
+) -> Option<ConfigError> {
+    (plugin.kind != kind).then(|| {
+        loaded.error(
+            format!("pipelines.{name}.{role}"),
+            format!(
+                "plugin `{}` is a {}, not a {kind}",
+                plugin.name, plugin.kind
+            ),
+        )
+    })
 }
 
 /// A pipeline's plugins by role.

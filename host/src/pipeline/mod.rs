@@ -37,9 +37,9 @@ pub use single::single_run_name;
 
 use crate::config::{ConfigError, Loaded, Pipeline};
 use crate::llm::{Completion, Llm};
-use crate::plugins::{Answer, Plan, Plugin, PluginError, Registry, Request};
+use crate::plugins::{Answer, Availability, Kind, Plan, Plugin, PluginError, Registry, Request};
 use crate::record::RunRecord;
-use checks::{check_roles, roles, side_by_side};
+use checks::{check_roles, role_error, roles, side_by_side};
 use context::RunContext;
 use run::{Setup, ceiling};
 
@@ -128,8 +128,22 @@ pub struct Runner {
 
 impl Runner {
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
-        let llm = Arc::new(Llm::new(&loaded)?);
         let registry = Registry::load(&loaded)?;
+        Self::with_registry(loaded, registry)
+    }
+
+    /// As `load`, but the plugins that must be compiled compile in the
+    /// background (see `Registry::load_deferred`): for a first start of
+    /// `serve`, which answers its client at once. A run waits for the
+    /// plugins it needs; one that fails to load fails only its pipelines'
+    /// runs, with the error `load` would have returned.
+    pub fn load_deferred(loaded: Loaded) -> Result<Self, ConfigError> {
+        let registry = Registry::load_deferred(&loaded)?;
+        Self::with_registry(loaded, registry)
+    }
+
+    fn with_registry(loaded: Loaded, registry: Registry) -> Result<Self, ConfigError> {
+        let llm = Arc::new(Llm::new(&loaded)?);
         check_roles(&loaded, &registry)?;
         let run_slots = Arc::new(tokio::sync::Semaphore::new(
             loaded.config.limits.max_concurrent_runs as usize,
@@ -294,7 +308,7 @@ impl Runner {
                 .unwrap_or_default(),
             reused: Vec::new(),
             dry_run,
-            answered_by: self.plugin(&pipeline.synthesizer).name.clone(),
+            answered_by: pipeline.synthesizer.clone(),
             lead_notes: conversation
                 .as_ref()
                 .and_then(Conversation::note)
@@ -361,8 +375,9 @@ impl Runner {
         context: &Arc<RunContext>,
     ) -> Result<(Answer, Vec<Completion>), RunError> {
         let host = || context.clone() as Arc<dyn crate::plugins::HostServices>;
-        let [selector, prompter, synthesizer] =
-            roles(pipeline).map(|(_, _, name)| self.plugin(name));
+        let [selector, prompter, synthesizer] = self
+            .plugins_of(&request.pipeline, pipeline, context)
+            .await?;
 
         context.emit(Event::Stage(Stage::Select));
         let emit = |event| context.emit(event);
@@ -440,10 +455,85 @@ impl Runner {
         )
     }
 
-    fn plugin(&self, name: &str) -> &Plugin {
+    /// The plugin `name`, if it loaded. The configuration names it: that
+    /// was checked at load.
+    fn plugin(&self, name: &str) -> Result<&Plugin, RunError> {
+        let not_loaded = |message: String| {
+            RunError::Plugin(PluginError::NotLoaded {
+                plugin: name.to_owned(),
+                message,
+            })
+        };
+        match self
+            .registry
+            .availability(name)
+            .expect("validated at load: pipelines name configured plugins")
+        {
+            Availability::Ready(plugin) => Ok(plugin),
+            Availability::Failed(error) => Err(not_loaded(error.to_string())),
+            Availability::Loading => Err(not_loaded(
+                "it was still being compiled (chorus has just started) when the run could wait no longer"
+                    .to_owned(),
+            )),
+        }
+    }
+
+    /// `pipeline`'s plugins by role. After a first start of `serve` one
+    /// may still be compiling: the run waits for it (and says so in its
+    /// progress) within its deadline, then holds it to its role.
+    async fn plugins_of(
+        &self,
+        name: &str,
+        pipeline: &Pipeline,
+        context: &RunContext,
+    ) -> Result<[&Plugin; 3], RunError> {
+        let loading: Vec<&str> = roles(pipeline)
+            .map(|(_, _, plugin)| plugin)
+            .into_iter()
+            .filter(|plugin| {
+                matches!(
+                    self.registry.availability(plugin),
+                    Some(Availability::Loading)
+                )
+            })
+            .collect();
+        if !loading.is_empty() {
+            context.emit(Event::Note {
+                plugin: "chorus".to_owned(),
+                message: format!(
+                    "waiting for plugin `{}` to finish compiling (chorus has just started)",
+                    loading.join("`, `")
+                ),
+            });
+            let settled = self.registry.settled(&loading);
+            // Past the deadline, `plugin` below says which is still compiling.
+            let _ = tokio::time::timeout_at(context.deadline(), settled).await;
+        }
+        // Checked at load for the plugins loaded then; a comparison each.
+        let [selector, prompter, synthesizer] = roles(pipeline).map(|(role, kind, plugin)| {
+            let plugin = self.plugin(plugin)?;
+            match role_error(&self.loaded, name, role, kind, plugin) {
+                Some(error) => Err(RunError::Plugin(PluginError::NotLoaded {
+                    plugin: plugin.name.clone(),
+                    message: error.to_string(),
+                })),
+                None => Ok(plugin),
+            }
+        });
+        Ok([selector?, prompter?, synthesizer?])
+    }
+
+    /// The synthesizer plugins' names: those loaded, and those still
+    /// compiling (or that failed to) which a pipeline names as its
+    /// synthesizer — a plugin's kind is known once it is compiled.
+    pub fn synthesizer_names(&self) -> Vec<&str> {
         self.registry
-            .get(name)
-            .expect("validated at load: pipelines name loaded plugins")
+            .names()
+            .filter(|name| match self.registry.availability(name) {
+                Some(Availability::Ready(plugin)) => plugin.kind == Kind::Synthesizer,
+                _ => self.pipelines().any(|(_, p)| p.synthesizer == *name),
+            })
+            .collect()
     }
 }
 

@@ -66,6 +66,12 @@ impl Runner {
                 "never asked its panel: it has no answers to merge".into(),
             ));
         }
+        // Just after a first start of `serve`, a synthesizer may still be
+        // compiling: wait for the plugins (past the wait, `merge` says which
+        // one is not there yet).
+        let names: Vec<&str> = self.registry.names().collect();
+        let settled = self.registry.settled(&names);
+        let _ = tokio::time::timeout(self.loaded.config.limits.run_timeout, settled).await;
         let merge = self.merge(source, merger)?;
         for model in &plan.synthesizers {
             if self.llm.model(model).is_none() {
@@ -156,14 +162,7 @@ impl Runner {
     }
 
     fn merge(&self, source: &StoredRun, merger: &Merger) -> Result<Merge<'_>, RunError> {
-        let synthesizers = || {
-            self.registry
-                .iter()
-                .filter(|p| p.kind == Kind::Synthesizer)
-                .map(|p| p.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let synthesizers = || self.synthesizer_names().join(", ");
         match merger {
             Merger::AsBefore => {
                 let pipeline = self.pipeline(&source.pipeline).map_err(|_| RunError::UnusableRun {
@@ -176,18 +175,19 @@ impl Runner {
                 })?;
                 Ok(Merge {
                     pipeline: source.pipeline.clone(),
-                    synthesizer: self.plugin(&pipeline.synthesizer),
+                    synthesizer: self.plugin(&pipeline.synthesizer)?,
                     options: source.options.clone(),
                     notes: Vec::new(),
                 })
             }
             Merger::Synthesizer(name) => {
-                let plugin = self.registry.get(name).ok_or_else(|| {
-                    RunError::InvalidOptions(format!(
+                if self.registry.availability(name).is_none() {
+                    return Err(RunError::InvalidOptions(format!(
                         "no plugin named `{name}` (synthesizers: {})",
                         synthesizers()
-                    ))
-                })?;
+                    )));
+                }
+                let plugin = self.plugin(name)?;
                 if plugin.kind != Kind::Synthesizer {
                     return Err(RunError::InvalidOptions(format!(
                         "plugin `{name}` is a {}, not a synthesizer (synthesizers: {})",
@@ -227,7 +227,7 @@ impl Runner {
                 };
                 Ok(Merge {
                     pipeline: name.clone(),
-                    synthesizer: self.plugin(&pipeline.synthesizer),
+                    synthesizer: self.plugin(&pipeline.synthesizer)?,
                     options,
                     notes,
                 })

@@ -42,6 +42,7 @@ pub enum Source {
     Precompiled,
 }
 
+#[derive(Clone)]
 pub struct CompileCache {
     dir: Option<PathBuf>,
 }
@@ -61,7 +62,31 @@ impl CompileCache {
     /// The compiled component for `wasm` (whose SHA-256 is `digest`: the
     /// caller has it already): from the cache if a verified entry is there,
     /// else compiled (announced on stderr when it takes a while) and stored.
+    #[cfg(test)]
     pub fn load(
+        &self,
+        engine: &Engine,
+        name: &str,
+        wasm: &[u8],
+        digest: &[u8; 32],
+    ) -> wasmtime::Result<(Component, Source)> {
+        match self.cached(engine, digest) {
+            Some(component) => Ok((component, Source::Cached)),
+            None => self.compile(engine, name, wasm, digest),
+        }
+    }
+
+    /// The verified cache entry for the component whose SHA-256 is
+    /// `digest`, if there is one: milliseconds, where compiling takes
+    /// tenths of a second to many seconds.
+    pub fn cached(&self, engine: &Engine, digest: &[u8; 32]) -> Option<Component> {
+        let dir = self.dir.as_ref()?;
+        Entry::new(dir, &key(engine, digest)).read(engine)
+    }
+
+    /// Compiles `wasm` (announced on stderr when it takes a while) and
+    /// stores it in the cache, if there is one.
+    pub fn compile(
         &self,
         engine: &Engine,
         name: &str,
@@ -74,11 +99,7 @@ impl CompileCache {
                 Source::Compiled,
             ));
         };
-        let key = key(engine, digest);
-        let entry = Entry::new(dir, &key);
-        if let Some(component) = entry.read(engine) {
-            return Ok((component, Source::Cached));
-        }
+        let entry = Entry::new(dir, &key(engine, digest));
         let component = compile(engine, name, wasm, "first load; cached afterwards")?;
         if let Err(e) = entry.write(&component) {
             // A read-only or sandboxed home: the plugin still runs, compiled

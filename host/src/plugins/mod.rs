@@ -23,7 +23,7 @@ use wasmtime::{Engine, Store};
 
 pub use bindings::{CONTRACT, VERSIONS};
 pub use cache::Source;
-pub use registry::{Registry, builtin_names};
+pub use registry::{Availability, Registry, builtin_names};
 pub use sandbox::{FUEL_PER_SECOND, MAX_LOG_MESSAGES, MAX_PROGRESS_MESSAGES};
 pub use services::{Budget, HostServices, NoRun};
 pub use types::*;
@@ -56,6 +56,10 @@ pub enum PluginError {
     Failed { plugin: String, message: String },
     #[error("plugin `{plugin}` returned something unusable: {message}")]
     Invalid { plugin: String, message: String },
+    /// It failed to load (compiled in the background at a first start of
+    /// `serve`), or was still compiling when the run could wait no more.
+    #[error("plugin `{plugin}` did not load: {message}")]
+    NotLoaded { plugin: String, message: String },
 }
 
 impl PluginError {
@@ -69,6 +73,7 @@ impl PluginError {
             Self::Trap { .. } => "trap",
             Self::Failed { .. } => "failed",
             Self::Invalid { .. } => "invalid",
+            Self::NotLoaded { .. } => "not-loaded",
         }
     }
 }

@@ -1,14 +1,16 @@
 //! Loading a configuration's plugins: the engine and linker, the built-in
-//! components, compiling (or fetching from the verified cache), reading the
+//! components, compiling (or fetching from the verified cache) several at
+//! once — or, at a first start of `serve`, in the background —, reading the
 //! contract version and choosing the bindings that serve it, linking against
 //! the host's imports, and validating each plugin's settings.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
+use tokio::sync::watch;
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
@@ -17,6 +19,7 @@ use super::engine::{self, Sizing, Slots};
 use super::sandbox::{CallLimits, State};
 use super::{Kind, Plugin, PluginError, cache};
 use crate::config::{ConfigError, Loaded};
+use crate::notice::notice;
 
 mod builtin {
     /// A plugin compiled into chorus (host/build.rs lists them).
@@ -51,9 +54,11 @@ fn builtin(name: &str) -> Option<&'static builtin::Builtin> {
     builtin::BUILTINS.iter().find(|b| b.name == name)
 }
 
-/// Every plugin of a configuration, loaded, and the engine that runs them.
+/// Every plugin of a configuration, loaded (or, at a first start of
+/// `serve`, still compiling in the background), and the engine that runs
+/// them.
 pub struct Registry {
-    plugins: BTreeMap<String, Arc<Plugin>>,
+    plugins: BTreeMap<String, Slot>,
     /// Each plugin's component, by SHA-256: what a reload compares.
     digests: BTreeMap<String, [u8; 32]>,
     sizing: Sizing,
@@ -62,19 +67,96 @@ pub struct Registry {
     linker: Arc<Linker<State>>,
 }
 
+/// A plugin as the registry holds it.
+enum Slot {
+    Ready(Arc<Plugin>),
+    /// Compiling in the background (see [`Registry::load_deferred`]).
+    Deferred(Arc<Deferred>),
+}
+
+/// A plugin compiling in the background: settles once, loaded or failed.
+struct Deferred {
+    outcome: OnceLock<Result<Arc<Plugin>, ConfigError>>,
+    settled: watch::Sender<bool>,
+}
+
+impl Deferred {
+    fn new() -> Arc<Self> {
+        Arc::new(Self {
+            outcome: OnceLock::new(),
+            settled: watch::Sender::new(false),
+        })
+    }
+
+    fn settle(&self, outcome: Result<Arc<Plugin>, ConfigError>) {
+        let _ = self.outcome.set(outcome);
+        self.settled.send_replace(true);
+    }
+
+    async fn wait(&self) {
+        // Set before `settled` moves: nothing is missed between the two.
+        let mut settled = self.settled.subscribe();
+        let _ = settled.wait_for(|done| *done).await;
+    }
+}
+
+/// Whether a plugin can be called.
+pub enum Availability<'a> {
+    Ready(&'a Arc<Plugin>),
+    /// Still compiling (at a first start of `serve`).
+    Loading,
+    /// It did not load; why, as `chorus check` says it.
+    Failed(&'a ConfigError),
+}
+
+/// A plugin loaded at once, or left to compile in the background.
+enum Step {
+    Loaded(Arc<Plugin>),
+    Later(Box<Job>),
+}
+
+/// Whether loading waits for compiles.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Compiles {
+    Awaited,
+    InBackground,
+}
+
 impl Registry {
     /// Loads (compiles or fetches from the cache) every plugin in the
     /// config, and has each check its settings.
     pub fn load(loaded: &Loaded) -> Result<Self, ConfigError> {
-        Self::load_reusing(loaded, None)
+        Self::build(loaded, None, Compiles::Awaited)
+    }
+
+    /// As `load`, but what must be compiled — neither precompiled by the
+    /// build nor in the cache — is compiled in the background, so the
+    /// registry is there at once: for a first start of `serve`, whose
+    /// client may send its first request before seconds of compiling are
+    /// over (and not wait for chorus). [`Registry::settled`] waits for a
+    /// plugin; one that then fails to load is [`Availability::Failed`],
+    /// with the error `load` would have returned, and fails only the calls
+    /// that need it.
+    pub fn load_deferred(loaded: &Loaded) -> Result<Self, ConfigError> {
+        Self::build(loaded, None, Compiles::InBackground)
     }
 
     /// Loads the plugins of `loaded`, taking from `previous` (the set being
     /// replaced by a reload) every plugin whose component, settings and
     /// limits are unchanged, as it is: compiled, linked and validated. The
     /// engine is kept too when its sizing is unchanged; runs in flight on
-    /// `previous` are untouched either way.
+    /// `previous` are untouched either way. Compiles are awaited (the
+    /// previous set serves meanwhile), including those `previous` still
+    /// has in the background.
     pub fn load_reusing(loaded: &Loaded, previous: Option<&Registry>) -> Result<Self, ConfigError> {
+        Self::build(loaded, previous, Compiles::Awaited)
+    }
+
+    fn build(
+        loaded: &Loaded,
+        previous: Option<&Registry>,
+        compiles: Compiles,
+    ) -> Result<Self, ConfigError> {
         let config = &loaded.config;
         let largest = config
             .plugins
@@ -108,88 +190,60 @@ impl Registry {
         if previous.is_none() {
             cache.prune(&engine);
         }
+        let loader = Loader {
+            loaded: loaded.clone(),
+            engine: engine.clone(),
+            slots: slots.clone(),
+            linker: linker.clone(),
+            cache,
+        };
 
         let mut plugins = BTreeMap::new();
         let mut digests = BTreeMap::new();
-        let mut fresh = Vec::new();
+        let mut jobs = Vec::new();
         for (name, spec) in &config.plugins {
-            let started = Instant::now();
-            let (wasm, origin, key) = component_of(loaded, name, spec)?;
-            let digest: [u8; 32] = Sha256::digest(&wasm).into();
-            let settings =
-                serde_json::to_string(&spec.settings).unwrap_or_else(|_| "{}".to_owned());
-            let limits = CallLimits {
-                cpu_time: spec.cpu_time,
-                wall_time: spec.wall_time,
-                max_memory_mib: spec.max_memory_mib,
-                max_batch: config.limits.max_calls_per_run,
-            };
-            digests.insert(name.clone(), digest);
-            let kept = previous.and_then(|p| {
-                let plugin = p.plugins.get(name)?;
-                let same = p.digests.get(name) == Some(&digest)
-                    && plugin.origin == origin
-                    && plugin.settings == settings
-                    && plugin.limits == limits;
-                same.then(|| plugin.clone())
-            });
-            if let Some(plugin) = kept {
-                plugins.insert(name.clone(), plugin);
-                continue;
-            }
-            let precompiled = spec.builtin.as_deref().and_then(builtin_precompiled);
-            let (component, source) =
-                match precompiled.and_then(|code| cache::from_precompiled(&engine, name, code)) {
-                    Some(component) => Ok((component, cache::Source::Precompiled)),
-                    None => cache.load(&engine, name, &wasm, &digest),
+            let job = Job::of(loaded, name, spec)?;
+            digests.insert(name.clone(), job.digest);
+            match previous.and_then(|p| p.reusable(&job)) {
+                Some(plugin) => {
+                    plugins.insert(name.clone(), Slot::Ready(plugin));
                 }
-                .map_err(|e| {
-                    loaded.error(
-                        &key,
-                        format!(
-                            "{origin} is not a loadable WebAssembly component: {}",
-                            one_line(&format!("{e:#}"))
-                        ),
-                    )
-                })?;
-            cache::prepare_images(&component, name);
-            let (kind, contract) = contract_of(&engine, &component)
-                .map_err(|m| loaded.error(&key, format!("{origin}: {m}")))?;
-            let serving =
-                serving(&contract).map_err(|m| loaded.error(&key, format!("{origin}: {m}")))?;
-            let guest = linker
-                .instantiate_pre(&component)
-                .and_then(|pre| Guest::new(pre, kind, serving))
-                .map_err(|e| {
-                    let why = one_line(&format!("{e:#}"));
-                    loaded.error(&key, format!("{origin} cannot be linked: {why}"))
-                })?;
-            let plugin = Plugin {
-                name: name.clone(),
-                kind,
-                contract,
-                origin,
-                source,
-                load_time: started.elapsed(),
-                settings,
-                limits,
-                engine: engine.clone(),
-                slots: slots.clone(),
-                guest,
-            };
-            tracing::debug!(plugin = %name, kind = %kind, source = ?source, "loaded in {:?}", plugin.load_time);
-            let plugin = Arc::new(plugin);
-            fresh.push(plugin.clone());
-            plugins.insert(name.clone(), plugin);
+                None => jobs.push(job),
+            }
+        }
+
+        // Everything ready-made loads now (milliseconds each); what must be
+        // compiled, too, unless it is left to the background.
+        let outcomes = in_parallel(jobs, |job| {
+            let started = Instant::now();
+            match loader.ready_made(&job) {
+                Some((component, source)) => loader
+                    .finish(&job, component, source, started)
+                    .map(Step::Loaded),
+                None if compiles == Compiles::InBackground => Ok(Step::Later(Box::new(job))),
+                None => loader.compile(&job, started).map(Step::Loaded),
+            }
+        });
+        let mut fresh = Vec::new();
+        let mut background = Vec::new();
+        for outcome in outcomes {
+            match outcome? {
+                Step::Loaded(plugin) => {
+                    fresh.push(plugin.clone());
+                    plugins.insert(plugin.name.clone(), Slot::Ready(plugin));
+                }
+                Step::Later(job) => {
+                    let deferred = Deferred::new();
+                    plugins.insert(job.name.clone(), Slot::Deferred(deferred.clone()));
+                    background.push((*job, deferred));
+                }
+            }
         }
         if let Some((name, error)) = validate_settings(&fresh) {
-            let message = match error {
-                PluginError::Failed { message, .. } => {
-                    format!("plugin `{name}` refused its settings: {message}")
-                }
-                other => format!("while checking its settings, {other}"),
-            };
-            return Err(loaded.error(format!("plugins.{name}.settings"), message));
+            return Err(settings_refused(loaded, &name, error));
+        }
+        if !background.is_empty() {
+            compile_in_background(loader, background);
         }
         Ok(Self {
             plugins,
@@ -201,19 +255,298 @@ impl Registry {
         })
     }
 
+    /// The plugin of `previous` that `job` would load again, as it is.
+    fn reusable(&self, job: &Job) -> Option<Arc<Plugin>> {
+        let plugin = match self.plugins.get(&job.name)? {
+            Slot::Ready(plugin) => plugin,
+            // A reload runs off the runtime: it may wait for the compile
+            // under way rather than start the same one again.
+            Slot::Deferred(deferred) => deferred.outcome.wait().as_ref().ok()?,
+        };
+        let same = self.digests.get(&job.name) == Some(&job.digest)
+            && plugin.origin == job.origin
+            && plugin.settings == job.settings
+            && plugin.limits == job.limits;
+        same.then(|| plugin.clone())
+    }
+
     /// Whether both run on one engine (a reload keeps it unless the
     /// instance pool had to be sized anew).
     pub fn same_engine(&self, other: &Registry) -> bool {
         Engine::same(&self.engine, &other.engine)
     }
 
+    /// The plugin `name`, if it is loaded (not still compiling, not failed).
     pub fn get(&self, name: &str) -> Option<&Arc<Plugin>> {
-        self.plugins.get(name)
+        match self.availability(name)? {
+            Availability::Ready(plugin) => Some(plugin),
+            Availability::Loading | Availability::Failed(_) => None,
+        }
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Plugin>> {
-        self.plugins.values()
+    /// Whether the plugin `name` (if the configuration has it) can be called.
+    pub fn availability(&self, name: &str) -> Option<Availability<'_>> {
+        Some(match self.plugins.get(name)? {
+            Slot::Ready(plugin) => Availability::Ready(plugin),
+            Slot::Deferred(deferred) => match deferred.outcome.get() {
+                None => Availability::Loading,
+                Some(Ok(plugin)) => Availability::Ready(plugin),
+                Some(Err(error)) => Availability::Failed(error),
+            },
+        })
     }
+
+    /// Waits until each of `names` is loaded or has failed to (at once for
+    /// all but plugins still compiling in the background).
+    pub async fn settled(&self, names: &[&str]) {
+        for name in names {
+            if let Some(Slot::Deferred(deferred)) = self.plugins.get(*name) {
+                deferred.wait().await;
+            }
+        }
+    }
+
+    /// Every plugin's name, loaded or not.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.plugins.keys().map(String::as_str)
+    }
+
+    /// The loaded plugins.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Plugin>> {
+        self.names().filter_map(|name| self.get(name))
+    }
+}
+
+/// A refusal of `name`'s settings, as loading reports it.
+fn settings_refused(loaded: &Loaded, name: &str, error: PluginError) -> ConfigError {
+    let message = match error {
+        PluginError::Failed { message, .. } => {
+            format!("plugin `{name}` refused its settings: {message}")
+        }
+        other => format!("while checking its settings, {other}"),
+    };
+    loaded.error(format!("plugins.{name}.settings"), message)
+}
+
+/// One plugin to load: its component and what it is configured with.
+struct Job {
+    name: String,
+    wasm: Vec<u8>,
+    digest: [u8; 32],
+    /// `builtin:NAME` or the file path, for messages.
+    origin: String,
+    /// The config key that names the component.
+    key: String,
+    builtin: Option<String>,
+    settings: String,
+    limits: CallLimits,
+}
+
+impl Job {
+    fn of(
+        loaded: &Loaded,
+        name: &str,
+        spec: &crate::config::PluginSpec,
+    ) -> Result<Self, ConfigError> {
+        let (wasm, origin, key) = component_of(loaded, name, spec)?;
+        Ok(Self {
+            name: name.to_owned(),
+            digest: Sha256::digest(&wasm).into(),
+            wasm,
+            origin,
+            key,
+            builtin: spec.builtin.clone(),
+            settings: serde_json::to_string(&spec.settings).unwrap_or_else(|_| "{}".to_owned()),
+            limits: CallLimits {
+                cpu_time: spec.cpu_time,
+                wall_time: spec.wall_time,
+                max_memory_mib: spec.max_memory_mib,
+                max_batch: loaded.config.limits.max_calls_per_run,
+            },
+        })
+    }
+}
+
+/// What loading a plugin needs, shared by the threads that load them.
+#[derive(Clone)]
+struct Loader {
+    loaded: Loaded,
+    engine: Engine,
+    slots: Slots,
+    linker: Arc<Linker<State>>,
+    cache: cache::CompileCache,
+}
+
+impl Loader {
+    /// `job`'s component without compiling it: the code the build
+    /// precompiled, or a verified cache entry.
+    fn ready_made(&self, job: &Job) -> Option<(Component, cache::Source)> {
+        let precompiled = job.builtin.as_deref().and_then(builtin_precompiled);
+        if let Some(component) =
+            precompiled.and_then(|code| cache::from_precompiled(&self.engine, &job.name, code))
+        {
+            return Some((component, cache::Source::Precompiled));
+        }
+        let component = self.cache.cached(&self.engine, &job.digest)?;
+        Some((component, cache::Source::Cached))
+    }
+
+    /// Compiles `job` (and caches it), and links it.
+    fn compile(&self, job: &Job, started: Instant) -> Result<Arc<Plugin>, ConfigError> {
+        let (component, source) = self
+            .cache
+            .compile(&self.engine, &job.name, &job.wasm, &job.digest)
+            .map_err(|e| {
+                self.loaded.error(
+                    &job.key,
+                    format!(
+                        "{} is not a loadable WebAssembly component: {}",
+                        job.origin,
+                        one_line(&format!("{e:#}"))
+                    ),
+                )
+            })?;
+        self.finish(job, component, source, started)
+    }
+
+    /// The plugin from its compiled component: its contract read, the
+    /// bindings that serve it chosen, linked against the host's imports.
+    fn finish(
+        &self,
+        job: &Job,
+        component: Component,
+        source: cache::Source,
+        started: Instant,
+    ) -> Result<Arc<Plugin>, ConfigError> {
+        let (name, origin, key) = (&job.name, &job.origin, &job.key);
+        cache::prepare_images(&component, name);
+        let (kind, contract) = contract_of(&self.engine, &component)
+            .map_err(|m| self.loaded.error(key, format!("{origin}: {m}")))?;
+        let serving =
+            serving(&contract).map_err(|m| self.loaded.error(key, format!("{origin}: {m}")))?;
+        let guest = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(|pre| Guest::new(pre, kind, serving))
+            .map_err(|e| {
+                let why = one_line(&format!("{e:#}"));
+                self.loaded
+                    .error(key, format!("{origin} cannot be linked: {why}"))
+            })?;
+        let plugin = Plugin {
+            name: name.clone(),
+            kind,
+            contract,
+            origin: origin.clone(),
+            source,
+            load_time: started.elapsed(),
+            settings: job.settings.clone(),
+            limits: job.limits,
+            engine: self.engine.clone(),
+            slots: self.slots.clone(),
+            guest,
+        };
+        tracing::debug!(plugin = %name, kind = %kind, source = ?source, "loaded in {:?}", plugin.load_time);
+        Ok(Arc::new(plugin))
+    }
+}
+
+/// Compiles, links and validates each of `jobs` on a thread of its own
+/// (a few at once), settling each one's slot as it is done. A plugin that
+/// fails says so on stderr as a failed start would have: only the calls
+/// that need it fail.
+fn compile_in_background(loader: Loader, jobs: Vec<(Job, Arc<Deferred>)>) {
+    let waiting: Vec<(String, String, Arc<Deferred>)> = jobs
+        .iter()
+        .map(|(job, deferred)| (job.name.clone(), job.key.clone(), deferred.clone()))
+        .collect();
+    let loaded = loader.loaded.clone();
+    let spawned = std::thread::Builder::new()
+        .name("chorus-compile".into())
+        .spawn(move || {
+            let started = Instant::now();
+            let count = jobs.len();
+            in_parallel(jobs, |(job, deferred)| {
+                let load = || {
+                    let plugin = loader.compile(&job, Instant::now())?;
+                    match validate_settings(std::slice::from_ref(&plugin)) {
+                        Some((name, error)) => Err(settings_refused(&loader.loaded, &name, error)),
+                        None => Ok(plugin),
+                    }
+                };
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(load))
+                    .unwrap_or_else(|_| {
+                        Err(loader
+                            .loaded
+                            .error(&job.key, "loading it failed unexpectedly (a panic)"))
+                    });
+                if let Err(error) = &outcome {
+                    notice!(
+                        "chorus: plugin `{}` did not load; the pipelines that use it fail: {error}",
+                        job.name
+                    );
+                }
+                deferred.settle(outcome);
+            });
+            tracing::debug!(
+                "compiled {count} plugin(s) in the background in {:?}",
+                started.elapsed()
+            );
+        });
+    if let Err(e) = spawned {
+        // Nothing will compile them: their calls fail rather than wait.
+        for (name, key, deferred) in waiting {
+            let error = loaded.error(&key, format!("cannot start a thread to compile it: {e}"));
+            notice!("chorus: plugin `{name}` did not load: {error}");
+            deferred.settle(Err(error));
+        }
+    }
+}
+
+/// How many components compile at once: one per core. (wasmtime spreads
+/// the functions of one component over cores too, but a small component
+/// has few, and its parse and link are serial.) `CHORUS_COMPILE_JOBS`
+/// overrides it, to measure.
+fn compile_jobs() -> usize {
+    std::env::var("CHORUS_COMPILE_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(std::num::NonZeroUsize::get)
+                .unwrap_or(1)
+        })
+}
+
+/// `f` of each of `items`, in their order, on up to `compile_jobs()`
+/// threads.
+fn in_parallel<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let threads = compile_jobs().min(items.len());
+    if threads <= 1 {
+        return items.into_iter().map(f).collect();
+    }
+    let count = items.len();
+    let queue = std::sync::Mutex::new(items.into_iter().enumerate());
+    let results = std::sync::Mutex::new(Vec::with_capacity(count));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                    let Some((i, item)) = next else { break };
+                    let result = f(item);
+                    results
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((i, result));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Has each of `plugins` check its settings (a 0.1 plugin is instantiated

@@ -20,7 +20,6 @@ use super::auth::Who;
 use super::layout::{dollars, duration, page as frame, problem, time};
 use super::{markdown, sources, timeline};
 use crate::client::Client;
-use crate::plugins::Kind;
 use crate::record::sources::Source;
 use crate::record::{RunStatus, RunSummary, StoredCall, StoredRun};
 use crate::store::{Lookup, Query};
@@ -95,15 +94,9 @@ pub async fn page(
 fn mergers(viewer: &Viewer) -> Vec<(String, String)> {
     let runner = viewer.chorus.runner();
     let synthesizers = runner
-        .registry
-        .iter()
-        .filter(|p| p.kind == Kind::Synthesizer)
-        .map(|p| {
-            (
-                format!("synthesizer:{}", p.name),
-                format!("synthesizer {}", p.name),
-            )
-        });
+        .synthesizer_names()
+        .into_iter()
+        .map(|name| (format!("synthesizer:{name}"), format!("synthesizer {name}")));
     let pipelines = runner
         .loaded
         .config

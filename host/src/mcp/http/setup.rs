@@ -165,7 +165,6 @@ fn parse_listen(text: &str) -> Result<(SocketAddr, String), String> {
     Ok((addr, host.to_ascii_lowercase()))
 }
 
-#[cfg(unix)]
 /// The Host names the `--metrics` listener answers to: loopback's names,
 /// the machine's own, any IP address (no DNS rebinding sends one) and
 /// `allow_hosts`.
@@ -187,6 +186,7 @@ pub fn metrics_hosts(
     Ok(move |host: &str| hosts.allows(host) || Hosts::is_address(host))
 }
 
+#[cfg(unix)]
 fn machine_name() -> Option<String> {
     let mut buffer = [0u8; 256];
     // SAFETY: the pointer and length describe `buffer`, which gethostname
