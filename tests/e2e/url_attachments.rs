@@ -195,6 +195,48 @@ async fn a_private_address_and_an_untrusted_certificate_are_refused() {
     assert!(mock.requests().is_empty(), "nothing was sent, nothing paid");
 }
 
+/// Through a proxy the proxy would resolve the name, and the check of the
+/// address would never see it: while private addresses are refused, the
+/// fetcher goes to no proxy (issue 37, defect 15).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_private_address_check_is_not_bypassed_through_https_proxy() {
+    let mock = Mock::start().await;
+    catalog(&mock);
+    script(&mock);
+    let https = Https::start().await;
+    https.route("/x.png", Reply::Bytes(GIF.to_vec()));
+    let proxy = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+    let reached = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counting = reached.clone();
+    tokio::spawn(async move {
+        while let Ok((connection, _)) = proxy.accept().await {
+            counting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(connection);
+        }
+    });
+    let server = Server::start_with_env(
+        &not_fetching(&mock, "", &https.tls_section()),
+        &[
+            ("HTTPS_PROXY", proxy_url.as_str()),
+            ("ALL_PROXY", proxy_url.as_str()),
+        ],
+    )
+    .await;
+    let result = server
+        .call("ask", ask(&format!("{}/x.png", https.origin)))
+        .await;
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    let said = text(&result);
+    assert!(said.contains("a loopback address"), "{said}");
+    assert_eq!(
+        reached.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "nothing went through the proxy"
+    );
+    assert_eq!(https.hits(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_provider_that_fetches_urls_gets_the_url_untouched() {
     let mock = Mock::start().await;
