@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Child;
 
 use crate::support::http::{TOKEN, messages, post_to, tool_call};
@@ -27,12 +27,14 @@ fn pipeline(name: &str) -> String {
 
 /// Starts `chorus ARGS` with stderr a pipe, reads it until a line holds
 /// `ready`, then closes the reading end: what chorus writes there from
-/// now on fails. The text after `ready` on that line.
-async fn start_then_close_stderr(args: &[&str], stdin: Stdio, ready: &str) -> (Child, String) {
+/// now on fails. The text after `ready` on that line. `stdio`: whether
+/// stdin and stdout are pipes (an MCP session on stdio) or nothing.
+async fn start_then_close_stderr(args: &[&str], stdio: bool, ready: &str) -> (Child, String) {
+    let pipe = || if stdio { Stdio::piped() } else { Stdio::null() };
     let mut child = command(args)
         .env("CHORUS_TOKEN", TOKEN)
-        .stdin(stdin)
-        .stdout(Stdio::null())
+        .stdin(pipe())
+        .stdout(pipe())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn chorus");
@@ -102,7 +104,7 @@ async fn http_server_with_its_stderr_gone_still_runs_reloads_and_stops_on_sigter
     let path = file.path.to_str().unwrap();
     let (mut child, url) = start_then_close_stderr(
         &["serve", "--http", "127.0.0.1:0", "--config", path],
-        Stdio::null(),
+        false,
         "serving MCP at ",
     )
     .await;
@@ -137,17 +139,49 @@ async fn http_server_with_its_stderr_gone_still_runs_reloads_and_stops_on_sigter
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn stdio_server_with_its_stderr_gone_stops_on_sigterm() {
+async fn stdio_server_with_its_stderr_gone_runs_and_stops_on_sigterm() {
     let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer("ok")]);
+    }
+    mock.script(SYNTH, [Step::answer("merged")]);
     let file = write_config(&config(&mock, ""));
-    // stdin stays open (piped, never written): the session goes on until
-    // the signal ends it.
+    // stdin stays open: the session goes on until the signal ends it.
     let (mut child, _) = start_then_close_stderr(
         &["serve", "--config", file.path.to_str().unwrap()],
-        Stdio::piped(),
+        true,
         "serving MCP on stdio",
     )
     .await;
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "ask", "arguments": {"prompt": "q"}}}),
+    ] {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let answered = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == 1 {
+                return message;
+            }
+        }
+        panic!("stdout closed before the call was answered");
+    })
+    .await
+    .expect("a run completes with stderr gone");
+    assert_eq!(answered["result"]["isError"], false, "{answered}");
+    assert!(answered.to_string().contains("merged"), "{answered}");
     let status = exits_on_sigterm(&mut child).await;
     assert!(status.success(), "a clean exit: {status}");
+    drop(stdin);
 }

@@ -73,10 +73,12 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options, pages: Router) -> anyh
     let app = router(server.clone(), &options, max_body, pages).layer(
         axum::middleware::from_fn_with_state(drain.clone(), drain::refuse),
     );
+    // Listening for SIGTERM before saying where it serves: a supervisor
+    // that stops it as soon as it is up gets a graceful stop.
+    tokio::spawn(super::signal::on_signal(signalled.clone()));
     notice!("chorus: serving MCP at http://{local}{PATH}");
     notice!("chorus: the run viewer is at http://{local}/");
     notice!("chorus: {}", options.describe());
-    tokio::spawn(super::signal::on_signal(signalled.clone()));
     let drain_for = Duration::from_secs(chorus.runner().loaded.config.http.drain_seconds);
 
     let bounds = listen::Bounds::new(
