@@ -180,7 +180,9 @@ async fn progress_rises_on_a_fixed_total_and_stops_before_the_response() {
         }
     }
     for (i, steps) in progress.iter().enumerate() {
-        assert!(steps.len() >= 5, "call {i}: {steps:?}");
+        // How many arrive depends on the machine's load: lines still queued
+        // when the result exists are dropped, never sent after it.
+        assert!(!steps.is_empty(), "call {i}: {steps:?}");
         assert!(steps.iter().all(|(_, total)| *total == Some(100.0)));
         assert!(
             steps.windows(2).all(|w| w[0].0 < w[1].0),
