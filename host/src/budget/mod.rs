@@ -84,6 +84,17 @@ impl std::fmt::Display for OverPerMinute {
 
 const MINUTE: Duration = Duration::from_secs(60);
 
+/// Forgets the instants of `times` (oldest first) a minute or more before
+/// `now`.
+fn within_the_minute(times: &mut VecDeque<Instant>, now: Instant) {
+    while times
+        .front()
+        .is_some_and(|t| now.duration_since(*t) >= MINUTE)
+    {
+        times.pop_front();
+    }
+}
+
 /// A run admitted: its slot among the client's runs in progress, and its
 /// reservation against the budgets. Settle it with the run's cost; dropped
 /// unsettled (a cancelled run), its worst case stays spent.
@@ -136,13 +147,7 @@ impl Gate {
             let now = Instant::now();
             let mut clients = self.lock();
             let local = clients.entry(client.name.clone()).or_default();
-            while local
-                .credits
-                .front()
-                .is_some_and(|t| now.duration_since(*t) >= MINUTE)
-            {
-                local.credits.pop_front();
-            }
+            within_the_minute(&mut local.credits, now);
             if local.credits.pop_front().is_some() {
                 return Ok(());
             }
@@ -187,13 +192,7 @@ impl Gate {
         let now = Instant::now();
         let mut clients = self.lock();
         let local = clients.entry(client.name.clone()).or_default();
-        while local
-            .recent
-            .front()
-            .is_some_and(|t| now.duration_since(*t) >= MINUTE)
-        {
-            local.recent.pop_front();
-        }
+        within_the_minute(&mut local.recent, now);
         if local.recent.len() >= limit as usize {
             let oldest = local.recent.front().copied().unwrap_or(now);
             return Err(OverPerMinute {

@@ -133,16 +133,23 @@ fn run(conn: &Connection, rung: &Receiver<()>, path: &Path, truncate_at: u64) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn writes_reach_the_database_file_without_the_writer_checkpointing() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("runs.db");
-        let writer = Connection::open(&path).unwrap();
+    /// A store's writer as chorus sets it up: WAL, no checkpoints of its
+    /// own, one table.
+    fn writer(path: &Path) -> Connection {
+        let writer = Connection::open(path).unwrap();
         writer
             .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
             .unwrap();
         writer.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
         writer.execute_batch("CREATE TABLE t (x BLOB)").unwrap();
+        writer
+    }
+
+    #[test]
+    fn writes_reach_the_database_file_without_the_writer_checkpointing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.db");
+        let writer = writer(&path);
         let checkpointer = Checkpointer::spawn(&path).unwrap();
         for _ in 0..50 {
             writer
@@ -167,12 +174,7 @@ mod tests {
     fn the_log_is_emptied_past_its_bound_while_readers_keep_reading() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("runs.db");
-        let writer = Connection::open(&path).unwrap();
-        writer
-            .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
-            .unwrap();
-        writer.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
-        writer.execute_batch("CREATE TABLE t (x BLOB)").unwrap();
+        let writer = writer(&path);
         let checkpointer = Checkpointer::spawn_with(&path, 1 << 20).unwrap();
         // A reader that always has a read transaction open on the log, as a
         // busy server's viewer and budgets do: a passive checkpoint can then
