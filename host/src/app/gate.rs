@@ -66,11 +66,7 @@ impl Chorus {
 /// Gives back `pass` for a run that ended before any model was asked
 /// (`error`), its reservation settled at nothing.
 pub(super) fn unspent(pass: Pass, error: RunError) -> RunError {
-    if pass.settles_in_store() {
-        tokio::task::spawn_blocking(move || pass.settle(Some(0.0)));
-    } else {
-        pass.settle(Some(0.0));
-    }
+    settle(pass, Some(0.0));
     error
 }
 
