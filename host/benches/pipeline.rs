@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use chorus::app::Chorus;
 use chorus::client::Client;
 use chorus::config::Loaded;
-use chorus::pipeline::events;
+use chorus::events;
 use mock::{Mock, Step};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use chorus::events::Event;
 use chorus::llm::{ChatRequest, Message, Role, Sampling};
-use chorus::pipeline::Event;
 use chorus::plugins::{Plan, Request, Seat};
 use chorus::record::{AnswerKind, CallRecord, RunRecord, Totals};
 use chorus::store::{Links, Lookup, Query, Retention, Store};

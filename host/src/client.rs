@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use crate::config::HttpClient;
+pub use crate::config::{LOCAL, SHARED_TOKEN, reserved};
 
 /// A client and what it may do.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,22 +32,6 @@ pub struct Limits {
 impl Limits {
     pub fn has_budget(&self) -> bool {
         self.usd_per_day.is_some() || self.usd_per_month.is_some()
-    }
-}
-
-/// The name runs made with `CHORUS_TOKEN` are recorded under.
-pub const SHARED_TOKEN: &str = "admin";
-/// The name of the person at this machine's runs, or its prefix
-/// (`local:alice`): a `:` no `[[http.clients]]` name may hold.
-pub const LOCAL: &str = "local";
-
-/// Whose runs `name` would read if a `[[http.clients]]` entry took it:
-/// the names chorus records its own callers under.
-pub fn reserved(name: &str) -> Option<&'static str> {
-    match name {
-        SHARED_TOKEN => Some("the holder of CHORUS_TOKEN"),
-        LOCAL => Some("the person at the server's machine (stdio, the CLI)"),
-        _ => None,
     }
 }
 

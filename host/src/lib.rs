@@ -23,6 +23,7 @@ pub mod cli;
 pub mod client;
 pub mod config;
 pub mod eval;
+pub mod events;
 pub mod llm;
 pub mod mcp;
 pub mod metrics;

@@ -30,8 +30,11 @@ use tokio::sync::watch;
 use crate::budget::{Gate, Pass};
 use crate::client::Client;
 use crate::config::{ConfigError, Loaded};
+use crate::events;
+use crate::events::Progress;
 use crate::metrics::{Flight, Metrics, ProviderOf};
-use crate::pipeline::{Merger, Progress, Question, RunError, Runner, events, options};
+use crate::pipeline::CallCache;
+use crate::pipeline::{Merger, Question, RunError, Runner, options};
 use crate::record::{RunRecord, StoredRun};
 use crate::store::{CallLookup, Links, Lookup, Page, Query, Recorder, Store, StoreError};
 use crate::telemetry::{RunTrace, Telemetry};
@@ -136,7 +139,7 @@ impl Chorus {
             gate.share(shared);
         }
         let responses = crate::respcache::ResponseCache::of(&runner.loaded.config, &store);
-        let runner = runner.with_responses(responses);
+        let runner = runner.with_responses(responses.map(|c| c as Arc<dyn CallCache>));
         let metrics = Metrics::new(store.write_lag().as_ref());
         Ok(Self {
             current: watch::Sender::new(Arc::new(runner)),

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use crate::config::{Config, ConfigError, Loaded};
+use crate::pipeline::CallCache;
 use crate::pipeline::Runner;
 
 use super::Chorus;
@@ -120,7 +121,7 @@ impl Chorus {
             runner.llm.share_limits(&shared);
         }
         let responses = crate::respcache::ResponseCache::of(&runner.loaded.config, &self.store);
-        let runner = runner.with_responses(responses);
+        let runner = runner.with_responses(responses.map(|c| c as Arc<dyn CallCache>));
         let changes = changes(&previous, &runner);
         let swapped = !(same_config && changes.is_empty());
         if swapped {

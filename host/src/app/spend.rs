@@ -4,8 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::pipeline::Progress;
-use crate::pipeline::events::Event;
+use crate::events::Event;
+use crate::events::Progress;
 
 /// The sum of the costs of a run's finished calls.
 #[derive(Clone, Default)]

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use crate::app::Chorus;
 use crate::client::Client;
-use crate::pipeline::Event;
+use crate::events::Event;
 use crate::record::{AnswerKind, CallRecord, RunRecord, show_usd};
 
 mod attach;
@@ -232,9 +232,9 @@ async fn first_contact(chorus: &Chorus) -> Option<ExitCode> {
 
 /// What a terminal run reports as it goes: nothing when `quiet`, else
 /// the live progress below.
-pub(super) fn progress(quiet: bool) -> crate::pipeline::Progress {
+pub(super) fn progress(quiet: bool) -> crate::events::Progress {
     if quiet {
-        return crate::pipeline::events::ignore();
+        return crate::events::ignore();
     }
     let renderer = Renderer::new(std::io::stderr().is_terminal());
     Arc::new(move |event| renderer.render(event))

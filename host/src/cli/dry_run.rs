@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value, json};
 
 use crate::app::Chorus;
+use crate::events::Event;
 use crate::llm::{ChatRequest, Llm};
-use crate::pipeline::{Event, worst_case_usd};
+use crate::pipeline::worst_case_usd;
 use crate::plugins::Plan;
 use crate::record::{RunRecord, show_usd};
 

@@ -8,6 +8,22 @@ use serde::Deserialize;
 
 use super::Config;
 
+/// The name runs made with `CHORUS_TOKEN` are recorded under.
+pub const SHARED_TOKEN: &str = "admin";
+/// The name of the person at this machine's runs, or its prefix
+/// (`local:alice`): a `:` no `[[http.clients]]` name may hold.
+pub const LOCAL: &str = "local";
+
+/// Whose runs `name` would read if a `[[http.clients]]` entry took it:
+/// the names chorus records its own callers under.
+pub fn reserved(name: &str) -> Option<&'static str> {
+    match name {
+        SHARED_TOKEN => Some("the holder of CHORUS_TOKEN"),
+        LOCAL => Some("the person at the server's machine (stdio, the CLI)"),
+        _ => None,
+    }
+}
+
 /// One `[[http.clients]]` entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -79,7 +95,7 @@ pub(super) fn validate(config: &Config) -> Result<(), (String, String)> {
                 ),
             ));
         }
-        if let Some(whose) = crate::client::reserved(&client.name) {
+        if let Some(whose) = reserved(&client.name) {
             return Err((
                 key("name"),
                 format!(

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use attachments::MODALITIES;
-pub use clients::{HttpClient, sha256_hex};
+pub use clients::{HttpClient, LOCAL, SHARED_TOKEN, reserved, sha256_hex};
 pub use fallbacks::chains as fallback_chains;
 pub use files::{MAX_CONFIG_BYTES, MAX_PLUGIN_BYTES, read_regular_file};
 pub use origin::{Source, user_config_path};

@@ -210,7 +210,7 @@ async fn ask(
     };
     let started = std::time::Instant::now();
     let question = item.question.clone();
-    let ignore = crate::pipeline::events::ignore;
+    let ignore = crate::events::ignore;
     let attachments = match attachments(chorus, item).await {
         Ok(attachments) => attachments,
         Err(error) => {

@@ -33,7 +33,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::client::Client;
-use crate::pipeline::{Event, Progress};
+use crate::events::{Event, Progress};
 
 /// The level before a client sets one.
 pub const DEFAULT: LoggingLevel = LoggingLevel::Warning;

@@ -24,8 +24,8 @@ use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::events::{Event, Progress};
 use crate::pipeline::watch::Watch;
-use crate::pipeline::{Event, Progress};
 
 /// Longest silence between two notifications while a run works. Clients
 /// that reset their timeout on progress (the TypeScript SDK's

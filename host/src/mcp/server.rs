@@ -133,7 +133,7 @@ impl Server {
             .for_request(&self.client(&context), &context.meta);
         let log = CallLog::start(context.peer.clone(), level);
         let tool = call.tool.clone();
-        let progress = crate::pipeline::events::fan(vec![reporter.progress(), log.progress()]);
+        let progress = crate::events::fan(vec![reporter.progress(), log.progress()]);
         let run = call.execute(&self.chorus, progress);
         let outcome = tokio::select! {
             outcome = run => outcome,

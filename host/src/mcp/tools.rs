@@ -15,7 +15,8 @@ use crate::app::Chorus;
 use crate::attach;
 use crate::client::Client;
 use crate::config::Pipeline;
-use crate::pipeline::{Merger, Progress, Question, RunError, Runner, options};
+use crate::events::Progress;
+use crate::pipeline::{Merger, Question, RunError, Runner, options};
 use crate::record::{AnswerKind, RunRecord, Totals};
 
 /// The result's shape, kept compact: every tool repeats it in `tools/list`,

@@ -26,7 +26,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::pipeline::{Event, Progress, RunError};
+use crate::events::{Event, Progress};
+use crate::pipeline::RunError;
 use crate::record::{CallRecord, RunRecord};
 
 pub use serve::serve;

@@ -26,10 +26,10 @@ pub use recording::call_record;
 use super::attachments::RunAttachments;
 use super::budget::{Budget, Ceiling, Reservation};
 use super::describe::{Descriptions, Extracted};
-use super::events::{Event, Progress, Stage, TOKENS_EVERY};
 use super::follow_up;
 use super::stragglers::{self, Ended, Policy};
 use crate::config::{FanOut, show_duration};
+use crate::events::{Event, Progress, Stage, TOKENS_EVERY};
 use crate::llm::{
     Attempts, CallHooks, ChatRequest, Completion, Failure, FailureKind, Llm, Message, ModelInfo,
     Priority, next_run_seq,
@@ -93,7 +93,7 @@ pub struct RunContext {
     /// Providers already named in a note for not searching.
     unsearched: Mutex<Vec<String>>,
     /// The response cache, when it is on (see `cached`).
-    cache: Option<crate::respcache::RunCache>,
+    cache: Option<Box<dyn super::RunCallCache>>,
 }
 
 /// A call's live state, readable after it is cut.
@@ -141,7 +141,7 @@ impl RunContext {
 
     /// The run's calls check `cache` before they are sent, and keep their
     /// answers in it.
-    pub fn with_cache(mut self, cache: Option<crate::respcache::RunCache>) -> Self {
+    pub fn with_cache(mut self, cache: Option<Box<dyn super::RunCallCache>>) -> Self {
         self.cache = cache;
         self
     }

@@ -8,10 +8,10 @@
 
 mod attachments;
 mod budget;
+pub mod cache;
 mod checks;
 mod context;
 mod describe;
-pub mod events;
 pub mod follow_up;
 mod handoff;
 pub mod options;
@@ -29,13 +29,14 @@ use serde_json::Value;
 
 pub use attachments::RunAttachments;
 pub use budget::worst_case_usd;
+pub use cache::{CallCache, Hit, RunCallCache};
 pub use context::search_of_stage;
-pub use events::{Event, Progress, Stage};
 pub use follow_up::{Conversation, Turn};
 pub use resynthesize::Merger;
 pub use single::single_run_name;
 
 use crate::config::{ConfigError, Loaded, Pipeline};
+use crate::events::{self, Event, Progress, Stage};
 use crate::llm::{Completion, Llm};
 use crate::plugins::{Answer, Availability, Kind, Plan, Plugin, PluginError, Registry, Request};
 use crate::record::RunRecord;
@@ -123,7 +124,7 @@ pub struct Runner {
     run_slots: Arc<tokio::sync::Semaphore>,
     /// The response cache, when `[cache] responses` turns it on (set by
     /// whoever holds the store: see `with_responses`).
-    responses: Option<Arc<crate::respcache::ResponseCache>>,
+    responses: Option<Arc<dyn CallCache>>,
 }
 
 impl Runner {
@@ -159,10 +160,7 @@ impl Runner {
 
     /// The runner, answering identical requests from `responses` (see
     /// `respcache`); `None` asks every model every time.
-    pub fn with_responses(
-        mut self,
-        responses: Option<Arc<crate::respcache::ResponseCache>>,
-    ) -> Self {
+    pub fn with_responses(mut self, responses: Option<Arc<dyn CallCache>>) -> Self {
         self.responses = responses;
         self
     }

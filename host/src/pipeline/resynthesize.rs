@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::events::{Event, Progress, Stage};
 use super::follow_up::Conversation;
 use super::run::{Setup, ceiling};
 use super::{RunError, Runner, WRAP_UP, options};
+use crate::events::{Event, Progress, Stage};
 use crate::llm::{Completion, Failure, FailureKind, FormatSent, Reply};
 use crate::plugins::{Kind, Plugin, Request, plan_from_value};
 use crate::record::{CallRecord, CallRef, RunRecord, RunStatus, StoredRun};
@@ -150,7 +150,7 @@ impl Runner {
                 );
                 let emit = |event| context.emit(event);
                 let answer =
-                    super::events::plugin_call(emit, &synthesizer.name, "synthesize", merge)
+                    crate::events::plugin_call(emit, &synthesizer.name, "synthesize", merge)
                         .await?;
                 Ok((answer, completions))
             })

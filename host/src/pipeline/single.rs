@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::events::{Progress, Stage};
 use super::run::{Setup, ceiling};
 use super::{Event, RunError, Runner};
+use crate::events::{Progress, Stage};
 use crate::llm::{ChatRequest, Message, Role, Sampling};
 use crate::plugins::{Answer, AnswerKind, Request};
 use crate::record::RunRecord;

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::events::{Event, Stage};
+use crate::events::{Event, Stage};
 
 /// Where each stage's band of the progress scale starts; the last band ends
 /// short of 1, which only a finished run reaches.

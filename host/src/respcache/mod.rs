@@ -19,8 +19,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
+use futures::future::BoxFuture;
+
 use crate::llm::{ChatRequest, WebSearch};
-use crate::record::{CallRecord, CallRef};
+use crate::pipeline::{CallCache, Hit, RunCallCache};
+use crate::record::CallRef;
 use crate::store::responses::CacheEntry;
 use crate::store::{Store, now_ms};
 pub use key::Identity;
@@ -29,8 +32,12 @@ pub use key::Identity;
 /// is not set.
 pub const EVAL_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
-/// The response cache of one configuration and store.
-pub struct ResponseCache {
+/// The response cache of one configuration and store; the pipeline uses it
+/// through its [`CallCache`] port.
+pub struct ResponseCache(Arc<Policy>);
+
+/// What the cache keeps, where, and for how long.
+struct Policy {
     store: Store,
     lifetime: Duration,
     /// `chorus eval --cached`: sampled requests too, in every pipeline.
@@ -41,12 +48,6 @@ pub struct ResponseCache {
     providers: HashMap<String, (String, String)>,
     /// By model id: its `params` and search settings, as written.
     models: HashMap<String, String>,
-}
-
-/// An answer found in the cache: the call it came from, as stored.
-pub struct Hit {
-    pub from: CallRef,
-    pub call: CallRecord,
 }
 
 impl ResponseCache {
@@ -61,7 +62,7 @@ impl ResponseCache {
             );
             return None;
         }
-        Some(Arc::new(Self {
+        Some(Arc::new(Self(Arc::new(Policy {
             store: store.clone(),
             lifetime,
             everything: config.cache.responses_sampled,
@@ -95,7 +96,7 @@ impl ResponseCache {
                     (id.clone(), settings)
                 })
                 .collect(),
-        }))
+        }))))
     }
 
     /// What `chorus check` says of the response cache.
@@ -124,20 +125,24 @@ impl ResponseCache {
             ),
         }
     }
+}
 
+impl CallCache for ResponseCache {
     /// The cache as run `run_id` of pipeline `pipeline` uses it: the
     /// answers of the client the run is made for ([`SCOPE`]) alone.
-    pub fn for_run(self: &Arc<Self>, pipeline: &str, run_id: &str) -> RunCache {
-        RunCache {
-            sampled: self.everything || self.sampled.contains(pipeline),
-            cache: self.clone(),
+    fn for_run(&self, pipeline: &str, run_id: &str) -> Box<dyn RunCallCache> {
+        Box::new(RunCache {
+            sampled: self.0.everything || self.0.sampled.contains(pipeline),
+            cache: self.0.clone(),
             run_id: run_id.to_owned(),
             scope: SCOPE
                 .try_with(Clone::clone)
                 .unwrap_or_else(|_| UNSCOPED.to_owned()),
-        }
+        })
     }
+}
 
+impl Policy {
     fn identity(&self, scope: &str, provider: &str, model: &str) -> Identity {
         let (base_url, extra) = self.providers.get(provider).cloned().unwrap_or_default();
         let settings = self.models.get(model).map_or("", String::as_str);
@@ -152,8 +157,8 @@ impl ResponseCache {
 
 /// One run's view of the cache: whether its sampled requests qualify, and
 /// the run its answers are remembered under.
-pub struct RunCache {
-    cache: Arc<ResponseCache>,
+struct RunCache {
+    cache: Arc<Policy>,
     sampled: bool,
     run_id: String,
     /// Whose answers it reads and keeps.
@@ -172,10 +177,10 @@ tokio::task_local! {
 /// own, shared with no client's.
 const UNSCOPED: &str = "(no client)";
 
-impl RunCache {
+impl RunCallCache for RunCache {
     /// The key of `request` to `provider`, or `None` when the request may
     /// not be cached (sampling randomness the run did not opt into).
-    pub fn key(
+    fn key(
         &self,
         provider: &str,
         request: &ChatRequest,
@@ -198,7 +203,17 @@ impl RunCache {
 
     /// The answer kept for `key`, if any (an unreadable store is a miss,
     /// logged).
-    pub async fn lookup(&self, key: &str) -> Option<Hit> {
+    fn lookup<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Option<Hit>> {
+        Box::pin(self.read(key))
+    }
+
+    fn remember(&self, key: String, call: u32) -> BoxFuture<'_, ()> {
+        Box::pin(self.keep(key, call))
+    }
+}
+
+impl RunCache {
+    async fn read(&self, key: &str) -> Option<Hit> {
         let store = self.cache.store.clone();
         let key = key.to_owned();
         let found = tokio::task::spawn_blocking(move || store.cached_answer(&key, now_ms())).await;
@@ -217,7 +232,7 @@ impl RunCache {
 
     /// Keeps call `call` of this run as the answer to `key`, for the
     /// cache's lifetime.
-    pub async fn remember(&self, key: String, call: u32) {
+    async fn keep(&self, key: String, call: u32) {
         let now = now_ms();
         let lifetime = i64::try_from(self.cache.lifetime.as_millis()).unwrap_or(i64::MAX);
         let entry = CacheEntry {

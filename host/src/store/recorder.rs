@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::event::{Begin, End, Msg, now_ms};
 use super::memory::Memory;
-use crate::pipeline::{Event, Progress};
+use crate::events::{Event, Progress};
 use crate::plugins::Plan;
 use crate::plugins::plan_to_value;
 use crate::record::{CallRecord, RunRecord, RunStatus, StoredCall, StoredRun, Totals};

@@ -9,8 +9,8 @@ use serde_json::json;
 
 use super::sqlite::{schema, texts};
 use super::*;
+use crate::events::Event;
 use crate::llm::{ChatRequest, Message, Role, Sampling};
-use crate::pipeline::Event;
 use crate::plugins::{Plan, Request, Seat};
 use crate::record::{AnswerKind, CallRecord, RunRecord, RunStatus, Totals};
 

@@ -15,9 +15,10 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::SdkTracer;
 use serde_json::json;
 
+use crate::events::{Event, Progress, Stage};
 use crate::llm::ChatRequest;
 use crate::metrics::ProviderOf;
-use crate::pipeline::{Event, Progress, RunError, Stage};
+use crate::pipeline::RunError;
 use crate::record::{CallRecord, RunRecord};
 
 /// The most of one prompt or answer put in a span (`capture_content`).

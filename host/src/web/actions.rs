@@ -19,7 +19,8 @@ use super::Viewer;
 use super::auth::{Guard, Who, behind_tls};
 use super::layout::{page, problem};
 use crate::client::Client;
-use crate::pipeline::{Event, Merger, Progress};
+use crate::events::{Event, Progress};
+use crate::pipeline::Merger;
 
 /// How long the browser waits for a re-synthesis to begin.
 const START_WAIT: Duration = Duration::from_secs(30);

@@ -1,4 +1,4 @@
-//! A call answered from the response cache (see `respcache`): looked up
+//! A call answered from the response cache (the `CallCache` port): looked up
 //! before the request queues for a provider's permit, recorded with
 //! `cached_from`, costing 0 and taking no time; and a fresh answer kept for
 //! the next identical request.
@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use super::RunContext;
 use crate::llm::{ChatRequest, Completion, FormatSent, Reply, Usage};
+use crate::pipeline::Hit;
 use crate::pipeline::budget::Reservation;
-use crate::respcache::Hit;
 
 impl RunContext {
     /// The key of `request` in the response cache; `None` when the cache

@@ -12,9 +12,9 @@ use std::sync::atomic::Ordering;
 use tokio::time::Instant;
 
 use super::{Live, RunContext};
+use crate::events::Event;
 use crate::llm::{CallHooks, ChatRequest, Completion, Failure, FailureKind};
 use crate::pipeline::budget::Reservation;
-use crate::pipeline::events::Event;
 
 /// Whether `failure` is one another model could avoid: the model is gone
 /// or refused, the account cannot pay, or the provider stayed down through

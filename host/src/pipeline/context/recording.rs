@@ -7,11 +7,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::{Live, RunContext, plural};
+use crate::events::Event;
 use crate::llm::{
     ChatRequest, Completion, Failure, FailureKind, FormatSent, Reply, estimate_prompt_tokens,
 };
 use crate::pipeline::budget::Reservation;
-use crate::pipeline::events::Event;
 use crate::record::{CallError, CallRecord};
 
 impl RunContext {

@@ -31,7 +31,7 @@ async fn run(store: &Store, prompt: &str) -> (String, Result<(), String>) {
     let run_id = uuid::Uuid::now_v7().to_string();
     let mut recorder = store.recorder(Links::default(), Duration::from_secs(60));
     let watch = recorder.watcher();
-    watch(crate::pipeline::Event::Started(Arc::new(Request {
+    watch(crate::events::Event::Started(Arc::new(Request {
         run_id: run_id.clone(),
         pipeline: "ask".into(),
         prompt: prompt.into(),
@@ -212,7 +212,7 @@ async fn a_run_whose_instance_lost_its_lease_is_interrupted() {
     let store = open(&url).unwrap();
     let run_id = uuid::Uuid::now_v7().to_string();
     let recorder = store.recorder(Links::default(), Duration::from_secs(3600));
-    recorder.watcher()(crate::pipeline::Event::Started(Arc::new(Request {
+    recorder.watcher()(crate::events::Event::Started(Arc::new(Request {
         run_id: run_id.clone(),
         pipeline: "ask".into(),
         prompt: "a long one".into(),
