@@ -36,11 +36,13 @@ impl Chorus {
                 missing: Vec::new(),
             };
         }
-        let (store, source) = (self.store.clone(), run.clone());
-        let read = tokio::task::spawn_blocking(move || store.attachments(&source, true)).await;
+        let source = run.clone();
+        let read = self
+            .store
+            .off_runtime(move |store| store.attachments(&source, true))
+            .await;
         let stored: Vec<Stored> = match read {
-            Ok(Ok(stored)) => stored,
-            Ok(Err(e)) => return all_missing(run, &e.to_string()),
+            Ok(stored) => stored,
             Err(e) => return all_missing(run, &e.to_string()),
         };
         let mut carried = Carried {

@@ -35,8 +35,8 @@ use crate::events::Progress;
 use crate::metrics::{Flight, Metrics, ProviderOf};
 use crate::pipeline::CallCache;
 use crate::pipeline::{Merger, Question, RunError, Runner, options};
-use crate::record::{RunRecord, StoredRun};
-use crate::store::{CallLookup, Links, Lookup, Page, Query, Recorder, Store, StoreError};
+use crate::record::RunRecord;
+use crate::store::{Links, Recorder, Store};
 use crate::telemetry::{RunTrace, Telemetry};
 use gate::{settle, unspent};
 
@@ -394,42 +394,6 @@ impl Chorus {
             .await
     }
 
-    /// The run with this id, a unique prefix of one, or `last`, whoever
-    /// made it.
-    pub async fn find_run(
-        &self,
-        id: &str,
-        with_requests: bool,
-    ) -> Result<Lookup<StoredRun>, StoreError> {
-        let (store, id) = (self.store.clone(), id.to_owned());
-        tokio::task::spawn_blocking(move || store.find(&id, with_requests))
-            .await
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?
-    }
-
-    /// Call `call_id` of the run `run_id` (in full), read on its own.
-    pub async fn find_call(
-        &self,
-        run_id: &str,
-        call_id: u32,
-        with_request: bool,
-    ) -> Result<CallLookup, StoreError> {
-        let (store, run_id) = (self.store.clone(), run_id.to_owned());
-        tokio::task::spawn_blocking(move || store.call(&run_id, call_id, with_request))
-            .await
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?
-    }
-
-    /// A page of kept runs, newest first.
-    pub async fn list_runs(&self, query: Query) -> Result<Page, StoreError> {
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.list(&query))
-            .await
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?
-    }
-
-    /// `progress`, and the store, the metrics, the viewer's live pages and
-    /// the run's trace (if any) watching the run too.
     fn watched(
         &self,
         recorder: &Recorder,

@@ -7,11 +7,46 @@ use crate::client::Client;
 use crate::pipeline::follow_up::{MAX_TURNS, NOT_KEPT, TOO_LONG};
 use crate::pipeline::{Conversation, RunError, Turn};
 use crate::record::{AnswerKind, RunStatus, StoredRun};
-use crate::store::{Exchange, Lookup, Page, Query, StoreError};
+use crate::store::{CallLookup, Exchange, Lookup, Page, Query, StoreError};
 
 use super::Chorus;
 
 impl Chorus {
+    /// The run with this id, a unique prefix of one, or `last`, whoever
+    /// made it.
+    pub async fn find_run(
+        &self,
+        id: &str,
+        with_requests: bool,
+    ) -> Result<Lookup<StoredRun>, StoreError> {
+        let id = id.to_owned();
+        self.store
+            .off_runtime(move |store| store.find(&id, with_requests))
+            .await
+    }
+
+    /// Call `call_id` of the run `run_id` (in full), read on its own.
+    pub async fn find_call(
+        &self,
+        run_id: &str,
+        call_id: u32,
+        with_request: bool,
+    ) -> Result<CallLookup, StoreError> {
+        let run_id = run_id.to_owned();
+        self.store
+            .off_runtime(move |store| store.call(&run_id, call_id, with_request))
+            .await
+    }
+
+    /// A page of kept runs, newest first.
+    pub async fn list_runs(&self, query: Query) -> Result<Page, StoreError> {
+        self.store
+            .off_runtime(move |store| store.list(&query))
+            .await
+    }
+
+    /// `progress`, and the store, the metrics, the viewer's live pages and
+    /// the run's trace (if any) watching the run too.
     /// The run with this id, a unique prefix of one, or `last`, among the
     /// runs `client` may see: another client's run is `Unknown`, as if it
     /// did not exist.
@@ -141,14 +176,11 @@ impl Chorus {
         let mut parent = run.follow_up_of.clone();
         // Only the prompt and answer of each earlier run, read at once.
         let chain = match parent.clone() {
-            Some(id) => {
-                let store = self.store.clone();
-                tokio::task::spawn_blocking(move || store.exchanges(&id, MAX_TURNS))
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
-                    .unwrap_or_default()
-            }
+            Some(id) => self
+                .store
+                .off_runtime(move |store| store.exchanges(&id, MAX_TURNS))
+                .await
+                .unwrap_or_default(),
             None => Vec::new(),
         };
         let mut chain = chain.into_iter();

@@ -73,11 +73,7 @@ pub async fn serve(chorus: Arc<Chorus>) -> anyhow::Result<()> {
         );
     }
     server.settle(STOP_GRACE).await;
-    if let Err(e) = chorus.store.flush().await {
-        tracing::warn!("the last runs may not be in the store: {e}");
-    }
-    let store = chorus.store.clone();
-    let _ = tokio::task::spawn_blocking(move || store.release()).await;
+    chorus.store.close().await;
     Ok(())
 }
 

@@ -214,19 +214,20 @@ impl RunCallCache for RunCache {
 
 impl RunCache {
     async fn read(&self, key: &str) -> Option<Hit> {
-        let store = self.cache.store.clone();
         let key = key.to_owned();
-        let found = tokio::task::spawn_blocking(move || store.cached_answer(&key, now_ms())).await;
-        match found {
-            Ok(Ok(found)) => found.map(|(from, stored)| Hit {
+        let found = self
+            .cache
+            .store
+            .off_runtime(move |store| store.cached_answer(&key, now_ms()));
+        match found.await {
+            Ok(found) => found.map(|(from, stored)| Hit {
                 from,
                 call: stored.call,
             }),
-            Ok(Err(e)) => {
+            Err(e) => {
                 tracing::warn!("the response cache could not be read: {e}");
                 None
             }
-            Err(_) => None,
         }
     }
 
@@ -244,9 +245,11 @@ impl RunCache {
             created_at: now,
             expires_at: now.saturating_add(lifetime),
         };
-        let store = self.cache.store.clone();
-        let written = tokio::task::spawn_blocking(move || store.remember_answer(&entry)).await;
-        if let Ok(Err(e)) = written {
+        let written = self
+            .cache
+            .store
+            .off_runtime(move |store| store.remember_answer(&entry));
+        if let Err(e) = written.await {
             tracing::warn!("the response cache could not keep an answer: {e}");
         }
     }

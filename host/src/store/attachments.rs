@@ -11,7 +11,7 @@ use std::sync::Arc;
 use base64::Engine;
 use serde::Serialize;
 
-use super::{Backend, Store, StoreError};
+use super::{Store, StoreError};
 use crate::attach::{Attachment, Attachments, Body, Info, Kind};
 use crate::record::StoredRun;
 use crate::text::show_bytes;
@@ -209,21 +209,17 @@ impl Store {
         if run.attachments.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = match &self.backend {
-            Backend::Memory(..) => {
-                let why = IN_MEMORY.to_owned();
-                return Ok(join(&run.attachments, Vec::new())
-                    .into_iter()
-                    .map(|mut a| {
-                        if !matches!(a.held, Held::ByUrl) {
-                            a.held = Held::NotKept(why.clone());
-                        }
-                        a
-                    })
-                    .collect());
-            }
-            Backend::Sqlite(sqlite) => sqlite.attachment_rows(&run.run_id, with_bytes)?,
-            Backend::Postgres(pg) => pg.attachment_rows(&run.run_id, with_bytes)?,
+        let Some(rows) = self.backend.attachment_rows(&run.run_id, with_bytes)? else {
+            let why = IN_MEMORY.to_owned();
+            return Ok(join(&run.attachments, Vec::new())
+                .into_iter()
+                .map(|mut a| {
+                    if !matches!(a.held, Held::ByUrl) {
+                        a.held = Held::NotKept(why.clone());
+                    }
+                    a
+                })
+                .collect());
         };
         Ok(join(&run.attachments, rows))
     }
@@ -231,11 +227,7 @@ impl Store {
     /// How many attachments' bytes are kept, and their size.
     #[cfg(test)]
     pub(super) fn attachment_bytes_kept(&self) -> (u64, u64) {
-        match &self.backend {
-            Backend::Memory(..) => (0, 0),
-            Backend::Sqlite(sqlite) => sqlite.attachment_bytes_kept(),
-            Backend::Postgres(pg) => pg.attachment_bytes_kept(),
-        }
+        self.backend.attachment_bytes_kept()
     }
 }
 

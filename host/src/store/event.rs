@@ -1,6 +1,20 @@
 //! What a run's recorder hands the store's writer: the run's start, plan,
 //! calls and end, a flush, a shutdown. Both backends' writers take these,
 //! batched, off the run's hot path.
+//!
+//! One policy for a batch that fails, in both writers:
+//! - a message the database refuses (a constraint, a value it cannot take)
+//!   is skipped, logged, and its waiting `End`/`Flush` told why; the rest
+//!   of the batch is written. SQLite does this inside the batch's one
+//!   transaction (a failed statement undoes only itself there);
+//!   PostgreSQL, whose transaction an error aborts, writes that batch
+//!   again one message at a time.
+//! - a failure of the database itself is retried, as far as the backend
+//!   can keep what waits: SQLite (a local file: busy, or the disk full)
+//!   tries the batch once more after 100 ms, then drops it, logged;
+//!   PostgreSQL (a server that may be away for a while) keeps the batch
+//!   in memory, bounded (`backlog.rs`), and writes it when the database is
+//!   back.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -122,6 +136,20 @@ pub fn pair(batch: &[Msg]) -> Vec<Part> {
         }
     }
     parts
+}
+
+/// Waits until the writer behind `sender` has written everything sent
+/// before (both backends' writers answer `Flush` once they have).
+pub async fn flush(sender: Option<&tokio::sync::mpsc::Sender<Msg>>) -> Result<(), String> {
+    let (ack, written) = oneshot::channel();
+    let sender = sender.ok_or("the store is closed")?;
+    sender
+        .send(Msg::Flush(ack))
+        .await
+        .map_err(|_| "the run store's writer has stopped".to_owned())?;
+    written
+        .await
+        .map_err(|_| "the run store's writer has stopped".to_owned())?
 }
 
 pub fn now_ms() -> i64 {

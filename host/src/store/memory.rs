@@ -6,9 +6,16 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
+
+use super::backend::Backend;
+use super::recorder::Sink;
+use super::responses::CacheEntry;
+use super::retention::{Pruned, Retention};
 use super::row::PROMPT_LINE;
-use super::{Cursor, Lookup, Page, Query};
-use crate::record::{RunSummary, StoredRun, first_line};
+use super::spend::{Ask, Verdict};
+use super::{CallLookup, Cursor, Exchange, Lookup, Page, Query, StoreError};
+use crate::record::{CallRef, RunSummary, StoredRun, first_line};
 
 pub struct Memory {
     max: usize,
@@ -135,5 +142,105 @@ fn summary(run: &StoredRun) -> RunSummary {
         follow_up_of: run.follow_up_of.clone(),
         resynthesis_of: run.resynthesis_of.clone(),
         client: run.client.clone(),
+    }
+}
+
+/// This process's memory as a store backend: runs kept as `Memory` bounds
+/// them, no bytes of attachments, no response-cache index, no tasks.
+pub struct InMemory {
+    pub runs: Arc<Memory>,
+    /// Why runs are in memory only.
+    pub why: &'static str,
+}
+
+impl Backend for InMemory {
+    fn describe(&self) -> String {
+        format!("this process's memory ({})", self.why)
+    }
+
+    fn describe_for_clients(&self) -> String {
+        self.describe()
+    }
+
+    fn sink(&self) -> Sink {
+        Sink::Memory(self.runs.clone())
+    }
+
+    fn resolve(&self, id: &str) -> Result<Lookup<String>, StoreError> {
+        Ok(self.runs.resolve(id))
+    }
+
+    fn run(&self, id: &str, _with_requests: bool) -> Result<Option<StoredRun>, StoreError> {
+        Ok(self.runs.get(id).map(|run| StoredRun::clone(&run)))
+    }
+
+    fn call(
+        &self,
+        run_id: &str,
+        call_id: u32,
+        _with_request: bool,
+    ) -> Result<CallLookup, StoreError> {
+        Ok(match self.runs.get(run_id) {
+            None => CallLookup::UnknownRun,
+            Some(run) => CallLookup::in_run(&run, call_id),
+        })
+    }
+
+    fn exchange(&self, id: &str) -> Result<Option<Exchange>, StoreError> {
+        Ok(self.runs.get(id).map(|run| Exchange {
+            prompt: run.prompt.clone(),
+            answer: run.answer.clone(),
+            follow_up_of: run.follow_up_of.clone(),
+        }))
+    }
+
+    fn call_starts(&self, _id: &str) -> Result<Vec<(u32, i64)>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    fn attachment_rows(
+        &self,
+        _id: &str,
+        _with_bytes: bool,
+    ) -> Result<Option<Vec<super::attachments::Row>>, StoreError> {
+        Ok(None)
+    }
+
+    fn list(&self, query: &Query) -> Result<Page, StoreError> {
+        Ok(self.runs.list(query))
+    }
+
+    fn reserve(&self, ask: &Ask) -> Result<Verdict, StoreError> {
+        Ok(self.runs.ledger.reserve(ask))
+    }
+
+    fn settle(&self, id: &str, cost_usd: f64) -> Result<(), StoreError> {
+        self.runs.ledger.settle(id, cost_usd);
+        Ok(())
+    }
+
+    fn keeps_answers(&self) -> bool {
+        false
+    }
+
+    fn cache_entry(&self, _key: &str, _now: i64) -> Result<Option<CallRef>, StoreError> {
+        Ok(None)
+    }
+
+    fn remember_answer(&self, _entry: &CacheEntry) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn prune_at(&self, _retention: &Retention, _now: i64) -> Result<Pruned, StoreError> {
+        Err(StoreError::Disabled)
+    }
+
+    fn flush(&self) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    #[cfg(test)]
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }

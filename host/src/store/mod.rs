@@ -9,11 +9,13 @@
 //!
 //! Runs write through a `Recorder` (one per run, a watcher of its events)
 //! into the backend's batched writer; everything else reads: a run by id
-//! or unique prefix, a page of runs newest first, retention. `Store` is an
-//! enum over the backends, not a trait object: its reads are blocking and
-//! its flush async for both, and a match keeps each call plain.
+//! or unique prefix, a page of runs newest first, retention. Every backend
+//! implements the one `Backend` trait (`backend.rs`); `Store` composes its
+//! answers (find, the follow-up chain, a cached answer) once for all. Its
+//! reads block; async code reads through `Store::off_runtime`.
 
 pub mod attachments;
+mod backend;
 mod event;
 mod lag;
 mod memory;
@@ -33,8 +35,6 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
 pub use event::now_ms;
 pub use lag::WriteLag;
 pub use recorder::{Links, Recorder};
@@ -45,10 +45,10 @@ pub use tasks::{LOST as TASK_LOST, StoredTask, TaskRow};
 
 use crate::config::{Limits, Loaded};
 use crate::record::{RunSummary, StoredCall, StoredRun};
-use memory::Memory;
+use backend::Backend;
+use memory::{InMemory, Memory};
 use postgres::Postgres;
 pub use postgres::Target;
-use recorder::Sink;
 use sqlite::Sqlite;
 
 #[derive(Debug, thiserror::Error)]
@@ -193,15 +193,7 @@ pub struct Exchange {
 /// A handle on the store; clones share it.
 #[derive(Clone)]
 pub struct Store {
-    backend: Backend,
-}
-
-#[derive(Clone)]
-enum Backend {
-    Sqlite(Arc<Sqlite>),
-    Postgres(Arc<Postgres>),
-    /// Why runs are in memory only.
-    Memory(Arc<Memory>, &'static str),
+    backend: Arc<dyn Backend>,
 }
 
 /// Where `[store]` says runs are kept.
@@ -273,13 +265,10 @@ impl Store {
         if !loaded.config.store.enabled {
             return Err(StoreError::Disabled);
         }
-        let backend = match Location::of(loaded)? {
-            Location::File(path) => Backend::Sqlite(Arc::new(Sqlite::open_reading(path)?)),
-            Location::Database(target) => {
-                Backend::Postgres(Arc::new(Postgres::open_reading(*target)?))
-            }
-        };
-        Ok(Self { backend })
+        Ok(match Location::of(loaded)? {
+            Location::File(path) => Self::on(Sqlite::open_reading(path)?),
+            Location::Database(target) => Self::on(Postgres::open_reading(*target)?),
+        })
     }
 
     /// The SQLite store at `path`, created if missing.
@@ -292,117 +281,91 @@ impl Store {
         retention: Retention,
         capacity: usize,
     ) -> Result<Self, StoreError> {
-        Ok(Self {
-            backend: Backend::Sqlite(Arc::new(Sqlite::open(path, retention, capacity)?)),
-        })
+        Ok(Self::on(Sqlite::open(path, retention, capacity)?))
     }
 
     /// The PostgreSQL store `target` names; its tables are made if missing.
     /// A database that cannot be reached yet is no error (runs are kept in
     /// memory until it is back); a newer schema is.
     pub fn open_database(target: Target, retention: Retention) -> Result<Self, StoreError> {
-        Ok(Self {
-            backend: Backend::Postgres(Arc::new(Postgres::open(
-                target,
-                retention,
-                event::CAPACITY,
-            )?)),
-        })
+        Ok(Self::on(Postgres::open(
+            target,
+            retention,
+            event::CAPACITY,
+        )?))
     }
 
     /// Runs of this process only, bounded as `limits` says.
     pub fn in_memory(limits: &Limits, why: &'static str) -> Self {
+        Self::on(InMemory {
+            runs: Arc::new(Memory::new(limits.max_runs_kept, limits.run_ttl)),
+            why,
+        })
+    }
+
+    fn on(backend: impl Backend) -> Self {
         Self {
-            backend: Backend::Memory(
-                Arc::new(Memory::new(limits.max_runs_kept, limits.run_ttl)),
-                why,
-            ),
+            backend: Arc::new(backend),
         }
     }
 
     /// The file, when runs are kept in a SQLite file.
     pub fn path(&self) -> Option<&Path> {
-        match &self.backend {
-            Backend::Sqlite(sqlite) => Some(&sqlite.path),
-            _ => None,
-        }
+        self.backend.path()
     }
 
     /// How far the store's writes trail the runs; `None` when runs are
     /// kept in memory (nothing is written).
     pub fn write_lag(&self) -> Option<WriteLag> {
-        match &self.backend {
-            Backend::Sqlite(sqlite) => Some(sqlite.lag.clone()),
-            Backend::Postgres(pg) => Some(pg.lag.clone()),
-            Backend::Memory(..) => None,
-        }
+        self.backend.write_lag()
     }
 
     /// Limits (providers', clients') counted across every instance on
     /// this store: PostgreSQL's; `None` for SQLite or memory (one process
     /// counts its own).
     pub fn shared_limits(&self) -> Option<Arc<dyn crate::llm::limits::Shared>> {
-        match &self.backend {
-            Backend::Postgres(pg) => pg
-                .shared_limits()
-                .map(|s| Arc::new(s) as Arc<dyn crate::llm::limits::Shared>),
-            _ => None,
-        }
+        self.backend.shared_limits()
     }
 
     /// Where runs are kept, for messages.
     pub fn describe(&self) -> String {
-        match &self.backend {
-            Backend::Sqlite(sqlite) => format!("the run store at {}", sqlite.path.display()),
-            Backend::Postgres(pg) => match pg.down() {
-                None => format!("the run store at {}", pg.shown),
-                Some(why) => format!(
-                    "the run store at {} (unreachable: {why}; runs are kept in memory until it is back)",
-                    pg.shown
-                ),
-            },
-            Backend::Memory(_, why) => format!("this process's memory ({why})"),
-        }
+        self.backend.describe()
     }
 
     /// The store as a remote client may see it named: what kind of store,
     /// never where it lies (a file path, a database host).
     pub fn describe_for_clients(&self) -> String {
-        match &self.backend {
-            Backend::Sqlite(_) | Backend::Postgres(_) => "this server's run store".to_owned(),
-            Backend::Memory(_, why) => format!("this process's memory ({why})"),
-        }
+        self.backend.describe_for_clients()
     }
 
     /// A recorder for one run; `time_limit` is the longest the run can take.
     pub fn recorder(&self, links: Links, time_limit: Duration) -> Recorder {
-        let writer = |sender: &Option<mpsc::Sender<event::Msg>>| match sender {
-            Some(sender) => Sink::Writer(sender.clone()),
-            // Opened for reading: every write is refused, and counted.
-            None => Sink::Writer(mpsc::channel(1).0),
-        };
-        let sink = match &self.backend {
-            Backend::Sqlite(sqlite) => writer(&sqlite.sender),
-            Backend::Postgres(pg) => writer(&pg.sender),
-            Backend::Memory(memory, _) => Sink::Memory(memory.clone()),
-        };
-        Recorder::new(sink, links, time_limit)
+        Recorder::new(self.backend.sink(), links, time_limit)
+    }
+
+    /// Runs `read` (any of the blocking methods below) off the async
+    /// runtime's threads: the one way async code reads the store.
+    pub async fn off_runtime<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || read(&store))
+            .await
+            .unwrap_or_else(|e| Err(StoreError::Unavailable(format!("the read stopped: {e}"))))
     }
 
     /// The run with this id, this unique prefix of an id, or `last`.
     /// Blocking: call it off the async runtime's threads.
     pub fn find(&self, id: &str, with_requests: bool) -> Result<Lookup<StoredRun>, StoreError> {
-        match &self.backend {
-            Backend::Memory(memory, _) => Ok(match memory.resolve(id) {
-                Lookup::Found(id) => memory
-                    .get(&id)
-                    .map_or(Lookup::Unknown, |r| Lookup::Found(StoredRun::clone(&r))),
-                Lookup::Unknown => Lookup::Unknown,
-                Lookup::Ambiguous(ids) => Lookup::Ambiguous(ids),
-            }),
-            Backend::Sqlite(sqlite) => sqlite.find(id, with_requests),
-            Backend::Postgres(pg) => pg.find(id, with_requests),
-        }
+        Ok(match self.backend.resolve(id)? {
+            Lookup::Found(id) => self
+                .backend
+                .run(&id, with_requests)?
+                .map_or(Lookup::Unknown, Lookup::Found),
+            Lookup::Unknown => Lookup::Unknown,
+            Lookup::Ambiguous(ids) => Lookup::Ambiguous(ids),
+        })
     }
 
     /// Call `call_id` of the run `run_id` (in full), its request too if
@@ -413,127 +376,93 @@ impl Store {
         call_id: u32,
         with_request: bool,
     ) -> Result<CallLookup, StoreError> {
-        match &self.backend {
-            Backend::Memory(memory, _) => Ok(match memory.get(run_id) {
-                None => CallLookup::UnknownRun,
-                Some(run) => run.calls.iter().find(|c| c.call.id == call_id).map_or(
-                    CallLookup::NoSuchCall {
-                        calls: u32::try_from(run.calls.len()).unwrap_or(u32::MAX),
-                    },
-                    |call| CallLookup::Found(call.clone()),
-                ),
-            }),
-            Backend::Sqlite(sqlite) => sqlite.call(run_id, call_id, with_request),
-            Backend::Postgres(pg) => pg.call(run_id, call_id, with_request),
-        }
+        self.backend.call(run_id, call_id, with_request)
     }
 
     /// The run `id` (in full) and the runs it followed up, newest first, at
-    /// most `most`: the prompt and answer of each, nothing more. Blocking.
+    /// most `most`, stopping at a run not kept: the prompt and answer of
+    /// each, nothing more. Blocking.
     pub fn exchanges(&self, id: &str, most: usize) -> Result<Vec<Exchange>, StoreError> {
-        match &self.backend {
-            Backend::Memory(memory, _) => {
-                let mut chain: Vec<Exchange> = Vec::new();
-                let mut next = Some(id.to_owned());
-                while let Some(run) = next
-                    .take()
-                    .filter(|_| chain.len() < most)
-                    .and_then(|id| memory.get(&id))
-                {
-                    next.clone_from(&run.follow_up_of);
-                    chain.push(Exchange {
-                        prompt: run.prompt.clone(),
-                        answer: run.answer.clone(),
-                        follow_up_of: run.follow_up_of.clone(),
-                    });
-                }
-                Ok(chain)
-            }
-            Backend::Sqlite(sqlite) => sqlite.exchanges(id, most),
-            Backend::Postgres(pg) => pg.exchanges(id, most),
+        let mut chain: Vec<Exchange> = Vec::new();
+        let mut next = Some(id.to_owned());
+        while let Some(id) = next.take().filter(|_| chain.len() < most) {
+            let Some(exchange) = self.backend.exchange(&id)? else {
+                break;
+            };
+            next.clone_from(&exchange.follow_up_of);
+            chain.push(exchange);
         }
+        Ok(chain)
     }
 
     /// When each call of run `id` (in full) was sent, unix ms, by call id;
     /// empty for runs kept in memory, which do not keep it. Blocking.
     pub fn call_starts(&self, id: &str) -> Result<Vec<(u32, i64)>, StoreError> {
-        match &self.backend {
-            Backend::Memory(..) => Ok(Vec::new()),
-            Backend::Sqlite(sqlite) => sqlite.call_starts(id),
-            Backend::Postgres(pg) => pg.call_starts(id),
-        }
+        self.backend.call_starts(id)
     }
 
     /// A page of runs, newest first. Blocking.
     pub fn list(&self, query: &Query) -> Result<Page, StoreError> {
-        match &self.backend {
-            Backend::Memory(memory, _) => Ok(memory.list(query)),
-            Backend::Sqlite(sqlite) => sqlite.list(query),
-            Backend::Postgres(pg) => pg.list(query),
-        }
+        self.backend.list(query)
     }
 
     /// Admits a run against its client's budgets (see [`spend`]), or says
     /// which budget it does not fit. Blocking.
     pub fn reserve(&self, ask: &Ask) -> Result<Verdict, StoreError> {
-        match &self.backend {
-            Backend::Memory(memory, _) => Ok(memory.ledger.reserve(ask)),
-            Backend::Sqlite(sqlite) => sqlite.reserve(ask),
-            Backend::Postgres(pg) => pg.reserve(ask),
-        }
+        self.backend.reserve(ask)
     }
 
     /// The run admitted as `id` ended having cost `cost_usd`. Blocking.
     pub fn settle(&self, id: &str, cost_usd: f64) -> Result<(), StoreError> {
-        match &self.backend {
-            Backend::Memory(memory, _) => {
-                memory.ledger.settle(id, cost_usd);
-                Ok(())
-            }
-            Backend::Sqlite(sqlite) => sqlite.settle(id, cost_usd),
-            Backend::Postgres(pg) => pg.settle(id, cost_usd),
-        }
+        self.backend.settle(id, cost_usd)
     }
 
     /// Applies `retention` (default: the configured one) now. Blocking.
     pub fn prune(&self, retention: &Retention) -> Result<Pruned, StoreError> {
-        match &self.backend {
-            Backend::Memory(..) => Err(StoreError::Disabled),
-            Backend::Sqlite(sqlite) => sqlite.prune(retention),
-            Backend::Postgres(pg) => pg.prune(retention),
-        }
+        self.backend.prune_at(retention, now_ms())
     }
 
     /// At a graceful shutdown, once its runs are written: gives back this
     /// instance's lease (PostgreSQL), or closes every connection so no
     /// write-ahead log is left (SQLite). Blocking.
     pub fn release(&self) {
-        match &self.backend {
-            Backend::Postgres(pg) => pg.release(),
-            Backend::Sqlite(sqlite) => sqlite.release(),
-            Backend::Memory(..) => {}
-        }
+        self.backend.release();
     }
 
     /// Waits until everything recorded so far is written.
     pub async fn flush(&self) -> Result<(), String> {
-        match &self.backend {
-            Backend::Memory(..) => Ok(()),
-            Backend::Sqlite(sqlite) => sqlite.flush().await,
-            Backend::Postgres(pg) => pg.flush().await,
-        }
+        self.backend.flush().await
     }
-}
 
-impl Store {
+    /// A server's last word to its store: writes what was recorded, then
+    /// `release`s it. A failure is logged; stopping goes on.
+    pub async fn close(&self) {
+        if let Err(e) = self.flush().await {
+            tracing::warn!("the last runs may not be in the store: {e}");
+        }
+        let released = self.off_runtime(|store| {
+            store.release();
+            Ok(())
+        });
+        let _ = released.await;
+    }
+
     /// `prune` as if it were `now`.
     #[cfg(test)]
     fn prune_at(&self, retention: &Retention, now: i64) -> Result<Pruned, StoreError> {
-        match &self.backend {
-            Backend::Memory(..) => Err(StoreError::Disabled),
-            Backend::Sqlite(sqlite) => sqlite.prune_at(retention, now),
-            Backend::Postgres(pg) => pg.prune_at(retention, now),
-        }
+        self.backend.prune_at(retention, now)
+    }
+}
+
+impl CallLookup {
+    /// Call `call_id` among `run`'s calls.
+    fn in_run(run: &StoredRun, call_id: u32) -> Self {
+        run.calls.iter().find(|c| c.call.id == call_id).map_or(
+            Self::NoSuchCall {
+                calls: u32::try_from(run.calls.len()).unwrap_or(u32::MAX),
+            },
+            |call| Self::Found(call.clone()),
+        )
     }
 }
 

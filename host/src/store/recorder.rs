@@ -39,6 +39,14 @@ pub(super) enum Sink {
     Memory(Arc<Memory>),
 }
 
+impl Sink {
+    /// A backend's writer; a store opened for reading has none, and every
+    /// write to it is refused (and counted as lost).
+    pub(super) fn writer(sender: Option<&mpsc::Sender<Msg>>) -> Self {
+        Self::Writer(sender.cloned().unwrap_or_else(|| mpsc::channel(1).0))
+    }
+}
+
 pub struct Recorder {
     shared: Arc<Shared>,
     ended: bool,

@@ -5,7 +5,7 @@
 //! keeps the index, in whichever backend holds the runs. Runs kept in
 //! memory have no index: every lookup misses.
 
-use super::{Backend, CallLookup, Store, StoreError};
+use super::{CallLookup, Store, StoreError};
 use crate::record::{CallRef, StoredCall};
 
 /// One entry of the index: the call whose answer a key gets, until when.
@@ -27,13 +27,7 @@ impl Store {
         key: &str,
         now: i64,
     ) -> Result<Option<(CallRef, StoredCall)>, StoreError> {
-        let from = match &self.backend {
-            Backend::Memory(..) => return Ok(None),
-            Backend::Sqlite(sqlite) => sqlite.cache_entry(key, now)?,
-            Backend::Postgres(pg) if pg.down().is_some() => return Ok(None),
-            Backend::Postgres(pg) => pg.cache_entry(key, now)?,
-        };
-        let Some(from) = from else {
+        let Some(from) = self.backend.cache_entry(key, now)? else {
             return Ok(None);
         };
         Ok(match self.call(&from.run_id, from.call, false)? {
@@ -47,15 +41,11 @@ impl Store {
     /// Adds `entry` to the index, replacing any entry of its key. Runs
     /// kept in memory keep no index. Blocking.
     pub fn remember_answer(&self, entry: &CacheEntry) -> Result<(), StoreError> {
-        match &self.backend {
-            Backend::Memory(..) => Ok(()),
-            Backend::Sqlite(sqlite) => sqlite.remember_answer(entry),
-            Backend::Postgres(pg) => pg.remember_answer(entry),
-        }
+        self.backend.remember_answer(entry)
     }
 
     /// Whether the store keeps a response-cache index (not in memory).
     pub fn keeps_answers(&self) -> bool {
-        !matches!(self.backend, Backend::Memory(..))
+        self.backend.keeps_answers()
     }
 }

@@ -6,7 +6,7 @@
 //! owner reads each second). A working task whose owner is gone (its lease
 //! lapsed, or its process ended) reads as lost, as a run reads interrupted.
 
-use super::{Backend, Store, StoreError};
+use super::{Store, StoreError};
 
 /// What `tasks/get` says of a task whose instance was lost.
 pub const LOST: &str = "the chorus instance running this task was lost (killed, or cut off \
@@ -43,48 +43,30 @@ impl Store {
     /// Who owns the tasks this process runs, as the store judges owners:
     /// this instance's lease (PostgreSQL) or this process (SQLite).
     pub fn task_owner(&self) -> String {
-        match &self.backend {
-            Backend::Postgres(pg) => pg.instance.clone(),
-            _ => super::owner::this_process().to_owned(),
-        }
+        self.backend.task_owner()
     }
 
     /// Writes `row` (made or replaced); returns whether another instance
     /// has asked for the task to be cancelled. Expired tasks are dropped
     /// on the way. Blocking. In memory, tasks live in the task manager only.
     pub fn put_task(&self, row: &TaskRow) -> Result<bool, StoreError> {
-        match &self.backend {
-            Backend::Sqlite(sqlite) => sqlite.put_task(row),
-            Backend::Postgres(pg) => pg.put_task(row),
-            Backend::Memory(..) => Ok(false),
-        }
+        self.backend.put_task(row)
     }
 
     /// The task `id`, unless unknown or expired. Blocking.
     pub fn task(&self, id: &str) -> Result<Option<StoredTask>, StoreError> {
-        match &self.backend {
-            Backend::Sqlite(sqlite) => sqlite.task(id),
-            Backend::Postgres(pg) => pg.task(id),
-            Backend::Memory(..) => Ok(None),
-        }
+        self.backend.task(id)
     }
 
     /// Asks the owner of task `id` to cancel it. Blocking.
     pub fn request_task_cancel(&self, id: &str) -> Result<(), StoreError> {
-        match &self.backend {
-            Backend::Sqlite(sqlite) => sqlite.request_task_cancel(id),
-            Backend::Postgres(pg) => pg.request_task_cancel(id),
-            Backend::Memory(..) => Ok(()),
-        }
+        self.backend.request_task_cancel(id)
     }
 
     /// Cancel requests as they are made on any instance (task ids), when
     /// the backend can tell at once (PostgreSQL `LISTEN`); else the owner
     /// finds them when it next writes the task.
     pub fn task_cancels(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
-        match &self.backend {
-            Backend::Postgres(pg) => Some(pg.cancels.subscribe()),
-            _ => None,
-        }
+        self.backend.task_cancels()
     }
 }

@@ -75,14 +75,13 @@ pub async fn page(
         Ok(run) => run,
         Err(response) => return response,
     };
-    let starts = {
-        let (store, id) = (viewer.chorus.store.clone(), run.run_id.clone());
-        tokio::task::spawn_blocking(move || store.call_starts(&id))
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default()
-    };
+    let id = run.run_id.clone();
+    let starts = viewer
+        .chorus
+        .store
+        .off_runtime(move |store| store.call_starts(&id))
+        .await
+        .unwrap_or_default();
     let related = related(&viewer, &client, &run.run_id).await;
     let csrf = viewer.guard.csrf(&who);
     let mergers = mergers(&viewer);

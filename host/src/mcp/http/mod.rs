@@ -102,11 +102,7 @@ pub async fn serve(chorus: Arc<Chorus>, options: Options, pages: Router) -> anyh
         () = serving => {}
         () = stopped => tracing::warn!("connections still open {SHUTDOWN_GRACE:?} after shutdown began; closing them"),
     }
-    if let Err(e) = chorus.store.flush().await {
-        tracing::warn!("the last runs may not be in the store: {e}");
-    }
-    let store = chorus.store.clone();
-    let _ = tokio::task::spawn_blocking(move || store.release()).await;
+    chorus.store.close().await;
     notice!("chorus: stopped");
     Ok(())
 }

@@ -110,15 +110,14 @@ impl Mirror {
     /// Writes `row`; whether a cancel was asked for elsewhere. A store that
     /// cannot be written is said in the log; the task goes on.
     async fn put(&self, row: TaskRow) -> bool {
-        let store = self.chorus.store.clone();
-        match tokio::task::spawn_blocking(move || store.put_task(&row)).await {
-            Ok(Ok(cancel)) => cancel,
-            Ok(Err(e)) => {
-                tracing::debug!(task = %self.id, "the task's state was not written: {e}");
-                false
-            }
-            Err(_) => false,
-        }
+        let put = self
+            .chorus
+            .store
+            .off_runtime(move |store| store.put_task(&row));
+        put.await.unwrap_or_else(|e| {
+            tracing::debug!(task = %self.id, "the task's state was not written: {e}");
+            false
+        })
     }
 }
 
@@ -150,10 +149,11 @@ async fn stored(
     client: &Client,
     id: &str,
 ) -> Result<Option<StoredTask>, McpError> {
-    let (store, key) = (chorus.store.clone(), id.to_owned());
-    let found = tokio::task::spawn_blocking(move || store.task(&key))
+    let key = id.to_owned();
+    let found = chorus
+        .store
+        .off_runtime(move |store| store.task(&key))
         .await
-        .map_err(|e| McpError::internal_error(e.to_string(), None))?
         .map_err(|e| {
             McpError::internal_error(
                 format!("task {id} is not run here, and the run store cannot be read: {e}"),
@@ -202,10 +202,11 @@ pub async fn cancel(chorus: &Chorus, client: &Client, id: &str) -> Result<Option
     if found.row.status != "working" || found.lost {
         return Ok(Some(()));
     }
-    let (store, key) = (chorus.store.clone(), id.to_owned());
-    tokio::task::spawn_blocking(move || store.request_task_cancel(&key))
+    let key = id.to_owned();
+    chorus
+        .store
+        .off_runtime(move |store| store.request_task_cancel(&key))
         .await
-        .map_err(|e| McpError::internal_error(e.to_string(), None))?
         .map_err(|e| {
             McpError::internal_error(
                 format!(

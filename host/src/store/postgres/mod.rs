@@ -9,6 +9,7 @@
 
 mod apply;
 mod attachments;
+mod backend;
 mod backlog;
 pub mod limits;
 mod read;
@@ -25,15 +26,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_postgres::NoTls;
 
-use super::event::{Msg, now_ms};
+use super::StoreError;
+use super::event::Msg;
 use super::memory::Memory;
-use super::retention::{Pruned, Retention};
-use super::spend::{Ask, Verdict};
-use super::{CallLookup, Exchange, Lookup, Page, Query, StoreError};
-use crate::record::StoredRun;
+use super::retention::Retention;
 pub use target::Target;
 use writer::{Health, Writer};
 
@@ -341,7 +340,7 @@ impl Postgres {
     }
 
     /// The limits shared with the other instances on this database.
-    pub fn shared_limits(&self) -> Option<limits::SharedLimits> {
+    fn limits(&self) -> Option<limits::SharedLimits> {
         Some(limits::SharedLimits {
             pool: self.pool.clone(),
             runtime: self.runtime.as_ref()?.handle().clone(),
@@ -353,195 +352,6 @@ impl Postgres {
     /// Why the database is unreachable, as the writer last found it.
     pub fn down(&self) -> Option<String> {
         self.health.down()
-    }
-
-    /// The run `id` names; while the database is down, a run that ended
-    /// meanwhile is read from memory.
-    pub fn find(&self, id: &str, with_requests: bool) -> Result<Lookup<StoredRun>, StoreError> {
-        let found = self.find_in_database(id, with_requests);
-        match (&found, self.unwritten.resolve(id)) {
-            (Err(_), Lookup::Found(id)) => Ok(self
-                .unwritten
-                .get(&id)
-                .map_or(Lookup::Unknown, |run| Lookup::Found(StoredRun::clone(&run)))),
-            _ => found,
-        }
-    }
-
-    fn find_in_database(
-        &self,
-        id: &str,
-        with_requests: bool,
-    ) -> Result<Lookup<StoredRun>, StoreError> {
-        let id = id.to_owned();
-        self.read(move |client| async move {
-            Ok(match read::resolve(&**client, &id).await? {
-                Lookup::Found(id) => read::run(&**client, &id, with_requests, now_ms())
-                    .await?
-                    .map_or(Lookup::Unknown, Lookup::Found),
-                Lookup::Unknown => Lookup::Unknown,
-                Lookup::Ambiguous(ids) => Lookup::Ambiguous(ids),
-            })
-        })
-    }
-
-    /// Call `call_id` of run `run_id`; while the database is down, of a
-    /// run that ended meanwhile, from memory.
-    pub fn call(
-        &self,
-        run_id: &str,
-        call_id: u32,
-        with_request: bool,
-    ) -> Result<CallLookup, StoreError> {
-        let id = run_id.to_owned();
-        let found = self.read(move |client| async move {
-            read::call(&**client, &id, call_id, with_request, now_ms()).await
-        });
-        match (&found, self.unwritten.get(run_id)) {
-            (Err(_), Some(run)) => Ok(run.calls.iter().find(|c| c.call.id == call_id).map_or(
-                CallLookup::NoSuchCall {
-                    calls: u32::try_from(run.calls.len()).unwrap_or(u32::MAX),
-                },
-                |call| CallLookup::Found(call.clone()),
-            )),
-            _ => found,
-        }
-    }
-
-    /// When each call of run `id` was sent, unix ms, by call id.
-    pub fn call_starts(&self, id: &str) -> Result<Vec<(u32, i64)>, StoreError> {
-        let id = id.to_owned();
-        self.read(move |client| async move { read::call_starts(&**client, &id).await })
-    }
-
-    #[cfg(test)]
-    pub fn attachment_bytes_kept(&self) -> (u64, u64) {
-        let (count, size): (i64, i64) = self
-            .read(|client| async move {
-                let row = client
-                    .query_one(
-                        "SELECT COUNT(*)::BIGINT, COALESCE(SUM(size), 0)::BIGINT FROM attachment_bytes",
-                        &[],
-                    )
-                    .await?;
-                Ok((row.get(0), row.get(1)))
-            })
-            .unwrap();
-        (count as u64, size as u64)
-    }
-
-    /// What the store holds of each attachment of run `id` (in full).
-    pub fn attachment_rows(
-        &self,
-        id: &str,
-        with_bytes: bool,
-    ) -> Result<Vec<super::attachments::Row>, StoreError> {
-        let id = id.to_owned();
-        self.read(move |client| async move { attachments::rows(&**client, &id, with_bytes).await })
-    }
-
-    pub fn exchanges(&self, id: &str, most: usize) -> Result<Vec<Exchange>, StoreError> {
-        let id = id.to_owned();
-        self.read(move |client| async move { read::exchanges(&**client, &id, most).await })
-    }
-
-    /// Writes a task (see `store::tasks`); says whether it is to be cancelled.
-    pub fn put_task(&self, row: &crate::store::tasks::TaskRow) -> Result<bool, StoreError> {
-        let row = row.clone();
-        self.read(move |client| async move { tasks::put(&**client, &row).await })
-    }
-
-    pub fn task(&self, id: &str) -> Result<Option<crate::store::tasks::StoredTask>, StoreError> {
-        let id = id.to_owned();
-        self.read(move |client| async move { tasks::get(&**client, &id).await })
-    }
-
-    /// Flags task `id` to be cancelled and tells every instance at once.
-    pub fn request_task_cancel(&self, id: &str) -> Result<(), StoreError> {
-        let id = id.to_owned();
-        self.read(move |client| async move { tasks::request_cancel(&**client, &id).await })
-    }
-
-    /// Admits a run against its client's budgets, or says why not.
-    pub fn reserve(&self, ask: &Ask) -> Result<Verdict, StoreError> {
-        let ask = ask.clone();
-        self.read(move |mut client| async move { spend::reserve(&mut client, &ask).await })
-    }
-
-    /// The response cache's entry of `key` at `now` (see `store::responses`).
-    pub fn cache_entry(
-        &self,
-        key: &str,
-        now: i64,
-    ) -> Result<Option<crate::record::CallRef>, StoreError> {
-        let key = key.to_owned();
-        self.read(move |client| async move { responses::entry(&**client, &key, now).await })
-    }
-
-    pub fn remember_answer(
-        &self,
-        entry: &crate::store::responses::CacheEntry,
-    ) -> Result<(), StoreError> {
-        let entry = entry.clone();
-        self.read(move |client| async move { responses::put(&**client, &entry).await })
-    }
-
-    /// A run's cost replaces its worst case.
-    pub fn settle(&self, id: &str, cost_usd: f64) -> Result<(), StoreError> {
-        let id = id.to_owned();
-        self.read(move |client| async move { spend::settle(&**client, &id, cost_usd).await })
-    }
-
-    pub fn list(&self, query: &Query) -> Result<Page, StoreError> {
-        let query = query.clone();
-        self.read(move |client| async move { read::list(&**client, &query, now_ms()).await })
-    }
-
-    /// Applies `retention` now, unless another instance is doing so.
-    pub fn prune(&self, retention: &Retention) -> Result<Pruned, StoreError> {
-        self.prune_at(retention, now_ms())
-    }
-
-    /// `prune` as if it were `now`.
-    pub fn prune_at(&self, retention: &Retention, now: i64) -> Result<Pruned, StoreError> {
-        let retention = retention.clone();
-        let pruned = self.read(move |mut client| async move {
-            retention::prune(&mut client, &retention, now).await
-        })?;
-        pruned.ok_or_else(|| StoreError::Database {
-            at: self.shown.clone(),
-            message: "another chorus is applying retention to it right now: try again in a moment"
-                .into(),
-        })
-    }
-
-    /// Stops renewing this instance's lease and gives it back.
-    pub fn release(&self) {
-        if let Some(heartbeat) = &self.heartbeat {
-            heartbeat.abort();
-        }
-        let instance = self.instance.clone();
-        let released = self.read(move |client| async move {
-            client
-                .execute("DELETE FROM instances WHERE id = $1", &[&instance])
-                .await?;
-            Ok(())
-        });
-        if let Err(e) = released {
-            tracing::debug!("the run store's lease was not given back: {e}");
-        }
-    }
-
-    pub async fn flush(&self) -> Result<(), String> {
-        let (ack, written) = oneshot::channel();
-        let sender = self.sender.as_ref().ok_or("the store is closed")?;
-        sender
-            .send(Msg::Flush(ack))
-            .await
-            .map_err(|_| "the run store's writer has stopped".to_owned())?;
-        written
-            .await
-            .map_err(|_| "the run store's writer has stopped".to_owned())?
     }
 }
 

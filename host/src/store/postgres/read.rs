@@ -16,30 +16,19 @@ use crate::record::{
 use crate::store::row::{PROMPT_LINE, RUN_COLUMNS, attachments, escape_like, json};
 use crate::store::{CallLookup, Cursor, Exchange, Lookup, Page, Query};
 
-/// The chain of runs that `id` starts, following `follow_up_of`.
-pub async fn exchanges(
-    client: &impl GenericClient,
-    id: &str,
-    most: usize,
-) -> Result<Vec<Exchange>, Failure> {
-    let statement = client
-        .prepare("SELECT prompt, answer, follow_up_of FROM runs WHERE id = $1")
+/// Run `id`'s (in full) question, answer and the run it followed up.
+pub async fn exchange(client: &impl GenericClient, id: &str) -> Result<Option<Exchange>, Failure> {
+    let row = client
+        .query_opt(
+            "SELECT prompt, answer, follow_up_of FROM runs WHERE id = $1",
+            &[&id],
+        )
         .await?;
-    let mut chain: Vec<Exchange> = Vec::new();
-    let mut next = Some(id.to_owned());
-    while let Some(id) = next.take().filter(|_| chain.len() < most) {
-        let Some(row) = client.query_opt(&statement, &[&id]).await? else {
-            break;
-        };
-        let exchange = Exchange {
-            prompt: row.get(0),
-            answer: row.get(1),
-            follow_up_of: row.get(2),
-        };
-        next.clone_from(&exchange.follow_up_of);
-        chain.push(exchange);
-    }
-    Ok(chain)
+    Ok(row.map(|row| Exchange {
+        prompt: row.get(0),
+        answer: row.get(1),
+        follow_up_of: row.get(2),
+    }))
 }
 
 /// Whether a run is running for an instance whose lease has lapsed.

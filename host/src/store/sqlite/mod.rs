@@ -5,6 +5,7 @@
 
 mod apply;
 mod attachments;
+mod backend;
 mod checkpoint;
 pub(super) mod location;
 mod read;
@@ -21,13 +22,11 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use rusqlite::Connection;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use super::event::{Msg, now_ms};
-use super::retention::{Pruned, Retention};
-use super::spend::{Ask, Verdict};
-use super::{CallLookup, Exchange, Lookup, Page, Query, StoreError};
-use crate::record::StoredRun;
+use super::StoreError;
+use super::event::Msg;
+use super::retention::Retention;
 
 /// Most read connections open at once; a read past them waits for one.
 pub const READERS: usize = 4;
@@ -124,99 +123,6 @@ impl Sqlite {
         })
     }
 
-    pub fn find(&self, id: &str, with_requests: bool) -> Result<Lookup<StoredRun>, StoreError> {
-        self.read(|conn| {
-            Ok(match read::resolve(conn, id)? {
-                Lookup::Found(id) => read::run(conn, &id, with_requests, now_ms())?
-                    .map_or(Lookup::Unknown, Lookup::Found),
-                Lookup::Unknown => Lookup::Unknown,
-                Lookup::Ambiguous(ids) => Lookup::Ambiguous(ids),
-            })
-        })
-    }
-
-    pub fn call(
-        &self,
-        run_id: &str,
-        call_id: u32,
-        with_request: bool,
-    ) -> Result<CallLookup, StoreError> {
-        self.read(|conn| read::call(conn, run_id, call_id, with_request, now_ms()))
-    }
-
-    pub fn call_starts(&self, id: &str) -> Result<Vec<(u32, i64)>, StoreError> {
-        self.read(|conn| read::call_starts(conn, id))
-    }
-
-    /// What the store holds of each attachment of run `id` (in full).
-    pub fn attachment_rows(
-        &self,
-        id: &str,
-        with_bytes: bool,
-    ) -> Result<Vec<super::attachments::Row>, StoreError> {
-        self.read(|conn| attachments::rows(conn, id, with_bytes))
-    }
-
-    pub fn exchanges(&self, id: &str, most: usize) -> Result<Vec<Exchange>, StoreError> {
-        self.read(|conn| read::exchanges(conn, id, most))
-    }
-
-    pub fn list(&self, query: &Query) -> Result<Page, StoreError> {
-        self.read(|conn| read::list(conn, query, now_ms()))
-    }
-
-    pub fn prune(&self, retention: &Retention) -> Result<Pruned, StoreError> {
-        self.prune_at(retention, now_ms())
-    }
-
-    /// `prune` as if it were `now`.
-    pub fn prune_at(&self, retention: &Retention, now: i64) -> Result<Pruned, StoreError> {
-        let mut conn = schema::open(&self.path)?;
-        retention::prune(&mut conn, retention, now).map_err(|source| StoreError::Sqlite {
-            path: self.path.clone(),
-            source,
-        })
-    }
-
-    /// Admits a run against its client's budgets, or says why not.
-    pub fn reserve(&self, ask: &Ask) -> Result<Verdict, StoreError> {
-        self.spending(|conn| spend::reserve(conn, ask))
-    }
-
-    /// A run's cost replaces its worst case.
-    pub fn settle(&self, id: &str, cost_usd: f64) -> Result<(), StoreError> {
-        self.spending(|conn| spend::settle(conn, id, cost_usd))
-    }
-
-    /// Writes a task (see `store::tasks`); says whether it is to be cancelled.
-    pub fn put_task(&self, row: &crate::store::tasks::TaskRow) -> Result<bool, StoreError> {
-        self.spending(|conn| tasks::put(conn, row))
-    }
-
-    pub fn task(&self, id: &str) -> Result<Option<crate::store::tasks::StoredTask>, StoreError> {
-        self.read(|conn| tasks::get(conn, id))
-    }
-
-    pub fn request_task_cancel(&self, id: &str) -> Result<(), StoreError> {
-        self.spending(|conn| tasks::request_cancel(conn, id))
-    }
-
-    /// The response cache's entry of `key` at `now` (see `store::responses`).
-    pub fn cache_entry(
-        &self,
-        key: &str,
-        now: i64,
-    ) -> Result<Option<crate::record::CallRef>, StoreError> {
-        self.read(|conn| responses::entry(conn, key, now))
-    }
-
-    pub fn remember_answer(
-        &self,
-        entry: &crate::store::responses::CacheEntry,
-    ) -> Result<(), StoreError> {
-        self.spending(|conn| responses::put(conn, entry))
-    }
-
     fn spending<T>(
         &self,
         work: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
@@ -237,18 +143,6 @@ impl Sqlite {
         })
     }
 
-    pub async fn flush(&self) -> Result<(), String> {
-        let (ack, written) = oneshot::channel();
-        let sender = self.sender.as_ref().ok_or("the store is closed")?;
-        sender
-            .send(Msg::Flush(ack))
-            .await
-            .map_err(|_| "the run store's writer has stopped".to_owned())?;
-        written
-            .await
-            .map_err(|_| "the run store's writer has stopped".to_owned())?
-    }
-
     fn read<T>(
         &self,
         query: impl FnOnce(&Connection) -> rusqlite::Result<T>,
@@ -260,20 +154,6 @@ impl Sqlite {
         });
         self.readers.give_back(conn);
         outcome
-    }
-
-    #[cfg(test)]
-    pub fn attachment_bytes_kept(&self) -> (u64, u64) {
-        let (count, size): (i64, i64) = self
-            .read(|conn| {
-                conn.query_row(
-                    "SELECT COUNT(*), COALESCE(SUM(size), 0) FROM attachment_bytes",
-                    [],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-            })
-            .unwrap();
-        (count as u64, size as u64)
     }
 
     #[cfg(test)]

@@ -14,30 +14,17 @@ use crate::record::{
 use crate::store::row::{PROMPT_LINE, RUN_COLUMNS, attachments, escape_like, json, status};
 use crate::store::{CallLookup, Cursor, Exchange, Lookup, Page, Query};
 
-/// The chain of runs that `id` starts, following `follow_up_of`: each
-/// run's prompt and answer only, at most `most`, stopping at a run not kept.
-pub fn exchanges(conn: &Connection, id: &str, most: usize) -> rusqlite::Result<Vec<Exchange>> {
-    let mut statement =
-        conn.prepare_cached("SELECT prompt, answer, follow_up_of FROM runs WHERE id = ?1")?;
-    let mut chain: Vec<Exchange> = Vec::new();
-    let mut next = Some(id.to_owned());
-    while let Some(id) = next.take().filter(|_| chain.len() < most) {
-        let Some(exchange) = statement
-            .query_row([id], |row| {
-                Ok(Exchange {
-                    prompt: row.get(0)?,
-                    answer: row.get(1)?,
-                    follow_up_of: row.get(2)?,
-                })
+/// Run `id`'s (in full) question, answer and the run it followed up.
+pub fn exchange(conn: &Connection, id: &str) -> rusqlite::Result<Option<Exchange>> {
+    conn.prepare_cached("SELECT prompt, answer, follow_up_of FROM runs WHERE id = ?1")?
+        .query_row([id], |row| {
+            Ok(Exchange {
+                prompt: row.get(0)?,
+                answer: row.get(1)?,
+                follow_up_of: row.get(2)?,
             })
-            .optional()?
-        else {
-            break;
-        };
-        next.clone_from(&exchange.follow_up_of);
-        chain.push(exchange);
-    }
-    Ok(chain)
+        })
+        .optional()
 }
 
 /// The run `id` (exact), with its calls; their requests too if asked.

@@ -11,7 +11,7 @@ use super::{READERS, Sqlite, apply, schema, texts};
 use crate::plugins::Request;
 use crate::record::{AnswerKind, CallRecord, RunRecord, Totals};
 use crate::store::event::{Begin, End, Msg};
-use crate::store::{Backend, Query, Retention, Store, StoreError};
+use crate::store::{Query, Retention, Store, StoreError};
 
 fn retention() -> Retention {
     Retention {
@@ -57,9 +57,7 @@ async fn reading_a_store_neither_writes_nor_waits_for_a_writer() {
 
     let store = Store::open_reading_at(path.clone()).unwrap();
     assert!(store.list(&Query::default()).unwrap().runs.is_empty());
-    let Backend::Sqlite(sqlite) = &store.backend else {
-        panic!("on disk")
-    };
+    let sqlite = store.sqlite();
     let reader = sqlite.readers.take().unwrap();
     assert!(reader.is_readonly(rusqlite::MAIN_DB).unwrap());
     writer.execute_batch("COMMIT").unwrap();
@@ -67,9 +65,11 @@ async fn reading_a_store_neither_writes_nor_waits_for_a_writer() {
 
 impl Store {
     fn open_reading_at(path: std::path::PathBuf) -> Result<Self, StoreError> {
-        Ok(Self {
-            backend: Backend::Sqlite(Arc::new(Sqlite::open_reading(path)?)),
-        })
+        Ok(Self::on(Sqlite::open_reading(path)?))
+    }
+
+    fn sqlite(&self) -> &Sqlite {
+        self.backend.as_any().downcast_ref().expect("on disk")
     }
 }
 
@@ -78,9 +78,7 @@ fn reads_share_a_bounded_pool_of_connections() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("runs.sqlite3");
     let store = Store::open_at(&path, retention()).unwrap();
-    let Backend::Sqlite(sqlite) = &store.backend else {
-        panic!("on disk")
-    };
+    let sqlite = store.sqlite();
     // Every connection busy (READERS readers at once): the next read
     // waits for one to come back instead of opening more.
     let held: Vec<_> = (0..READERS)
