@@ -1,14 +1,19 @@
 //! chorus: an MCP server that asks several LLMs at once and merges their
 //! answers, with the strategy decisions made by WebAssembly plugins.
 //!
-//! Dependencies point one way:
-//! `cli`/`mcp`/`web` -> `app` -> {`pipeline`, `store`, `metrics`,
-//! `telemetry`, `budget`}; `budget` -> `store`; `store`, `metrics` and
-//! `telemetry` watch `pipeline`'s events (`telemetry` names models'
-//! providers and runs' failures as `metrics` does);
-//! `pipeline` -> {`plugins`, `llm`} -> `config`; everything may use `record`,
-//! the leaf that describes a run, `client`, the leaf that says who asks,
-//! and `text`, the leaf that cuts strings.
+//! Dependencies point one way (docs/architecture.md draws it):
+//! `cli` -> {`eval`, `web`, `mcp`} -> `app` -> {`telemetry`, `metrics`,
+//! `respcache`, `budget`} -> {`pipeline`, `store`} -> `events` ->
+//! `plugins` -> `record` -> {`llm`, `client`} -> `config` -> `attach` ->
+//! {`text`, `notice`}. A module uses only those below it; where a lower one
+//! needs a higher one's service it declares a port (the pipeline's
+//! `CallCache`, implemented by `respcache`, plugged in by `app`).
+//!
+//! Where things go: a store backend is one `impl store::Backend`; a door
+//! (MCP, the viewer, a command) calls `app` and never checks a limit
+//! itself (`app/gate.rs` is the one gate); a config section is a file of
+//! `config/`; unit tests live in a `tests.rs` beside their module, end-to-end
+//! tests in `tests/e2e/`, one file per feature.
 //!
 //! Nothing prints with `print!`/`eprint!` (or their `ln` forms) but the
 //! terminal commands of `cli` that allow it: a server's lines go through

@@ -151,7 +151,7 @@ pub(crate) fn run_id(reply: &Value) -> String {
 }
 
 /// The text of a tool's error result, or of a JSON-RPC error.
-fn refusal(reply: &Value) -> String {
+pub(crate) fn refusal(reply: &Value) -> String {
     if let Some(message) = reply["error"]["message"].as_str() {
         return message.to_owned();
     }

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::support::http::{HttpServer, TOKEN, tool_call};
 use crate::support::*;
-use crate::teams::{ALICE, BOB, answering, call, client, run_id, team_in};
+use crate::teams::{ALICE, BOB, answering, call, client, refusal, run_id, team_in};
 
 const ROOT: &str = "root-token-7e2a94c1b05d3f68";
 
@@ -56,6 +56,57 @@ async fn the_viewer_is_held_to_the_per_minute_limit_mcp_refused() {
         "the same words as over MCP: {page}"
     );
     assert_eq!(mock.requests_for(SYNTH).len(), 1, "nothing ran again");
+}
+
+/// The MCP door and the viewer's refuse a client over its budget through
+/// the one gate: before any model is asked, in the same words.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_budget_refuses_at_the_mcp_and_the_viewer_door_in_the_same_words() {
+    let mock = Mock::start().await;
+    answering(&mock);
+    let dir = tempfile::tempdir().unwrap();
+    // A run of alice's, made while she had no budget.
+    let free = write_config(&team_in(
+        &mock,
+        &client("alice", ALICE, ""),
+        &store_in(&dir),
+    ));
+    let mut first = HttpServer::start(&free.path, None, &[]).await;
+    let id = run_id(&call(&first, ALICE, "ask", json!({"prompt": "q"})).await);
+    assert!(first.terminate().await.success());
+    let asked = mock.requests().len();
+
+    // Now a daily budget below any run's worst case.
+    let capped = client("alice", ALICE, "max_usd_per_day = 0.0001");
+    let config = write_config(&team_in(&mock, &capped, &store_in(&dir)));
+    let server = HttpServer::start(&config.path, None, &[]).await;
+    let over_mcp = refusal(&call(&server, ALICE, "ask", json!({"prompt": "q"})).await);
+    assert!(
+        over_mcp.contains("daily budget of $0.0001") && over_mcp.contains("max_usd_per_day"),
+        "{over_mcp}"
+    );
+    let viewer = no_redirects()
+        .post(format!("{}/runs/{id}/resynthesize", server.origin()))
+        .bearer_auth(ALICE)
+        .form(&[("merger", "as-before")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(viewer.status(), 409, "refused, not sent to a new run");
+    let page = viewer.text().await.unwrap();
+    // The gate's sentence up to its first quote, which HTML escapes.
+    let words = over_mcp.split(['\'', '"', '<', '&']).next().unwrap();
+    assert!(
+        words.len() > 30 && page.contains(words),
+        "the viewer says what MCP said ({words:?}): {page}"
+    );
+    assert_eq!(
+        mock.requests().len(),
+        asked,
+        "no model was asked at either door"
+    );
+    let audit = server.wait_for_stderr("refused a run", 2).await;
+    assert!(audit.iter().all(|line| line.contains("alice")), "{audit:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -16,6 +16,7 @@ pub mod follow_up;
 mod handoff;
 pub mod options;
 pub mod resynthesize;
+mod roles;
 mod run;
 mod single;
 mod stragglers;
@@ -38,9 +39,9 @@ pub use single::single_run_name;
 use crate::config::{ConfigError, Loaded, Pipeline};
 use crate::events::{self, Event, Progress, Stage};
 use crate::llm::{Completion, Llm};
-use crate::plugins::{Answer, Availability, Kind, Plan, Plugin, PluginError, Registry, Request};
+use crate::plugins::{Answer, Plan, Plugin, PluginError, Registry, Request};
 use crate::record::RunRecord;
-use checks::{check_roles, role_error, roles, side_by_side};
+use checks::{check_roles, side_by_side};
 use context::RunContext;
 use run::{Setup, ceiling};
 
@@ -451,87 +452,6 @@ impl Runner {
             synthesizer.max_memory_mib(),
             answers,
         )
-    }
-
-    /// The plugin `name`, if it loaded. The configuration names it: that
-    /// was checked at load.
-    fn plugin(&self, name: &str) -> Result<&Plugin, RunError> {
-        let not_loaded = |message: String| {
-            RunError::Plugin(PluginError::NotLoaded {
-                plugin: name.to_owned(),
-                message,
-            })
-        };
-        match self
-            .registry
-            .availability(name)
-            .expect("validated at load: pipelines name configured plugins")
-        {
-            Availability::Ready(plugin) => Ok(plugin),
-            Availability::Failed(error) => Err(not_loaded(error.to_string())),
-            Availability::Loading => Err(not_loaded(
-                "it was still being compiled (chorus has just started) when the run could wait no longer"
-                    .to_owned(),
-            )),
-        }
-    }
-
-    /// `pipeline`'s plugins by role. After a first start of `serve` one
-    /// may still be compiling: the run waits for it (and says so in its
-    /// progress) within its deadline, then holds it to its role.
-    async fn plugins_of(
-        &self,
-        name: &str,
-        pipeline: &Pipeline,
-        context: &RunContext,
-    ) -> Result<[&Plugin; 3], RunError> {
-        let loading: Vec<&str> = roles(pipeline)
-            .map(|(_, _, plugin)| plugin)
-            .into_iter()
-            .filter(|plugin| {
-                matches!(
-                    self.registry.availability(plugin),
-                    Some(Availability::Loading)
-                )
-            })
-            .collect();
-        if !loading.is_empty() {
-            context.emit(Event::Note {
-                plugin: "chorus".to_owned(),
-                message: format!(
-                    "waiting for plugin `{}` to finish compiling (chorus has just started)",
-                    loading.join("`, `")
-                ),
-            });
-            let settled = self.registry.settled(&loading);
-            // Past the deadline, `plugin` below says which is still compiling.
-            let _ = tokio::time::timeout_at(context.deadline(), settled).await;
-        }
-        // Checked at load for the plugins loaded then; a comparison each.
-        let [selector, prompter, synthesizer] = roles(pipeline).map(|(role, kind, plugin)| {
-            let plugin = self.plugin(plugin)?;
-            match role_error(&self.loaded, name, role, kind, plugin) {
-                Some(error) => Err(RunError::Plugin(PluginError::NotLoaded {
-                    plugin: plugin.name.clone(),
-                    message: error.to_string(),
-                })),
-                None => Ok(plugin),
-            }
-        });
-        Ok([selector?, prompter?, synthesizer?])
-    }
-
-    /// The synthesizer plugins' names: those loaded, and those still
-    /// compiling (or that failed to) which a pipeline names as its
-    /// synthesizer — a plugin's kind is known once it is compiled.
-    pub fn synthesizer_names(&self) -> Vec<&str> {
-        self.registry
-            .names()
-            .filter(|name| match self.registry.availability(name) {
-                Some(Availability::Ready(plugin)) => plugin.kind == Kind::Synthesizer,
-                _ => self.pipelines().any(|(_, p)| p.synthesizer == *name),
-            })
-            .collect()
     }
 }
 
