@@ -23,8 +23,14 @@
 //! default 2, the order swapped each round so drift hits both alike) and
 //! prints each figure's range for both and their ratio. It writes no file.
 //!
+//! History mode: `cargo bench --bench suite -- history` measures what a
+//! kept history costs — start, reads, pruning — at 10,000 and 1,000,000
+//! runs (`suite/history.rs`), and writes nothing.
+//!
 //! `CHORUS_BENCH_QUICK=1` runs fewer iterations (for a smoke test).
 
+#[path = "suite/history.rs"]
+mod history;
 #[path = "suite/measure.rs"]
 mod measure;
 #[path = "suite/plugin_calls.rs"]
@@ -40,6 +46,7 @@ use measure::{Figure, percentile};
 struct Args {
     baseline: Option<PathBuf>,
     rounds: usize,
+    history: bool,
 }
 
 /// `cargo bench` adds `--bench`; anything else unknown is an error.
@@ -47,11 +54,13 @@ fn args() -> Args {
     let mut args = Args {
         baseline: None,
         rounds: 2,
+        history: false,
     };
     let mut given = std::env::args().skip(1);
     while let Some(arg) = given.next() {
         match arg.as_str() {
             "--bench" => {}
+            "history" => args.history = true,
             "--baseline" => {
                 let path = given
                     .next()
@@ -72,7 +81,9 @@ fn args() -> Args {
                     .expect("--rounds takes a positive number");
             }
             other => {
-                panic!("unknown argument {other:?}: the suite takes --baseline PATH and --rounds N")
+                panic!(
+                    "unknown argument {other:?}: the suite takes --baseline PATH, --rounds N, or history"
+                )
             }
         }
     }
@@ -86,6 +97,10 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if args.history {
+        println!("{}", runtime.block_on(history::run(this_build(), quick)));
+        return;
+    }
     match args.baseline {
         Some(baseline) => {
             let table = runtime.block_on(compare(&baseline, args.rounds, quick));

@@ -1,8 +1,11 @@
 //! Retention: runs are removed oldest first once there are more than
 //! `max_runs`, once they are older than `max_age`, or while the runs kept
-//! hold more than `max_bytes` — never a run still in progress. Applied by
-//! the writer when it starts, every few minutes, and by `chorus runs prune`.
-//! What to keep is said here; each backend applies it in its own SQL.
+//! hold more than `max_bytes` — never a run still in progress. Applied a
+//! few seconds after the store opens and every few minutes, off the start
+//! and off the writer's path (SQLite: in slices on a thread of its own,
+//! `sqlite/pruner.rs`; PostgreSQL: by one instance at a time), and by
+//! `chorus runs prune`. What to keep is said here; each backend applies
+//! it in its own SQL.
 
 use std::time::Duration;
 

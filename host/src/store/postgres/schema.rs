@@ -19,7 +19,14 @@ const MIGRATIONS: &[&str] = &[
     V8,
     super::attachments::MIGRATION,
     V10,
+    V11,
 ];
+
+/// Version 11: the runs still marked running, indexed, so finding the
+/// interrupted ones (retention measures them) reads those alone.
+const V11: &str = r#"
+CREATE INDEX runs_running ON runs (deadline_at) WHERE status = 'running';
+"#;
 
 /// Version 1: runs and their calls, as the SQLite store keeps them (texts
 /// of any length inline: PostgreSQL stores long ones out of line itself).

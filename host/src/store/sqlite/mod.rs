@@ -8,6 +8,7 @@ mod attachments;
 mod backend;
 mod checkpoint;
 pub(super) mod location;
+mod pruner;
 mod read;
 mod responses;
 pub(super) mod retention;

@@ -4,10 +4,9 @@
 //! attachments no kept run refers to; an incremental vacuum gives them
 //! back to the file system.
 
-use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
-use rusqlite::{Connection, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::attachments;
 use crate::store::retention::{Pruned, Retention};
@@ -15,96 +14,171 @@ use crate::store::retention::{Pruned, Retention};
 /// A run is live while it is running and its deadline has not passed.
 const NOT_LIVE: &str = "NOT (status = 'running' AND deadline_at > ?1)";
 
+/// Most runs removed (or measured) in one write transaction: a slice holds
+/// the write lock for milliseconds, so the writer's batches (and other
+/// processes') go on between slices, never waiting long on retention.
+const SLICE: usize = 256;
+/// Most free pages given back to the file system by one step.
+const VACUUM_STEP: u32 = 2048;
+
+/// Applies `retention` at `now` in slices: what to remove is decided in a
+/// read transaction (which takes no lock from writers), then removed
+/// `SLICE` runs per write transaction. `stop` is asked between slices: a
+/// pass stopped early keeps what it did, and the next finishes the job.
 pub fn prune(conn: &mut Connection, retention: &Retention, now: i64) -> rusqlite::Result<Pruned> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    // Interrupted runs never reached the end that measures a run.
-    let unmeasured: Vec<String> = tx
-        .prepare(
-            "SELECT id FROM runs WHERE status = 'running' AND deadline_at <= ?1 AND bytes = 0",
-        )?
-        .query_map([now], |row| row.get(0))?
-        .collect::<Result<_, _>>()?;
-    for id in &unmeasured {
-        measure(&tx, id)?;
-    }
+    prune_until(conn, retention, now, &|| false)
+}
 
-    let mut doomed: BTreeSet<i64> = BTreeSet::new();
-    let mut collect = |sql: &str, limit: i64| -> rusqlite::Result<()> {
-        let mut statement = tx.prepare(sql)?;
-        let seqs = statement.query_map(params![now, limit], |row| row.get::<_, i64>(0))?;
-        for seq in seqs {
-            doomed.insert(seq?);
-        }
-        Ok(())
-    };
-    collect(
-        &format!(
-            "SELECT seq FROM (SELECT seq, status, deadline_at FROM runs ORDER BY seq DESC LIMIT -1 OFFSET ?2)
-             WHERE {NOT_LIVE}"
-        ),
-        i64::try_from(retention.max_runs).unwrap_or(i64::MAX),
-    )?;
-    if let Some(age) = retention.max_age {
-        let age = i64::try_from(age.as_millis()).unwrap_or(i64::MAX);
-        collect(
-            &format!("SELECT seq FROM runs WHERE started_at < ?1 - ?2 AND {NOT_LIVE}"),
-            age,
-        )?;
-    }
-    // A run's size counts the attachment bytes it is the newest to refer to.
-    collect(
-        &format!(
-            "SELECT seq FROM (SELECT r.seq, r.status, r.deadline_at,
-                                     SUM(r.bytes + COALESCE(o.size, 0))
-                                         OVER (ORDER BY r.seq DESC) AS newer
-                              FROM runs r LEFT JOIN ({owned}) o ON o.seq = r.seq)
-             WHERE newer > ?2 AND {NOT_LIVE}",
-            owned = attachments::OWNED_BYTES
-        ),
-        i64::try_from(retention.max_bytes).unwrap_or(i64::MAX),
-    )?;
-
+/// `prune`, asking `stop` between slices.
+pub fn prune_until(
+    conn: &mut Connection,
+    retention: &Retention,
+    now: i64,
+    stop: &dyn Fn() -> bool,
+) -> rusqlite::Result<Pruned> {
+    measure_interrupted(conn, now, stop)?;
+    let (cut, older_than) = cut(conn, retention, now)?;
+    let mut removed = 0u64;
     let mut removed_bytes = 0u64;
-    for seq in &doomed {
-        let bytes: i64 =
-            tx.query_row("SELECT bytes FROM runs WHERE seq = ?1", [seq], |r| r.get(0))?;
-        removed_bytes += u64::try_from(bytes).unwrap_or(0);
-        tx.prepare_cached("DELETE FROM calls WHERE run_seq = ?1")?
-            .execute([seq])?;
-        tx.prepare_cached("DELETE FROM runs WHERE seq = ?1")?
-            .execute([seq])?;
-        attachments::unlink(&tx, *seq)?;
+    while !stop() {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let slice: Vec<i64> = tx
+            .prepare_cached(&format!(
+                "SELECT seq FROM runs WHERE (seq <= ?2 OR started_at < ?3) AND {NOT_LIVE}
+                 ORDER BY seq LIMIT {SLICE}"
+            ))?
+            .query_map(params![now, cut, older_than], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+        for seq in &slice {
+            let bytes: i64 = tx
+                .prepare_cached("SELECT bytes FROM runs WHERE seq = ?1")?
+                .query_row([seq], |r| r.get(0))?;
+            removed_bytes += u64::try_from(bytes).unwrap_or(0);
+            tx.prepare_cached("DELETE FROM calls WHERE run_seq = ?1")?
+                .execute([seq])?;
+            tx.prepare_cached("DELETE FROM runs WHERE seq = ?1")?
+                .execute([seq])?;
+            attachments::unlink(&tx, *seq)?;
+        }
+        tx.commit()?;
+        removed += slice.len() as u64;
+        if slice.len() < SLICE {
+            break;
+        }
     }
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let freed = attachments::free(&tx)?;
-    removed_bytes += freed;
-    let attachment_bytes = attachments::total(&tx)?;
     super::responses::prune(&tx, now)?;
+    tx.commit()?;
+    removed_bytes += freed;
+    // What is kept, read without holding up any writer.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+    let attachment_bytes = attachments::total(&tx)?;
     let (kept, kept_bytes): (i64, i64) = tx.query_row(
         "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM runs",
         [],
         |row| Ok((row.get(0)?, row.get(1)?)),
     )?;
     tx.commit()?;
-    if !doomed.is_empty() || freed > 0 {
-        vacuum(conn)?;
+    if removed > 0 || freed > 0 {
+        vacuum(conn, stop)?;
     }
     Ok(Pruned {
-        removed: doomed.len() as u64,
+        removed,
         removed_bytes,
         kept: u64::try_from(kept).unwrap_or(0),
         kept_bytes: u64::try_from(kept_bytes).unwrap_or(0) + attachment_bytes,
     })
 }
 
-/// Returns the freed pages to the file system. `incremental_vacuum` frees
-/// one page per step of its statement, so it is stepped to the end; the
-/// file shrinks when a checkpoint has copied the WAL back (a passive one:
-/// it never waits on readers, and a later one finishes the job).
-fn vacuum(conn: &Connection) -> rusqlite::Result<()> {
-    let mut statement = conn.prepare("PRAGMA incremental_vacuum")?;
-    let mut steps = statement.query([])?;
-    while steps.next()?.is_some() {}
-    drop(steps);
+/// Interrupted runs never reached the end that measures a run: measured
+/// now, a slice at a time (found through the index of running runs).
+fn measure_interrupted(
+    conn: &mut Connection,
+    now: i64,
+    stop: &dyn Fn() -> bool,
+) -> rusqlite::Result<()> {
+    while !stop() {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let unmeasured: Vec<String> = tx
+            .prepare_cached(&format!(
+                "SELECT id FROM runs WHERE status = 'running' AND deadline_at <= ?1 AND bytes = 0
+                 LIMIT {SLICE}"
+            ))?
+            .query_map([now], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+        for id in &unmeasured {
+            measure(&tx, id)?;
+        }
+        tx.commit()?;
+        // An empty run measures 0 bytes and would be found again: one pass.
+        if unmeasured.len() < SLICE {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Which runs retention removes, decided in a read transaction: those at
+/// or below `seq` (past `max_runs` newest, or past `max_bytes` counting
+/// from the newest), and those started before the second value (`max_age`).
+/// Live runs are never removed, though they count.
+fn cut(conn: &mut Connection, retention: &Retention, now: i64) -> rusqlite::Result<(i64, i64)> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+    let past_count: Option<i64> = tx
+        .query_row(
+            "SELECT seq FROM runs ORDER BY seq DESC LIMIT 1 OFFSET ?1",
+            [i64::try_from(retention.max_runs).unwrap_or(i64::MAX)],
+            |row| row.get(0),
+        )
+        .optional()?;
+    // Newest first until the sizes pass the bound: the walk stops there,
+    // so it costs what is kept, not the whole history.
+    let mut past_size = None;
+    if retention.max_bytes < u64::MAX {
+        let mut statement = tx.prepare(&format!(
+            "SELECT r.seq, r.bytes + COALESCE(o.size, 0)
+             FROM runs r LEFT JOIN ({owned}) o ON o.seq = r.seq
+             ORDER BY r.seq DESC",
+            owned = attachments::OWNED_BYTES
+        ))?;
+        let mut rows = statement.query([])?;
+        let mut newer = 0u64;
+        while let Some(row) = rows.next()? {
+            newer = newer.saturating_add(u64::try_from(row.get::<_, i64>(1)?).unwrap_or(0));
+            if newer > retention.max_bytes {
+                past_size = Some(row.get::<_, i64>(0)?);
+                break;
+            }
+        }
+    }
+    drop(tx);
+    let cut = past_count.max(past_size).unwrap_or(i64::MIN);
+    let older_than = retention.max_age.map_or(i64::MIN, |age| {
+        now.saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX))
+    });
+    Ok((cut, older_than))
+}
+
+/// Returns the freed pages to the file system, `VACUUM_STEP` pages per
+/// write (each its own short transaction); the file shrinks when a
+/// checkpoint has copied the WAL back (a passive one: it never waits on
+/// readers, and a later one finishes the job).
+fn vacuum(conn: &Connection, stop: &dyn Fn() -> bool) -> rusqlite::Result<()> {
+    let mut before = i64::MAX;
+    while !stop() {
+        // None left, or none given back (a store made without
+        // incremental auto-vacuum keeps its free pages).
+        let free: i64 = conn.query_row("PRAGMA freelist_count", [], |row| row.get(0))?;
+        if free == 0 || free >= before {
+            break;
+        }
+        before = free;
+        let mut statement =
+            conn.prepare_cached(&format!("PRAGMA incremental_vacuum({VACUUM_STEP})"))?;
+        let mut steps = statement.query([])?;
+        while steps.next()?.is_some() {}
+    }
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
 }
 
@@ -155,6 +229,46 @@ mod tests {
             .unwrap();
         }
         conn
+    }
+
+    #[test]
+    fn a_pass_stopped_between_slices_keeps_its_slices_and_the_next_finishes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs.sqlite3");
+        let mut conn = crate::store::sqlite::schema::open(&path).unwrap();
+        let tx = conn.transaction().unwrap();
+        for i in 0..600 {
+            tx.execute(
+                "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options, bytes)
+                 VALUES (?1, 'ask', 'done', ?2, 0, 'q', '{}', 1)",
+                params![format!("run-{i}"), i],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+        let retention = Retention {
+            max_runs: 1,
+            max_age: None,
+            max_bytes: u64::MAX,
+        };
+        // Asked before the interrupted runs, then before each slice: the
+        // third ask stops the pass after one slice.
+        let asked = std::cell::Cell::new(0);
+        let stop = || {
+            asked.set(asked.get() + 1);
+            asked.get() >= 3
+        };
+        let first = prune_until(&mut conn, &retention, 0, &stop).unwrap();
+        assert_eq!(
+            (first.removed, first.kept),
+            (SLICE as u64, 600 - SLICE as u64)
+        );
+        let oldest: i64 = conn
+            .query_row("SELECT MIN(started_at) FROM runs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(oldest, SLICE as i64, "the oldest went first");
+        let rest = prune(&mut conn, &retention, 0).unwrap();
+        assert_eq!((rest.removed, rest.kept), (599 - SLICE as u64, 1));
     }
 
     #[test]

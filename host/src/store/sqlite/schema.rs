@@ -27,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     V10,
     V11,
     super::attachments::MIGRATION,
+    V13,
 ];
 
 /// Version 1: runs, and the calls of each run.
@@ -172,6 +173,13 @@ CREATE TABLE response_cache (
     expires_at INTEGER NOT NULL               -- unix ms; past this the entry is not used
 ) WITHOUT ROWID;
 CREATE INDEX response_cache_by_expiry ON response_cache (expires_at);
+"#;
+
+/// Version 13: the runs still marked running, indexed, so finding the
+/// interrupted ones (retention measures them) reads those alone, however
+/// long the history.
+const V13: &str = r#"
+CREATE INDEX runs_running ON runs (deadline_at) WHERE status = 'running';
 "#;
 
 /// The schema version this chorus writes.

@@ -6,21 +6,22 @@
 //! result is returned, the run is on disk for any other process to read.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rusqlite::Connection;
 use tokio::sync::mpsc;
 
+use super::apply;
 use super::checkpoint::Checkpointer;
-use super::{apply, retention};
+use super::pruner::Pruner;
 use crate::store::WriteLag;
-use crate::store::event::{Msg, now_ms};
+use crate::store::event::Msg;
 use crate::store::retention::Retention;
 
 /// Most messages in one transaction.
 const BATCH: usize = 512;
-/// Retention runs this often, and after this many runs ended.
-const PRUNE_EVERY: Duration = Duration::from_secs(600);
+/// Retention (on its own thread: `pruner`) is rung after this many runs
+/// ended.
 const PRUNE_AFTER_RUNS: u32 = 200;
 
 /// Starts the writer thread on `conn`. It ends when every sender is gone,
@@ -35,6 +36,7 @@ pub fn spawn(
     // Checkpoints are the checkpointer's, so no commit waits on one.
     let _ = conn.pragma_update(None, "wal_autocheckpoint", 0);
     let checkpointer = Checkpointer::spawn(&path)?;
+    let pruner = Pruner::spawn(&path, retention.clone())?;
     let (sender, receiver) = mpsc::channel(capacity);
     let (done_tx, done) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -44,10 +46,10 @@ pub fn spawn(
                 conn,
                 path,
                 retention,
-                last_prune: Instant::now(),
                 ended_since_prune: 0,
                 lag,
                 checkpointer,
+                pruner: Some(pruner),
             }
             .run(receiver);
             let _ = done_tx.send(());
@@ -59,15 +61,16 @@ struct Writer {
     conn: Connection,
     path: PathBuf,
     retention: Retention,
-    last_prune: Instant,
     ended_since_prune: u32,
     lag: WriteLag,
     checkpointer: Checkpointer,
+    /// Gone at shutdown, so its connection is closed before the last
+    /// checkpoint.
+    pruner: Option<Pruner>,
 }
 
 impl Writer {
     fn run(mut self, mut receiver: mpsc::Receiver<Msg>) {
-        self.prune();
         while let Some(first) = receiver.blocking_recv() {
             let mut batch = vec![first];
             while batch.len() < BATCH {
@@ -79,6 +82,7 @@ impl Writer {
             let shutdown = batch.iter().any(|m| matches!(m, Msg::Shutdown));
             self.write(batch);
             if shutdown {
+                drop(self.pruner.take());
                 // Everything in the database file, the log emptied: a clean
                 // exit leaves no write-ahead log to read at the next start
                 // (SQLite removes the file when the last connection closes).
@@ -88,9 +92,10 @@ impl Writer {
                 return;
             }
             if self.ended_since_prune >= PRUNE_AFTER_RUNS
-                || self.last_prune.elapsed() >= PRUNE_EVERY
+                && let Some(pruner) = &self.pruner
             {
-                self.prune();
+                self.ended_since_prune = 0;
+                pruner.ring();
             }
         }
     }
@@ -143,19 +148,5 @@ impl Writer {
     /// skipped (its index and error returned); the rest are still written.
     fn transaction(&mut self, batch: &[Msg]) -> Result<Vec<(usize, String)>, String> {
         apply::transaction(&mut self.conn, &self.path, batch, self.retention.max_bytes)
-    }
-
-    fn prune(&mut self) {
-        self.last_prune = Instant::now();
-        self.ended_since_prune = 0;
-        match retention::prune(&mut self.conn, &self.retention, now_ms()) {
-            Ok(p) if p.removed > 0 => tracing::info!(
-                store = %self.path.display(),
-                "retention removed {} runs ({} bytes); {} kept",
-                p.removed, p.removed_bytes, p.kept
-            ),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(store = %self.path.display(), "retention failed: {e}"),
-        }
     }
 }

@@ -1,0 +1,286 @@
+//! The `history` scenario (`cargo bench --bench suite -- history`): what a
+//! kept history costs. A synthetic history of N runs — each with two calls,
+//! every tenth a follow-up of the one before — is written straight into a
+//! SQLite store's tables (as `chorus serve` would have left them after a
+//! clean exit: no write-ahead log). Then, at each N:
+//! - spawn → `initialize` of `chorus serve` on that store (warm plugin
+//!   cache, best of 3), against the same with an empty store;
+//! - reads through the store's API, p95 of 50: the first page of runs (what
+//!   `chorus runs`, the viewer's `/` and `resources/list` read), a run by a
+//!   unique prefix of its id (`chorus runs show`, `/runs/ID`), a follow-up's
+//!   chain;
+//! - `chorus runs` and `chorus runs show PREFIX` as a person types them
+//!   (wall time of the process, best of 3);
+//! - `chorus runs prune --max-runs N/10` while a writer commits a small
+//!   transaction every 5 ms: the prune's time, the writer's longest wait,
+//!   and the file's size before and after.
+//!
+//! N = 10,000 and 1,000,000 (`CHORUS_BENCH_QUICK=1`: 10,000 only).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use chorus::store::{Query, Retention, Store};
+use rusqlite::{Connection, params};
+
+use super::measure::percentile;
+use super::server;
+
+/// What `history` prints: a markdown table, one row per measure and size.
+pub async fn run(binary: &Path, quick: bool) -> String {
+    let sizes: &[usize] = if quick {
+        &[10_000]
+    } else {
+        &[10_000, 1_000_000]
+    };
+    let provider = server::provider().await;
+    let cache = tempfile::tempdir().unwrap();
+    let mut out = String::from(
+        "| runs kept | start (empty store) | start | first page p95 | by prefix p95 | \
+         chain p95 | `chorus runs` | `chorus runs show` | prune 90% | writer's longest wait | \
+         file before → after |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for &n in sizes {
+        let dir = tempfile::tempdir().unwrap();
+        let config = server::config(&provider.url, dir.path(), server::Flavor::Full);
+        // Retention of the server left at its defaults would prune the
+        // synthetic history a few seconds after a start: keep everything.
+        let text = std::fs::read_to_string(&config).unwrap().replace(
+            "[store]\n",
+            "[store]\nmax_runs = 100000000\nmax_bytes = 1000000000000\n",
+        );
+        std::fs::write(&config, text).unwrap();
+        let store = dir.path().join("store/runs.sqlite3");
+        std::fs::create_dir_all(store.parent().unwrap()).unwrap();
+        // The empty store first (made by a start), then the history.
+        let empty = best_start(binary, &config, cache.path()).await;
+        eprintln!("  writing {n} runs…");
+        let written = Instant::now();
+        fill(&store, n);
+        eprintln!("  written in {:.1} s", written.elapsed().as_secs_f64());
+        let start = best_start(binary, &config, cache.path()).await;
+        let (page, prefix, chain) = reads(&store, n);
+        let listed = best_cli(binary, &config, cache.path(), &["runs"]);
+        let shown = best_cli(
+            binary,
+            &config,
+            cache.path(),
+            &["runs", "show", &run_id(n / 2)[..12]],
+        );
+        let before = size(&store);
+        let (pruned, longest) = prune_while_writing(binary, &config, cache.path(), &store, n);
+        let after = size(&store);
+        out += &format!(
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} → {} |\n",
+            ms(empty),
+            ms(start),
+            ms(page),
+            ms(prefix),
+            ms(chain),
+            ms(listed),
+            ms(shown),
+            ms(pruned),
+            ms(longest),
+            mb(before),
+            mb(after),
+        );
+    }
+    out
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+fn size(store: &Path) -> u64 {
+    let wal = store.with_extension("sqlite3-wal");
+    std::fs::metadata(store).map_or(0, |m| m.len()) + std::fs::metadata(wal).map_or(0, |m| m.len())
+}
+
+fn run_id(i: usize) -> String {
+    format!("{:08x}-{:04x}-7000-8000-{:012x}", i, i % 0xffff, i)
+}
+
+/// `n` finished runs of about 2 KB, with two calls each, straight into the
+/// tables of the store at `store` (made by `Store::open_at` first).
+fn fill(store: &Path, n: usize) {
+    drop(Store::open_at(store, keep_all()).unwrap());
+    let mut conn = Connection::open(store).unwrap();
+    conn.pragma_update(None, "synchronous", "OFF").unwrap();
+    let answer = "a".repeat(600);
+    let request = format!(
+        "{{\"messages\":[{{\"role\":\"user\",\"content\":\"{}\"}}]}}",
+        "q".repeat(300)
+    );
+    let started = 1_700_000_000_000i64;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(20_000) {
+        let tx = conn.transaction().unwrap();
+        {
+            let mut run = tx
+                .prepare(
+                    "INSERT INTO runs (seq, id, pipeline, status, started_at, deadline_at, finished_at,
+                                       prompt, options, follow_up_of, kind, summary, answer, elapsed_ms,
+                                       cost_usd, client, bytes)
+                     VALUES (?1, ?2, 'ask', 'done', ?3, ?3, ?3, ?4, '{}', ?5, 'synthesis',
+                             'synthesis of 2 of 2', ?6, 40, 0.002, 'local:bench', 2000)",
+                )
+                .unwrap();
+            let mut call = tx
+                .prepare(
+                    "INSERT INTO calls (run_seq, id, stage, label, model, status, started_at, request,
+                                        reply, latency_ms, attempts, prompt_tokens, completion_tokens, cost_usd)
+                     VALUES (?1, ?2, 'fan-out', 'm', 'm1', 'ok', ?3, ?4, ?5, 20, 1, 100, 150, 0.001)",
+                )
+                .unwrap();
+            for &i in chunk {
+                let seq = i as i64 + 1;
+                let at = started + i as i64 * 1000;
+                let follows = (i % 10 != 0).then(|| run_id(i - 1));
+                run.execute(params![
+                    seq,
+                    run_id(i),
+                    at,
+                    format!("question {i}: how does a long history cost?"),
+                    follows,
+                    answer
+                ])
+                .unwrap();
+                for id in 0..2 {
+                    call.execute(params![seq, id, at, request, answer]).unwrap();
+                }
+            }
+        }
+        tx.commit().unwrap();
+    }
+    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+}
+
+fn keep_all() -> Retention {
+    Retention {
+        max_runs: u64::MAX,
+        max_age: None,
+        max_bytes: u64::MAX,
+    }
+}
+
+async fn best_start(binary: &Path, config: &Path, cache: &Path) -> Duration {
+    let mut best = Duration::MAX;
+    for _ in 0..3 {
+        let (server, took) = server::Server::start(binary, config, cache).await.unwrap();
+        drop(server);
+        best = best.min(took);
+        // The killed child's store lock gone before the next.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    best
+}
+
+/// p95 of 50 of each read, in this process.
+fn reads(store: &Path, n: usize) -> (Duration, Duration, Duration) {
+    let store = Store::open_at(store, keep_all()).unwrap();
+    let time = |read: &dyn Fn(usize)| {
+        let mut samples: Vec<Duration> = (0..50)
+            .map(|k| {
+                let started = Instant::now();
+                read(k);
+                started.elapsed()
+            })
+            .collect();
+        samples.sort();
+        percentile(&samples, 95)
+    };
+    let page = time(&|_| {
+        let page = store.list(&Query::default()).unwrap();
+        assert_eq!(page.runs.len(), 20);
+    });
+    let prefix = time(&|k| {
+        let id = run_id((k * 7919) % n);
+        assert!(matches!(
+            store.find(&id[..12], false).unwrap(),
+            chorus::store::Lookup::Found(_)
+        ));
+    });
+    let chain = time(&|k| {
+        // The last of a chain of ten.
+        let id = run_id(((k * 7919) % (n / 10)) * 10 + 9);
+        assert_eq!(store.exchanges(&id, 10).unwrap().len(), 10);
+    });
+    (page, prefix, chain)
+}
+
+fn cli(binary: &Path, config: &Path, cache: &Path, args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(binary);
+    command
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env("XDG_CACHE_HOME", cache)
+        .env("XDG_DATA_HOME", cache)
+        .env("BENCH_KEY", "bench")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    command
+}
+
+fn best_cli(binary: &Path, config: &Path, cache: &Path, args: &[&str]) -> Duration {
+    (0..3)
+        .map(|_| {
+            let started = Instant::now();
+            let status = cli(binary, config, cache, args).status().unwrap();
+            assert!(status.success(), "chorus {args:?} failed");
+            started.elapsed()
+        })
+        .min()
+        .unwrap()
+}
+
+/// `chorus runs prune` of 90% of the runs while this process commits one
+/// small transaction every 5 ms on the same file: the prune's time and the
+/// longest any of those commits waited.
+fn prune_while_writing(
+    binary: &Path,
+    config: &Path,
+    cache: &Path,
+    store: &Path,
+    n: usize,
+) -> (Duration, Duration) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (store, stop) = (store.to_owned(), stop.clone());
+        std::thread::spawn(move || {
+            let conn = Connection::open(&store).unwrap();
+            conn.busy_timeout(Duration::from_secs(30)).unwrap();
+            conn.execute_batch("CREATE TABLE IF NOT EXISTS bench_beats (at INTEGER)")
+                .unwrap();
+            let mut longest = Duration::ZERO;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = Instant::now();
+                conn.execute("INSERT INTO bench_beats (at) VALUES (1)", [])
+                    .unwrap();
+                longest = longest.max(started.elapsed());
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            conn.execute_batch("DROP TABLE bench_beats").unwrap();
+            longest
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    let keep = (n / 10).to_string();
+    let started = Instant::now();
+    let status = cli(
+        binary,
+        config,
+        cache,
+        &["runs", "prune", "--max-runs", &keep],
+    )
+    .status()
+    .unwrap();
+    let took = started.elapsed();
+    assert!(status.success(), "chorus runs prune failed");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    (took, writer.join().unwrap())
+}
