@@ -6,7 +6,7 @@
 //! removes in slices (`retention::prune_until`), so writers wait at most
 //! one slice; dropping the pruner stops a pass between slices.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
@@ -75,7 +75,7 @@ impl Drop for Pruner {
 }
 
 fn run(
-    path: &PathBuf,
+    path: &Path,
     retention: &Retention,
     rung: &Receiver<()>,
     stop: &AtomicBool,
