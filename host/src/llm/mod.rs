@@ -6,9 +6,11 @@
 
 mod catalog;
 mod client;
+mod estimate;
 mod fetch;
 mod http;
 pub mod limits;
+mod model;
 mod queue;
 mod search;
 mod secret;
@@ -26,12 +28,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use indexmap::IndexMap;
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use catalog::{Catalog, Listed, Origin, Unavailable, closest, show_age, show_price};
 pub use client::{CallHooks, OnQueued, OnTokens};
+use estimate::with_cost;
+pub use estimate::{UNBOUNDED_ANSWER_TOKENS, estimate_prompt_tokens, estimate_tokens};
 pub use http::KeyProblem;
+pub use model::{ModelInfo, PriceSource};
 pub use queue::{Priority, next_run_seq};
 pub use search::{Citation, Plan as SearchPlan, WebSearch};
 pub use secret::{MIN_RUN, REDACTED, Scrubber, Secret};
@@ -40,111 +44,6 @@ pub use types::*;
 use crate::config::{ConfigError, Loaded, Model};
 use catalog::Catalogs;
 use client::ProviderClient;
-
-/// What chorus knows about a model it can call: the configuration's word,
-/// completed by the provider's catalog where the configuration is silent.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModelInfo {
-    pub id: String,
-    pub provider: String,
-    pub context_window: Option<u32>,
-    /// USD per million prompt tokens.
-    pub input_price: Option<f64>,
-    /// USD per million completion tokens.
-    pub output_price: Option<f64>,
-    /// USD per million prompt tokens read from the provider's prompt
-    /// cache, from the catalog (`pricing.input_cache_read`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache_read_price: Option<f64>,
-    /// USD per million prompt tokens written to the prompt cache, from the
-    /// catalog (`pricing.input_cache_write`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cache_write_price: Option<f64>,
-    pub tags: Vec<String>,
-    /// The most tokens one reply may have, when known.
-    pub max_output_tokens: Option<u32>,
-    /// Request parameters the provider says the model accepts (`None`:
-    /// not known).
-    pub supported_parameters: Option<Vec<String>>,
-    /// What the model takes as input (`text`, `image`, `file`, `audio`):
-    /// `[models] input`, else the catalog's; `None`: nobody says.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub input_modalities: Option<Vec<String>>,
-    /// Where the prices come from, when there are any.
-    pub prices_source: Option<PriceSource>,
-    /// Whether the provider's catalog lists the model (`None`: no catalog).
-    pub listed: Option<bool>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PriceSource {
-    Config,
-    Catalog,
-}
-
-impl ModelInfo {
-    /// How much of `asked` this model takes, by its supported parameters:
-    /// a schema where it has `structured_outputs`, JSON mode where it has
-    /// `response_format` (or structured outputs), nothing where it has
-    /// neither or nobody says.
-    pub fn format_for(&self, asked: Option<&ResponseFormat>) -> FormatSent {
-        let Some(asked) = asked else {
-            return FormatSent::None;
-        };
-        let accepts = |name: &str| {
-            self.supported_parameters
-                .as_deref()
-                .is_some_and(|params| params.iter().any(|p| p == name))
-        };
-        match asked {
-            ResponseFormat::JsonSchema(_) if accepts("structured_outputs") => {
-                FormatSent::JsonSchema
-            }
-            _ if accepts("response_format") || accepts("structured_outputs") => {
-                FormatSent::JsonObject
-            }
-            _ => FormatSent::None,
-        }
-    }
-
-    /// Whether the model takes `kind` as it is: text always; the rest when
-    /// its input modalities list it.
-    pub fn takes(&self, kind: crate::attach::Kind) -> bool {
-        kind == crate::attach::Kind::Text
-            || self
-                .input_modalities
-                .as_deref()
-                .is_some_and(|m| m.iter().any(|k| k == kind.modality()))
-    }
-
-    /// USD for these token counts, when both prices are known.
-    pub fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> Option<f64> {
-        self.cost_cached(prompt_tokens, 0, 0, completion_tokens)
-    }
-
-    /// USD for these token counts, of whose prompt tokens `cached` were
-    /// read from the provider's prompt cache and `written` written to it:
-    /// those at the cache prices (the input price where there is none),
-    /// when the input and output prices are known.
-    pub fn cost_cached(
-        &self,
-        prompt_tokens: u64,
-        cached: u64,
-        written: u64,
-        completion_tokens: u64,
-    ) -> Option<f64> {
-        let (input, output) = (self.input_price?, self.output_price?);
-        let cached = cached.min(prompt_tokens);
-        let written = written.min(prompt_tokens - cached);
-        let plain = prompt_tokens - cached - written;
-        let usd = plain as f64 * input
-            + cached as f64 * self.cache_read_price.unwrap_or(input)
-            + written as f64 * self.cache_write_price.unwrap_or(input)
-            + completion_tokens as f64 * output;
-        Some(usd / 1_000_000.0)
-    }
-}
 
 /// A catalog's state for one provider, for `chorus check`/`chorus models`.
 pub struct CatalogStatus {
@@ -551,78 +450,4 @@ impl Llm {
 /// parameters"): worth one more try without the response format.
 fn refuses_format(failure: &Failure) -> bool {
     failure.kind == FailureKind::HttpStatus && matches!(failure.status, Some(400 | 404 | 422))
-}
-
-/// What a request with no `max_tokens` (and a model with no known
-/// `max_output_tokens`) reserves of its provider's `tokens_per_minute`
-/// for its answer until its usage is known.
-pub const UNBOUNDED_ANSWER_TOKENS: u32 = 4096;
-
-/// Rough tokens of a text: four bytes a token, as OpenAI's rule of thumb.
-pub fn estimate_tokens(text: &str) -> u64 {
-    (text.len() as u64).div_ceil(4)
-}
-
-/// Rough prompt tokens of a request: its messages (with a few each for
-/// framing) and every attachment part it sends (`attach::tokens`) — the
-/// one estimate behind every worst case: the cost ceiling, the
-/// `tokens_per_minute` reservation, and usage a provider did not report.
-pub fn estimate_prompt_tokens(request: &ChatRequest) -> u64 {
-    let text: u64 = request
-        .messages
-        .iter()
-        .map(|m| estimate_tokens(&m.content) + 4)
-        .sum();
-    request
-        .sent_attachments()
-        .map(crate::attach::tokens::estimate)
-        .fold(text, u64::saturating_add)
-}
-
-/// Completes the usage: token counts estimated from the text when the
-/// provider gave none, and the cost estimated from prices when it gave
-/// no figure — both marked as estimates. What failed attempts streamed
-/// before this one (`lost`: attempts, tokens) is added, as an estimate:
-/// the provider billed it, and its usage never said so.
-fn with_cost(
-    mut reply: Reply,
-    model: &ModelInfo,
-    request: &ChatRequest,
-    (lost_attempts, lost_tokens): (u32, u32),
-    search_usd: f64,
-) -> Reply {
-    let usage = reply.usage.get_or_insert_with(|| Usage {
-        prompt_tokens: u32::try_from(estimate_prompt_tokens(request)).unwrap_or(u32::MAX),
-        completion_tokens: u32::try_from(estimate_tokens(&reply.content)).unwrap_or(u32::MAX),
-        tokens_estimated: true,
-        ..Usage::default()
-    });
-    if usage.cost.is_none()
-        && let Some(cost) = model.cost_cached(
-            u64::from(usage.prompt_tokens),
-            u64::from(usage.cached_tokens.unwrap_or(0)),
-            u64::from(usage.cache_write_tokens.unwrap_or(0)),
-            u64::from(usage.completion_tokens),
-        )
-    {
-        // A provider that reports no cost reports no search charge either.
-        usage.cost = Some(cost + search_usd);
-        usage.cost_estimated = true;
-    }
-    if lost_tokens > 0 {
-        let prompts = estimate_prompt_tokens(request).saturating_mul(u64::from(lost_attempts));
-        let prompt = u32::try_from(prompts).unwrap_or(u32::MAX);
-        usage.prompt_tokens = usage.prompt_tokens.saturating_add(prompt);
-        usage.completion_tokens = usage.completion_tokens.saturating_add(lost_tokens);
-        usage.tokens_estimated = true;
-        let lost = model.cost(prompts, u64::from(lost_tokens));
-        usage.cost = match (usage.cost, lost) {
-            (Some(cost), Some(lost)) => Some(cost + lost),
-            // Unpriced: the provider's figure stands, and says less
-            // than was spent; the tokens say how much less.
-            (cost, _) => cost,
-        };
-        usage.cost_estimated |= lost.is_some();
-    }
-    reply
 }
