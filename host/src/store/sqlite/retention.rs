@@ -5,6 +5,7 @@
 //! back to the file system.
 
 use std::sync::LazyLock;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
@@ -18,6 +19,8 @@ const NOT_LIVE: &str = "NOT (status = 'running' AND deadline_at > ?1)";
 /// the write lock for milliseconds, so the writer's batches (and other
 /// processes') go on between slices, never waiting long on retention.
 const SLICE: usize = 256;
+/// The least pause between two slices (see `yield_to_writers`).
+const PAUSE: Duration = Duration::from_millis(5);
 /// Most free pages given back to the file system by one step.
 const VACUUM_STEP: u32 = 2048;
 
@@ -41,6 +44,7 @@ pub fn prune_until(
     let mut removed = 0u64;
     let mut removed_bytes = 0u64;
     while !stop() {
+        let began = Instant::now();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let slice: Vec<i64> = tx
             .prepare_cached(&format!(
@@ -65,6 +69,7 @@ pub fn prune_until(
         if slice.len() < SLICE {
             break;
         }
+        yield_to_writers(began.elapsed());
     }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let freed = attachments::free(&tx)?;
@@ -91,6 +96,14 @@ pub fn prune_until(
     })
 }
 
+/// Leaves the write lock free a while after a slice — as long as the
+/// slice held it, at least `PAUSE` — so writers waiting on it (whose busy
+/// handlers retry after 1, 2, 5, 10… ms) get in: SQLite's lock is not
+/// fair, and slices taken back to back would starve them.
+fn yield_to_writers(held: Duration) {
+    std::thread::sleep(held.max(PAUSE));
+}
+
 /// Interrupted runs never reached the end that measures a run: measured
 /// now, a slice at a time (found through the index of running runs).
 fn measure_interrupted(
@@ -115,6 +128,7 @@ fn measure_interrupted(
         if unmeasured.len() < SLICE {
             break;
         }
+        yield_to_writers(Duration::ZERO);
     }
     Ok(())
 }
@@ -174,10 +188,14 @@ fn vacuum(conn: &Connection, stop: &dyn Fn() -> bool) -> rusqlite::Result<()> {
             break;
         }
         before = free;
+        let began = Instant::now();
         let mut statement =
             conn.prepare_cached(&format!("PRAGMA incremental_vacuum({VACUUM_STEP})"))?;
         let mut steps = statement.query([])?;
         while steps.next()?.is_some() {}
+        drop(steps);
+        drop(statement);
+        yield_to_writers(began.elapsed());
     }
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
 }
