@@ -20,12 +20,19 @@ use super::services::HostServices;
 use crate::llm::{ChatRequest, Completion};
 
 /// Fuel per second of `cpu_time`: a fixed exchange rate, so a budget means
-/// the same amount of guest work on any machine under any load. Roughly
-/// what one core of a current x86-64 machine executes in a second.
-pub const FUEL_PER_SECOND: u64 = 1_000_000_000;
+/// the same amount of guest work on any machine under any load. Measured,
+/// not guessed: a tight loop (the chaos plugin's `loop` mode) burned
+/// 30.1e9 fuel per second of user CPU on one core of the AMD EPYC build
+/// machine (`cpu_time` "60s" and "240s" stopped after 1.96 s and 7.94 s of
+/// CPU with the old rate of 1e9: 180e9 fuel in 5.98 s), so `cpu_time =
+/// "60s"` now lets such a loop run about 60 s of CPU there. Code that
+/// waits on memory burns fuel more slowly, so gets more CPU time for the
+/// same budget; a faster machine less.
+pub const FUEL_PER_SECOND: u64 = 30_000_000_000;
 /// How much fuel a guest burns between yields to the async runtime, so a
-/// busy guest never starves the other tasks (~ a few milliseconds).
-const YIELD_EVERY: u64 = 5_000_000;
+/// busy guest never starves the other tasks, and a call stopped at a
+/// deadline stops within a few milliseconds (~3 ms at the rate above).
+const YIELD_EVERY: u64 = 100_000_000;
 /// Bytes a table element is counted as against the memory cap.
 const TABLE_ELEMENT_BYTES: usize = 8;
 

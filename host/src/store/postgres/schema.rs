@@ -19,7 +19,14 @@ const MIGRATIONS: &[&str] = &[
     V8,
     super::attachments::MIGRATION,
     V10,
+    V11,
 ];
+
+/// Version 11: whether a call's token counts are chorus's estimates (the
+/// provider reported none).
+const V11: &str = r#"
+ALTER TABLE calls ADD COLUMN tokens_estimated BOOLEAN NOT NULL DEFAULT FALSE;
+"#;
 
 /// Version 1: runs and their calls, as the SQLite store keeps them (texts
 /// of any length inline: PostgreSQL stores long ones out of line itself).

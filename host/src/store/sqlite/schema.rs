@@ -27,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     V10,
     V11,
     super::attachments::MIGRATION,
+    V13,
 ];
 
 /// Version 1: runs, and the calls of each run.
@@ -86,6 +87,12 @@ CREATE TABLE calls (
     reused_from_call  INTEGER,
     UNIQUE (run_seq, id)
 );
+"#;
+
+/// Version 13: whether a call's token counts are chorus's estimates (the
+/// provider reported none).
+const V13: &str = r#"
+ALTER TABLE calls ADD COLUMN tokens_estimated INTEGER NOT NULL DEFAULT 0;
 "#;
 
 /// Version 3: what response format each call's provider was asked for.
