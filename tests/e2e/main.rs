@@ -28,6 +28,7 @@ mod fallbacks;
 mod first_contact;
 mod first_token;
 mod fitting;
+mod gateways;
 mod history;
 mod http;
 mod live_swap;

@@ -7,7 +7,8 @@
 //! case — unless it was never billed: never sent (skipped), answered from
 //! the cache or an earlier run, or refused by the provider before any
 //! model ran (an HTTP error status, no connection, no key, no such model).
-//! Unknown is never shown as $0, and a budget counts its worst case.
+//! Unknown is never shown as $0, and a budget counts its worst case. A
+//! call still running counts for nothing yet (a run's total so far).
 
 use super::CallRecord;
 
@@ -23,8 +24,11 @@ const NEVER_BILLED: [&str; 5] = [
 impl CallRecord {
     /// True when this call may have been billed and its cost is not known.
     pub fn cost_unknown(&self) -> bool {
+        // A call still running has no cost yet: a run's total is what
+        // its finished calls cost so far.
         if self.cost_usd.is_some()
             || self.status == "skipped"
+            || self.status == "running"
             || self.cached_from.is_some()
             || self.reused_from.is_some()
         {
