@@ -17,6 +17,7 @@ mod cli;
 mod clients;
 mod cold_start;
 mod conformance;
+mod deadlines;
 mod dist;
 mod drain;
 mod dry_run;
