@@ -51,6 +51,8 @@ async fn a_plugin_computing_past_the_run_deadline_is_stopped_at_it() {
 /// `chorus ask` on `config`: its stderr and the CPU seconds (user and
 /// system) the process used, from `wait4`.
 fn ask_measuring_cpu(config: &Path) -> (String, f64) {
+    // Waited for by `wait4` below, which also says what it spent.
+    #[allow(clippy::zombie_processes)]
     let mut child = std::process::Command::new(chorus_bin())
         .args([
             "--config",
