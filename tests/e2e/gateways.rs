@@ -238,6 +238,64 @@ synthesizer = "synthesize"
     assert_ne!(sent["stream"], true, "{sent}");
     assert!(sent.get("stream_options").is_none(), "{sent}");
 
+    // A gateway told not to report a stream's usage (as one that refuses
+    // the field is configured): the tokens are chorus's estimates, marked
+    // as such, and with no prices the cost is unknown — null, never $0.
+    let silent = write_config(&format!(
+        r#"
+default_pipeline = "ask"
+[store]
+enabled = false
+[providers.gateway]
+base_url = "{url}"
+api_key_env = "GATEWAY_KEY"
+extra_body = {{ stream_options = {{ include_usage = false }} }}
+[models."gw/alpha"]
+[models."gw/merger"]
+[plugins.panel]
+builtin = "static-panel"
+settings = {{ panel = ["gw/alpha"], synthesizers = ["gw/merger"] }}
+[plugins.passthrough]
+builtin = "passthrough"
+[plugins.synthesize]
+builtin = "synthesize"
+[pipelines.ask]
+description = "Through the gateway, without usage."
+selector = "panel"
+prompter = "passthrough"
+synthesizer = "synthesize"
+"#
+    ));
+    let output = command(&[
+        "--config",
+        silent.path.to_str().unwrap(),
+        "ask",
+        "--json",
+        "-q",
+        "hello",
+    ])
+    .env("GATEWAY_KEY", MASTER_KEY)
+    .output()
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let guessed: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&output.stderr)));
+    // (LiteLLM asks its upstream for usage anyway; it keeps it from a
+    // client that said no, as from one that did not ask.)
+    for call in calls(&guessed) {
+        assert_eq!(call["status"], "ok", "{call}");
+        assert_eq!(call["tokens_estimated"], true, "{call}");
+        assert!(call["prompt_tokens"].as_u64().unwrap() > 0, "{call}");
+        assert!(call.get("cost_usd").is_none(), "no cost, no $0: {call}");
+    }
+    assert_eq!(guessed["usage"]["tokens_estimated"], true, "{guessed}");
+    assert!(
+        guessed["usage"]["cost_usd"].is_null(),
+        "an unknown cost is null: {}",
+        guessed["usage"]
+    );
+
     // A client's daily budget counts what the gateway reported: three runs
     // of three calls fit in it, a fourth (its worst case reserved on top
     // of what was spent) does not. Counted as $0 (usage lost), every run
