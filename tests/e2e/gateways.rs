@@ -115,13 +115,28 @@ async fn through_litellm_usage_cost_failures_models_checks_and_budgets_are_the_g
         "the one-line gateway recipe checks clean:\n{stdout}"
     );
     assert!(
-        stdout.contains("key: $CHORUS_API_KEY (set; read before $OPENROUTER_API_KEY)"),
+        stdout.contains("key: $CHORUS_API_KEY (set; used in place of $OPENROUTER_API_KEY)"),
         "{stdout}"
     );
     assert!(
         stdout
             .lines()
             .any(|l| l.contains("gw/alpha") && l.contains("32000 tokens")),
+        "{stdout}"
+    );
+    // OPENAI_API_KEY, the name a gateway's users have set, is read too off
+    // OpenRouter (and never sent to it).
+    let output = command(&[&["check"][..], &gateway].concat())
+        .env("OPENAI_API_KEY", MASTER_KEY)
+        .env_remove("CHORUS_API_KEY")
+        .env_remove("OPENROUTER_API_KEY")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("key: $OPENAI_API_KEY (set; used in place of $OPENROUTER_API_KEY)"),
         "{stdout}"
     );
     // An id the gateway lacks is blamed on the flag that named it.

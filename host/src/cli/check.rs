@@ -216,7 +216,7 @@ fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<bool> {
             (Some(_), Some(p)) => format!("key: ${} set but UNUSABLE — calls will fail", p.var),
             (Some(configured), None) => match chorus.llm.key_var(name) {
                 Some(used) if used != configured => {
-                    format!("key: ${used} (set; read before ${configured})")
+                    format!("key: ${used} (set; used in place of ${configured})")
                 }
                 Some(used) => format!("key: ${used} (set)"),
                 None => format!("key: ${configured} (set)"),
