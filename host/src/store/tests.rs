@@ -167,7 +167,8 @@ pub(super) fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 cache_write_tokens: (i == 1).then_some(2),
                 cost_usd: Some(0.001),
                 cost_estimated: false,
-                tokens_estimated: false,
+                // The second's provider reported no usage.
+                tokens_estimated: i == 1,
                 error: None,
                 reply: Some(Arc::new(format!("answer {i} to {prompt}"))),
                 reused_from: None,
@@ -341,6 +342,13 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
         (call.cached_tokens, call.cache_write_tokens)
     };
     assert_eq!(cache(1), (Some(8), Some(2)), "the prompt cache's tokens");
+    let guessed: Vec<bool> = partial
+        .calls
+        .iter()
+        .map(|c| c.call.tokens_estimated)
+        .collect();
+    assert_eq!(guessed[..2], [false, true], "estimated tokens stay marked");
+    assert!(partial.usage.tokens_estimated, "and so do the run's totals");
     assert_eq!(cache(0), (None, None));
     let timing = |i: usize| {
         let call = &partial.calls[i].call;

@@ -436,4 +436,20 @@ mod tests {
         assert!(card.contains("href=\"/runs/run-a\""), "{card}");
         assert!(card.contains("(call #2), cost $0"), "{card}");
     }
+
+    #[test]
+    fn estimated_tokens_and_an_unknown_cost_are_shown_as_such() {
+        let mut run = super::timeline::tests::run(1, None, None);
+        let call = &mut run.calls[0].call;
+        call.tokens_estimated = true;
+        call.cost_usd = None;
+        call.error = None;
+        call.status = "ok".into();
+        let card = member_card(0, &run.calls[0], &[]).into_string();
+        assert!(card.contains(" tokens (estimated)"), "{card}");
+        assert!(card.contains("cost unknown"), "{card}");
+        let table = calls_table(&run).into_string();
+        assert!(table.contains("unknown"), "{table}");
+        assert!(table.contains('~'), "{table}");
+    }
 }
