@@ -1,5 +1,5 @@
 //! `--base-url` / `CHORUS_BASE_URL` for the commands that take no panel
-//! (`models`, `eval`): every command that reaches a provider is pointed at
+//! (`models`, `eval`, `ui`): every command that reaches a provider is pointed at
 //! the same gateway by the same flag and variable as `serve`, `ask` and
 //! `check` — `chorus models` would otherwise list openrouter.ai's models
 //! while every run goes to the gateway.

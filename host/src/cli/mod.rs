@@ -146,7 +146,7 @@ pub fn main() -> ExitCode {
                 Err(code) => code,
             },
             Command::Runs(args) => runs::run(config, args).await,
-            Command::Ui(args) => match load(config, &Overrides::default()) {
+            Command::Ui(args) => match load(config, &args.gateway.overrides()) {
                 Ok(chorus) => ui::run(chorus, args).await,
                 Err(code) => code,
             },
