@@ -177,6 +177,27 @@ async fn through_litellm_usage_cost_failures_models_checks_and_budgets_are_the_g
         "{sent}"
     );
 
+    // Under a cost ceiling, models with no prices (a LiteLLM list has
+    // none) are not sent: the summary says they were skipped and why,
+    // not that they failed.
+    let (_, stdout, stderr) = chorus(
+        &[
+            &["ask", "--json", "-q", "-o", "max_cost_usd=0.01"][..],
+            &gateway,
+            &["hello"],
+        ]
+        .concat(),
+    )
+    .await;
+    let skipped: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    let summary = skipped["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("No answer: none of the 2 model calls was made; all were skipped.")
+            && summary.contains("worst-case cost is unknown"),
+        "{skipped}"
+    );
+
     // Not streamed, with a file of one's own, and one upstream failing:
     // its failure is typed with LiteLLM's own message; the others' usage
     // is the provider's; a call refused before any model ran costs nothing.
