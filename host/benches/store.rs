@@ -118,6 +118,7 @@ fn run(i: usize) -> Run {
                 cache_write_tokens: None,
                 cost_usd: Some(0.004),
                 cost_estimated: false,
+                tokens_estimated: false,
                 error: None,
                 reply: Some(std::sync::Arc::new(answer(&request.model))),
                 reused_from: None,

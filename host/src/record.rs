@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 pub mod sources;
+pub mod spent;
 
 use serde::{Serialize, Serializer};
 use serde_json::Value;
@@ -133,6 +134,10 @@ pub struct CallRecord {
     /// not the provider's figure.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cost_estimated: bool,
+    /// True when the token counts are chorus's estimate from the text's
+    /// length: the provider reported none (see `record::spent`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tokens_estimated: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<CallError>,
     /// The model's answer, when it gave one. Not in the tool result (it
@@ -196,12 +201,17 @@ impl std::fmt::Display for CallError {
 pub struct Totals {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
-    /// Sum of the costs that are known, in USD (to 1e-9).
-    #[serde(serialize_with = "usd")]
-    pub cost_usd: f64,
+    /// In USD (to 1e-9); `null` when some call that may have been billed
+    /// has no known cost: then nobody knows what the run cost, and a
+    /// budget counts its worst case (see `record::spent`).
+    #[serde(serialize_with = "usd_option")]
+    pub cost_usd: Option<f64>,
     /// True when part of `cost_usd` is chorus's estimate.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cost_estimated: bool,
+    /// True when some of the token counts are chorus's estimates.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tokens_estimated: bool,
 }
 
 impl Totals {
@@ -210,13 +220,26 @@ impl Totals {
         calls
             .iter()
             .filter(|c| c.cached_from.is_none())
-            .fold(Self::default(), |mut t, c| {
+            .fold(Self::zero(), |mut t, c| {
                 t.prompt_tokens += u64::from(c.prompt_tokens.unwrap_or(0));
                 t.completion_tokens += u64::from(c.completion_tokens.unwrap_or(0));
-                t.cost_usd += c.cost_usd.unwrap_or(0.0);
+                t.cost_usd = match (t.cost_usd, c.cost_usd) {
+                    (Some(sum), Some(usd)) => Some(sum + usd),
+                    (sum, None) if !c.cost_unknown() => sum,
+                    _ => None,
+                };
                 t.cost_estimated |= c.cost_estimated && c.cost_usd.is_some();
+                t.tokens_estimated |= c.tokens_estimated && c.prompt_tokens.is_some();
                 t
             })
+    }
+
+    /// Nothing spent: no calls, a cost of exactly $0.
+    pub fn zero() -> Self {
+        Self {
+            cost_usd: Some(0.0),
+            ..Self::default()
+        }
     }
 }
 
@@ -248,10 +271,6 @@ pub fn show_usd(usd: f64) -> String {
     } else {
         format!("${trimmed}")
     }
-}
-
-fn usd<S: Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_f64(round_usd(*value))
 }
 
 fn usd_option<S: Serializer>(value: &Option<f64>, serializer: S) -> Result<S::Ok, S::Error> {

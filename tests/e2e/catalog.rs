@@ -47,7 +47,7 @@ settings = { budget_usd = 1.0, synthesizers = ["vendor/sythn"] }
     assert_eq!(code, 1, "unknown ids fail the check: {stdout}{stderr}");
     for expected in [
         "mock             7 models, fetched now",
-        "`models.\"m5\"`: `m5` is not listed by provider `mock`; closest: m5-v2",
+        "`models.\"m5\"`: `m5` is not listed by provider `mock`; used by pipeline(s) ask; closest: m5-v2",
         "`plugins.cheapest.settings.synthesizers[0]`: `vendor/sythn` is not in [models], so no plugin may use it; closest: synth",
         "2 model id(s) will fail as written",
         // Prices the config leaves out come from the list.

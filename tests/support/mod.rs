@@ -7,6 +7,7 @@
 
 pub mod http;
 pub mod https;
+pub mod litellm;
 pub mod mock;
 pub mod nginx;
 pub mod postgres;

@@ -384,7 +384,7 @@ impl Chorus {
             .scope(client.name.clone(), run(runner, progress))
             .await;
         let cost = match &outcome {
-            Ok(record) => Some(record.usage.cost_usd),
+            Ok(record) => record.usage.cost_usd,
             // A failed run may have asked models before it failed: what
             // its calls spent, or (a cost unknown) its worst case.
             Err(_) => spent.total(),

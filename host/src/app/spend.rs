@@ -27,12 +27,11 @@ impl Spent {
                 let mut sum = sum.lock().unwrap_or_else(|e| e.into_inner());
                 match call.cost_usd {
                     Some(usd) => sum.usd += usd,
-                    // Never sent (its worst case was over the ceiling):
-                    // nothing spent.
-                    None if call.status == "skipped" => {}
                     // Sent, and its cost not reported: it may have cost
-                    // anything up to its worst case.
-                    None => sum.unknown = true,
+                    // anything up to its worst case (`record::spent`).
+                    None if call.cost_unknown() => sum.unknown = true,
+                    // Never sent, or refused before any model ran.
+                    None => {}
                 }
             }
         })

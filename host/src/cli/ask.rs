@@ -362,8 +362,9 @@ fn finished(state: &mut State, call: &CallRecord) -> String {
                 format!("  {mark}{}", show_usd(c))
             })
             .unwrap_or_default();
+        let guessed = if call.tokens_estimated { "~" } else { "" };
         return format!(
-            "  ✓ {who:<40} {secs:>6.2}s  {} tokens{cost}",
+            "  ✓ {who:<40} {secs:>6.2}s  {guessed}{} tokens{cost}",
             call.completion_tokens.unwrap_or(0)
         );
     };
@@ -423,15 +424,18 @@ pub(super) fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
         return ExitCode::FAILURE;
     }
     if !quiet && !json {
-        let cost = if result.usage.cost_usd > 0.0 {
-            let estimated = if result.usage.cost_estimated {
-                " (estimated in part)"
-            } else {
-                ""
-            };
-            format!(", {}{estimated}", show_usd(result.usage.cost_usd))
-        } else {
-            String::new()
+        let cost = match result.usage.cost_usd {
+            Some(usd) if usd > 0.0 => {
+                let estimated = if result.usage.cost_estimated {
+                    " (estimated in part)"
+                } else {
+                    ""
+                };
+                format!(", {}{estimated}", show_usd(usd))
+            }
+            Some(_) => String::new(),
+            None => ", cost unknown (the provider reported none, and the models have no prices)"
+                .to_owned(),
         };
         let rule = if std::io::stderr().is_terminal() {
             "─".repeat(60)

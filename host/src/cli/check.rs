@@ -75,7 +75,11 @@ fn catalogs(
         flagged.push((
             format!("models.\"{}\"", model.id),
             model.id.clone(),
-            format!("not listed by provider `{}`", model.provider),
+            format!(
+                "not listed by provider `{}`; {}",
+                model.provider,
+                super::model_uses::describe(&chorus.loaded.config, &model.id)
+            ),
             closest(&model.id, listed.iter().copied(), 3),
         ));
     }
@@ -111,16 +115,28 @@ fn catalogs(
         } else {
             format!("; closest: {}", near.join(", "))
         };
-        let at = chorus
-            .loaded
-            .position(key)
-            .map(|(line, _)| format!("{}:{line}: ", chorus.loaded.origin))
-            .unwrap_or_default();
+        // An id given on the command line is not in the file: the line the
+        // lookup would find is its nearest table, not the id.
+        let given = chorus.loaded.overrides.model_ids().contains(&id.as_str());
+        let at = if given {
+            format!("(--models / ${}) ", crate::config::MODELS_ENV)
+        } else {
+            chorus
+                .loaded
+                .position(key)
+                .map(|(line, _)| format!("{}:{line}: ", chorus.loaded.origin))
+                .unwrap_or_default()
+        };
         writeln!(out, "  {at}`{key}`: `{id}` is {why}{near}")?;
     }
+    let same_url = if chorus.loaded.overrides.base_url.is_some() {
+        " (with the same --base-url)"
+    } else {
+        ""
+    };
     writeln!(
         out,
-        "\n{} model id(s) will fail as written; fix them, or run `chorus models QUERY` to search the lists",
+        "\n{} model id(s) will fail as written; fix them, or run `chorus models QUERY`{same_url} to search the lists",
         flagged.len()
     )?;
     Ok(flagged.len())
@@ -191,11 +207,20 @@ fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<bool> {
         let problem = problems.iter().find(|k| &k.provider == name);
         let key = match (&provider.api_key_env, problem) {
             (None, _) => "no API key".to_owned(),
-            (Some(var), Some(p)) if p.unusable.is_none() => {
-                format!("key: ${var} NOT SET — calls will fail")
+            (Some(_), Some(p)) if p.unusable.is_none() => {
+                format!(
+                    "key: ${} NOT SET — calls will fail",
+                    p.var.replace(" or ", " or $")
+                )
             }
-            (Some(var), Some(_)) => format!("key: ${var} set but UNUSABLE — calls will fail"),
-            (Some(var), None) => format!("key: ${var} (set)"),
+            (Some(_), Some(p)) => format!("key: ${} set but UNUSABLE — calls will fail", p.var),
+            (Some(configured), None) => match chorus.llm.key_var(name) {
+                Some(used) if used != configured => {
+                    format!("key: ${used} (set; used in place of ${configured})")
+                }
+                Some(used) => format!("key: ${used} (set)"),
+                None => format!("key: ${configured} (set)"),
+            },
         };
         writeln!(
             out,

@@ -18,6 +18,8 @@ use crate::eval::{self, Settings, Target, dataset, report};
 
 #[derive(clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    pub gateway: super::gateway::Gateway,
     /// The questions: JSON Lines, each `{"question": …, "expected": …}`
     /// (or `"answer"`) with optional `id`, `grader` (contains, exact, regex,
     /// numeric, judge, choice), `tolerance`, `rubric` and `choices`.

@@ -7,7 +7,9 @@ mod check;
 mod disconnects;
 mod dry_run;
 mod eval;
+mod gateway;
 mod init;
+mod model_uses;
 mod models;
 mod plugin;
 mod runs;
@@ -139,23 +141,25 @@ pub fn main() -> ExitCode {
                 check::run(config, &args.panel.overrides(args.pipeline.as_deref())).await
             }
             Command::Init(args) => init::run(args),
-            Command::Models(args) => match load(config, &Overrides::default()) {
+            Command::Models(args) => match load(config, &args.gateway.overrides()) {
                 Ok(chorus) => models::run(&chorus, args).await,
                 Err(code) => code,
             },
             Command::Runs(args) => runs::run(config, args).await,
-            Command::Ui(args) => match load(config, &Overrides::default()) {
+            Command::Ui(args) => match load(config, &args.gateway.overrides()) {
                 Ok(chorus) => ui::run(chorus, args).await,
                 Err(code) => code,
             },
-            Command::Eval(args) => match load_adjusted(config, &Overrides::default(), |loaded| {
-                if args.cached {
-                    eval::cache_everything(loaded);
+            Command::Eval(args) => {
+                match load_adjusted(config, &args.gateway.overrides(), |loaded| {
+                    if args.cached {
+                        eval::cache_everything(loaded);
+                    }
+                }) {
+                    Ok(chorus) => eval::run(chorus, args).await,
+                    Err(code) => code,
                 }
-            }) {
-                Ok(chorus) => eval::run(chorus, args).await,
-                Err(code) => code,
-            },
+            }
             Command::Plugin(command) => plugin::run(command),
             Command::Pdf(job) => pdf::worker::serve(job),
         }
@@ -226,8 +230,9 @@ pub struct Panel {
     #[arg(long, env = config::SYNTHESIZER_ENV, value_name = "ID,...")]
     synthesizer: Option<String>,
     /// Send the provider's requests to another OpenAI-compatible endpoint
-    /// (a LiteLLM proxy, Ollama, a gateway); its key is still read from the
-    /// provider's api_key_env (OPENROUTER_API_KEY by default).
+    /// (a LiteLLM proxy, Ollama, a gateway); its key is read from
+    /// CHORUS_API_KEY, else the provider's api_key_env (OPENROUTER_API_KEY
+    /// by default), else OPENAI_API_KEY for an endpoint not OpenRouter's.
     #[arg(long, env = config::BASE_URL_ENV, value_name = "URL")]
     base_url: Option<String>,
 }

@@ -27,6 +27,8 @@ pub struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    pub gateway: super::gateway::Gateway,
 }
 
 #[derive(Serialize)]

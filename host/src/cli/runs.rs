@@ -425,6 +425,7 @@ mod tests {
             cache_write_tokens: written,
             cost_usd: None,
             cost_estimated: false,
+            tokens_estimated: false,
             error: None,
             reply: None,
             reused_from: None,

@@ -19,6 +19,9 @@ pub struct Args {
     /// The port to listen on, on 127.0.0.1. Default: a free one.
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// The viewer re-synthesizes runs: through the same gateway.
+    #[command(flatten)]
+    pub gateway: super::gateway::Gateway,
 }
 
 pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {

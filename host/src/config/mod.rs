@@ -8,6 +8,7 @@ mod clients;
 mod fallbacks;
 mod fan_out;
 mod files;
+mod follow;
 mod locate;
 mod origin;
 mod overrides;

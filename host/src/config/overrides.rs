@@ -171,6 +171,7 @@ fn set_panel(
     let selector = config.pipelines[pipeline].selector.clone();
     let spec = config.plugins.get_mut(&selector);
     if let Some(spec) = spec.filter(|s| s.builtin.as_deref() == Some("static-panel")) {
+        let before = super::follow::Before::of(&spec.settings);
         if !models.is_empty() {
             spec.settings.insert("panel".into(), list(models));
         }
@@ -178,6 +179,8 @@ fn set_panel(
             spec.settings
                 .insert("synthesizers".into(), list(synthesizers));
         }
+        let now = super::follow::Before::of(&spec.settings);
+        super::follow::follow(config, &selector, &before, models, &now.synthesizers);
         return Ok(());
     }
     if models.is_empty() {

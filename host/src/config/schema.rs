@@ -237,7 +237,10 @@ pub struct Provider {
     /// The API root; chorus appends `/chat/completions` and `/models`.
     pub base_url: Url,
     /// Name of the environment variable that holds the API key. Leave out
-    /// for endpoints without authentication (a local server).
+    /// for endpoints without authentication (a local server). The default
+    /// name, `OPENROUTER_API_KEY`, also takes `CHORUS_API_KEY` (read first)
+    /// and, off OpenRouter, `OPENAI_API_KEY` (read last): see
+    /// `llm::key_vars` and docs/gateways.md.
     #[serde(default)]
     pub api_key_env: Option<String>,
     /// Extra HTTP headers sent with every request (not framing or auth

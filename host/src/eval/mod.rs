@@ -253,8 +253,10 @@ async fn ask(
     match run {
         Ok(record) => {
             outcome.run_id = Some(record.run_id.clone());
-            outcome.cost_usd = record.usage.cost_usd;
-            outcome.cost_estimated = record.usage.cost_estimated;
+            // An unknown cost is marked as a guess (`~`), never shown as
+            // an exact $0.
+            outcome.cost_usd = record.usage.cost_usd.unwrap_or(0.0);
+            outcome.cost_estimated = record.usage.cost_estimated || record.usage.cost_usd.is_none();
             outcome.latency_ms = record.elapsed_ms;
             if record.kind == AnswerKind::None {
                 outcome.error = Some(record.summary.clone());

@@ -391,6 +391,10 @@ struct WireModel<'a> {
     context_window: Number,
     /// vLLM's name for the context window.
     max_model_len: Number,
+    /// LiteLLM's names (its proxy's `/models` carries them from each
+    /// model's `model_info`): the prompt's limit and the answer's.
+    max_input_tokens: Number,
+    max_output_tokens: Number,
     pricing: Option<WirePricing>,
     top_provider: Option<WireTop>,
     supported_parameters: Strings,
@@ -452,8 +456,13 @@ pub fn parse(body: &[u8]) -> Result<Vec<Listed>, String> {
                     .or(m.context_window.count())
                     .or(m.max_model_len.count())
                     .or(top.context_length.count())
+                    .or(m.max_input_tokens.count())
                     .filter(|&n| n > 0),
-                max_output_tokens: top.max_completion_tokens.count().filter(|&n| n > 0),
+                max_output_tokens: top
+                    .max_completion_tokens
+                    .count()
+                    .or(m.max_output_tokens.count())
+                    .filter(|&n| n > 0),
                 input_price: per_million(pricing.prompt),
                 output_price: per_million(pricing.completion),
                 cache_read_price: per_million(pricing.input_cache_read),

@@ -186,6 +186,11 @@ impl ProviderClient {
         self.search
     }
 
+    /// The environment variable its key was read from, when one was.
+    pub fn key_var(&self) -> Option<&str> {
+        self.auth.var()
+    }
+
     /// Why this provider's key cannot be used, if it cannot.
     pub fn key_problem(&self) -> Option<&KeyProblem> {
         self.auth.problem()

@@ -23,6 +23,8 @@ pub enum Auth {
     Key {
         header: HeaderValue,
         scrubber: Scrubber,
+        /// The environment variable it was read from.
+        var: String,
     },
     /// A key is needed but not usable; calls fail with this problem.
     Problem(KeyProblem),
@@ -55,25 +57,28 @@ impl fmt::Display for KeyProblem {
 }
 
 impl Auth {
-    /// Reads the key named by `config.api_key_env` from the environment.
+    /// Reads the key named by `config.api_key_env` (or, for the default
+    /// name, one of the others `key_vars` lists) from the environment.
     pub fn from_env(name: &str, config: &Provider) -> Self {
-        let Some(var) = &config.api_key_env else {
+        let Some(configured) = &config.api_key_env else {
             return Self::None;
         };
-        let problem = |unusable: Option<String>| {
+        let vars = super::key_vars::candidates(configured, &config.base_url);
+        let problem = |var: &str, unusable: Option<String>| {
             Self::Problem(KeyProblem {
                 provider: name.to_owned(),
-                var: var.clone(),
+                var: var.to_owned(),
                 unusable,
             })
         };
-        let value = match std::env::var(var) {
-            Ok(value) => value,
-            Err(std::env::VarError::NotPresent) => return problem(None),
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return problem(Some("its value is not valid text (UTF-8)".to_owned()));
+        let (var, value) = match super::key_vars::first_set(&vars) {
+            None => return problem(&vars.join(" or "), None),
+            Some((var, Ok(value))) => (var, value),
+            Some((var, Err(_))) => {
+                return problem(var, Some("its value is not valid text (UTF-8)".to_owned()));
             }
         };
+        let problem = |unusable: Option<String>| problem(var, unusable);
         let key = value.trim();
         if key.is_empty() {
             return problem(None);
@@ -88,6 +93,7 @@ impl Auth {
                 Self::Key {
                     header,
                     scrubber: secret.scrubber(),
+                    var: var.to_owned(),
                 }
             }
             Err(_) => problem(Some("it cannot be sent as an HTTP header value".to_owned())),
@@ -98,6 +104,14 @@ impl Auth {
         match self {
             Self::Key { scrubber, .. } => scrubber.clone(),
             _ => Scrubber::none(),
+        }
+    }
+
+    /// The environment variable the key was read from.
+    pub fn var(&self) -> Option<&str> {
+        match self {
+            Self::Key { var, .. } => Some(var),
+            _ => None,
         }
     }
 

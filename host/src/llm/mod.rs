@@ -9,6 +9,7 @@ mod client;
 mod estimate;
 mod fetch;
 mod http;
+pub mod key_vars;
 pub mod limits;
 mod model;
 mod queue;
@@ -217,6 +218,12 @@ impl Llm {
         let mut names: Vec<&str> = self.providers.keys().map(String::as_str).collect();
         names.sort_unstable();
         names
+    }
+
+    /// The environment variable `provider`'s key was read from, when one
+    /// was (see `key_vars`).
+    pub fn key_var(&self, provider: &str) -> Option<&str> {
+        self.providers.get(provider)?.key_var()
     }
 
     /// Providers whose key is needed but not usable (not set, or set to

@@ -233,6 +233,9 @@ pub fn request_body(
     for key in ["model", "messages", "stream"] {
         fields.remove(key);
     }
+    if stream {
+        ask_for_usage(&mut fields);
+    }
     let body = Body {
         fields,
         model: &request.model,
@@ -245,6 +248,21 @@ pub fn request_body(
         stream,
     };
     serde_json::to_vec(&body).expect("a map of JSON values serializes")
+}
+
+/// A streamed answer's usage (and cost, where the server reports one)
+/// comes only when asked for (`stream_options.include_usage`) from OpenAI,
+/// LiteLLM, vLLM, llama.cpp and most gateways; OpenRouter sends it anyway
+/// and accepts the field. An operator's own `stream_options` stays, and
+/// an explicit `include_usage = false` (a server that rejects the field
+/// can be told so in `extra_body`) is left as written.
+fn ask_for_usage(fields: &mut Map<String, Value>) {
+    let options = fields
+        .entry("stream_options")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(options) = options {
+        options.entry("include_usage").or_insert(Value::Bool(true));
+    }
 }
 
 /// OpenAI's `response_format` for `asked`, cut down to what `format` says

@@ -128,7 +128,12 @@ pub struct Metrics {
     queue_seconds: QueueSeconds,
     plugin_seconds: PluginSeconds,
     tokens: Family<TokenLabels, Counter>,
+    /// Of `tokens`, those chorus estimated (the provider reported none).
+    estimated_tokens: Family<TokenLabels, Counter>,
     usd: Family<SpendLabels, Counter<f64, AtomicU64>>,
+    /// Calls that may have been billed whose cost nobody knows: `usd`
+    /// says less than was spent by these (see `record::spent`).
+    unknown_cost_calls: Family<SpendLabels, Counter>,
 }
 
 /// Latency buckets from 50 ms to about 14 minutes.
@@ -227,6 +232,18 @@ impl Metrics {
             "What model calls cost, in USD (the provider's figure, or chorus's estimate), by model and client",
             usd.clone(),
         );
+        let estimated_tokens = Family::<TokenLabels, Counter>::default();
+        registry.register(
+            "estimated_tokens",
+            "Of chorus_tokens_total, the tokens chorus estimated from the text because the provider reported no usage, by model and client",
+            estimated_tokens.clone(),
+        );
+        let unknown_cost_calls = Family::<SpendLabels, Counter>::default();
+        registry.register(
+            "unknown_cost_model_calls",
+            "Model calls that may have been billed but whose cost is unknown (no cost reported, no prices to estimate one): chorus_cost_usd_total leaves them out, by model and client",
+            unknown_cost_calls.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -253,7 +270,9 @@ impl Metrics {
             queue_seconds,
             plugin_seconds,
             tokens,
+            estimated_tokens,
             usd,
+            unknown_cost_calls,
         })
     }
 
@@ -328,13 +347,17 @@ impl Metrics {
             ("cache_write", call.cache_write_tokens),
         ] {
             if let Some(tokens) = tokens {
-                self.tokens
-                    .get_or_create(&TokenLabels {
-                        model: call.model.clone(),
-                        client: client.to_owned(),
-                        kind,
-                    })
-                    .inc_by(u64::from(tokens));
+                let labels = TokenLabels {
+                    model: call.model.clone(),
+                    client: client.to_owned(),
+                    kind,
+                };
+                self.tokens.get_or_create(&labels).inc_by(u64::from(tokens));
+                if call.tokens_estimated {
+                    self.estimated_tokens
+                        .get_or_create(&labels)
+                        .inc_by(u64::from(tokens));
+                }
             }
         }
         if let Some(usd) = call.cost_usd.filter(|usd| *usd > 0.0) {
@@ -344,6 +367,14 @@ impl Metrics {
                     client: client.to_owned(),
                 })
                 .inc_by(usd);
+        }
+        if call.cost_unknown() {
+            self.unknown_cost_calls
+                .get_or_create(&SpendLabels {
+                    model: call.model.clone(),
+                    client: client.to_owned(),
+                })
+                .inc();
         }
     }
 

@@ -19,6 +19,7 @@ fn call(model: &str, status: &str, error: Option<&str>) -> CallRecord {
         reasoning_tokens: None,
         cost_usd: Some(0.25),
         cost_estimated: false,
+        tokens_estimated: false,
         error: error.map(|kind| CallError {
             kind: kind.into(),
             status: None,
@@ -219,5 +220,33 @@ fn the_grafana_dashboard_queries_only_metrics_chorus_exports() {
             && v["type"] == "datasource"
             && v["query"] == "prometheus"),
         "a Prometheus datasource variable"
+    );
+}
+
+#[test]
+fn estimated_tokens_and_unknown_costs_are_counted_apart() {
+    let metrics = Metrics::new(None);
+    let providers: ProviderOf = Arc::new(|_| Some("gateway".to_owned()));
+    let watch = metrics.watcher("alice", providers);
+    let mut guessed = call("m1", "ok", None);
+    guessed.tokens_estimated = true;
+    guessed.cost_usd = None;
+    watch(Event::CallFinished(Arc::new(guessed)));
+    watch(Event::CallFinished(Arc::new(call("m2", "ok", None))));
+    let text = metrics.render();
+    for line in [
+        r#"chorus_estimated_tokens_total{model="m1",client="alice",kind="prompt"} 10"#,
+        r#"chorus_estimated_tokens_total{model="m1",client="alice",kind="completion"} 20"#,
+        r#"chorus_unknown_cost_model_calls_total{model="m1",client="alice"} 1"#,
+    ] {
+        assert!(text.contains(line), "no {line} in\n{text}");
+    }
+    assert!(
+        !text.contains(r#"chorus_estimated_tokens_total{model="m2""#),
+        "reported tokens are not estimates:\n{text}"
+    );
+    assert!(
+        !text.contains(r#"chorus_cost_usd_total{model="m1""#),
+        "an unknown cost is not counted as $0:\n{text}"
     );
 }

@@ -181,6 +181,11 @@ impl RunContext {
         self.deadline
     }
 
+    /// The run's `run_timeout`, which set its deadline.
+    pub fn run_timeout(&self) -> std::time::Duration {
+        self.limits.run_timeout
+    }
+
     pub fn emit(&self, event: Event) {
         if matches!(event, Event::Stage(Stage::Synthesize)) {
             self.merging.store(true, Ordering::Relaxed);

@@ -11,6 +11,7 @@ mod budget;
 pub mod cache;
 mod checks;
 mod context;
+mod deadline;
 mod describe;
 pub mod follow_up;
 mod handoff;
@@ -48,7 +49,9 @@ use run::{Setup, ceiling};
 /// The stage of the panel's calls: the requests the prompter made.
 pub const FAN_OUT: &str = "fan-out";
 
-/// Time a run gets past its deadline to turn what it has into an answer.
+/// Time a run gets past its deadline for the host's own wrap-up (checking
+/// and recording what it has). No plugin computes in it: plugin stages
+/// stop at the deadline (`deadline`).
 const WRAP_UP: Duration = Duration::from_secs(5);
 
 /// The longest a run waits for the providers' model lists.
@@ -384,7 +387,12 @@ impl Runner {
             emit,
             &selector.name,
             "select",
-            selector.select(host(), request),
+            deadline::by_deadline(
+                context.deadline(),
+                context.run_timeout(),
+                &selector.name,
+                selector.select(host(), request),
+            ),
         )
         .await?;
         self.check_plan(selector, &plan)?;
@@ -396,7 +404,12 @@ impl Runner {
             emit,
             &prompter.name,
             "prompt",
-            prompter.prompt(host(), request, &plan),
+            deadline::by_deadline(
+                context.deadline(),
+                context.run_timeout(),
+                &prompter.name,
+                prompter.prompt(host(), request, &plan),
+            ),
         )
         .await?;
         self.check_prompts(prompter, &prompts, context.calls_left())?;
@@ -414,7 +427,12 @@ impl Runner {
         context.emit(Event::Stage(Stage::Synthesize));
         let limit = self.copy_limit(synthesizer, &plan, &completions);
         let request = context.described(request);
-        let merge = handoff::synthesize(synthesizer, host(), &request, &plan, &completions, limit);
+        let merge = deadline::by_deadline(
+            context.deadline(),
+            context.run_timeout(),
+            &synthesizer.name,
+            handoff::synthesize(synthesizer, host(), &request, &plan, &completions, limit),
+        );
         let mut answer =
             match events::plugin_call(emit, &synthesizer.name, "synthesize", merge).await {
                 Ok(answer) => answer,

@@ -140,13 +140,18 @@ impl Runner {
                 context.emit(Event::Stage(Stage::Synthesize));
                 let limit = self.copy_limit(synthesizer, &plan, &completions);
                 let host = context.clone() as Arc<dyn crate::plugins::HostServices>;
-                let merge = super::handoff::synthesize(
-                    synthesizer,
-                    host,
-                    &request,
-                    &plan,
-                    &completions,
-                    limit,
+                let merge = super::deadline::by_deadline(
+                    context.deadline(),
+                    context.run_timeout(),
+                    &synthesizer.name,
+                    super::handoff::synthesize(
+                        synthesizer,
+                        host,
+                        &request,
+                        &plan,
+                        &completions,
+                        limit,
+                    ),
                 );
                 let emit = |event| context.emit(event);
                 let answer =
@@ -275,6 +280,7 @@ fn reuse(source: &StoredRun) -> (Vec<CallRecord>, Vec<Completion>) {
                 cache_write_tokens: None,
                 cost_usd: None,
                 cost_estimated: false,
+                tokens_estimated: false,
                 error: outcome.as_ref().err().map(|f| crate::record::CallError {
                     kind: f.kind.as_str().to_owned(),
                     status: f.status,
@@ -376,6 +382,7 @@ mod tests {
                 cache_write_tokens: None,
                 cost_usd: Some(0.1),
                 cost_estimated: false,
+                tokens_estimated: false,
                 error: error.map(|kind| CallError {
                     kind: kind.into(),
                     status: Some(500),
@@ -431,7 +438,7 @@ mod tests {
             .map(|r| r.reused_from.as_ref().unwrap().call)
             .collect();
         assert_eq!(origins, [1, 2, 3, 4]);
-        assert_eq!(Totals::of(&records).cost_usd, 0.0);
+        assert_eq!(Totals::of(&records).cost_usd, Some(0.0));
         assert_eq!(*completions[0].outcome.as_ref().unwrap().content, "a1");
         let failure = completions[1].outcome.as_ref().unwrap_err();
         assert_eq!(failure.kind, FailureKind::Cancelled);

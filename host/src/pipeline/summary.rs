@@ -34,6 +34,11 @@ pub(super) fn summary(answer: &Answer, fan_out: &[Completion], calls: &[CallReco
     }
     match causes.as_slice() {
         [(cause, models)] if models.len() > 1 => format!("{text} Every one: {cause}"),
+        // Skips name each model's own worst case, so no two read alike:
+        // the first says why.
+        [(cause, models), ..] if fan_out.iter().any(skipped) => {
+            format!("{text} {}: {cause}", models[0])
+        }
         _ => text,
     }
 }
@@ -75,11 +80,97 @@ fn summary_line(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -
         }
         AnswerKind::Pick => format!("One of {answered} answers, picked verbatim."),
         AnswerKind::Unmerged => format!("{k} of {n} answers, side by side: merging them failed."),
-        AnswerKind::None => format!("No answer: all {n} model calls failed."),
+        AnswerKind::None => none_made(fan_out, n),
+    }
+}
+
+/// Never sent: over `max_cost_usd`, or unable to take the attachments.
+fn skipped(call: &Completion) -> bool {
+    matches!(&call.outcome, Err(f)
+        if matches!(f.kind, FailureKind::OverBudget | FailureKind::UnsupportedInput))
+}
+
+/// Why nothing answered, counting only what was made: calls never sent
+/// (over `max_cost_usd`, or unable to take the attachments) are skipped,
+/// not failed.
+fn none_made(fan_out: &[Completion], n: usize) -> String {
+    let skipped = fan_out.iter().filter(|c| skipped(c)).count();
+    match skipped {
+        0 => format!("No answer: all {n} model calls failed."),
+        s if s == n => {
+            format!("No answer: none of the {n} model calls was made; all were skipped.")
+        }
+        s => format!(
+            "No answer: {} model calls failed and {s} were skipped (never made).",
+            n - s
+        ),
     }
 }
 
 /// The labels prompters give the panel's own answers: `panel`, `sample N`.
 fn is_panel_label(label: &str) -> bool {
     label == "panel" || label.starts_with("sample ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::llm::{Failure, Reply};
+
+    fn call(model: &str, kind: Option<FailureKind>) -> Completion {
+        Completion {
+            id: Some(0),
+            label: "panel".into(),
+            model: model.into(),
+            latency_ms: 0,
+            attempts: 0,
+            queued_ms: None,
+            ttft_ms: None,
+            outcome: match kind {
+                Some(kind) => Err(Failure::new(kind, format!("{model}: over the ceiling"))),
+                None => Ok(Reply {
+                    content: Arc::new("x".into()),
+                    served_by: model.into(),
+                    finish_reason: None,
+                    usage: None,
+                    format_sent: Default::default(),
+                    citations: Vec::new(),
+                }),
+            },
+        }
+    }
+
+    fn none() -> Answer {
+        Answer {
+            kind: AnswerKind::None,
+            text: String::new(),
+            sources: vec![],
+            notes: vec![],
+            details: None,
+        }
+    }
+
+    #[test]
+    fn calls_never_made_are_said_to_be_skipped_not_failed() {
+        let skipped = [
+            call("a", Some(FailureKind::OverBudget)),
+            call("b", Some(FailureKind::OverBudget)),
+        ];
+        let line = summary(&none(), &skipped, &[]);
+        assert!(
+            line.starts_with("No answer: none of the 2 model calls was made; all were skipped."),
+            "{line}"
+        );
+        assert!(!line.contains("failed"), "{line}");
+        let mixed = [
+            call("a", Some(FailureKind::OverBudget)),
+            call("b", Some(FailureKind::Timeout)),
+        ];
+        assert_eq!(
+            summary(&none(), &mixed, &[]),
+            "No answer: 1 model calls failed and 1 were skipped (never made)."
+        );
+    }
 }

@@ -356,6 +356,7 @@ mod tests {
             cache_write_tokens: None,
             cost_usd: None,
             cost_estimated: false,
+            tokens_estimated: false,
             error: (!ok).then(|| CallError {
                 kind: "timeout".into(),
                 status: None,

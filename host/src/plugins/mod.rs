@@ -44,6 +44,12 @@ pub enum PluginError {
         "plugin `{plugin}` spent more than its {limit:?} of wall-clock time outside model calls (sleeping or waiting) and was stopped; raise plugins.{plugin}.wall_time if it needs more"
     )]
     WallTime { plugin: String, limit: Duration },
+    /// Still working when the run's deadline came (`pipeline::deadline`).
+    #[error(
+        "plugin `{plugin}` was still working at the run's deadline and was stopped: the run's run_timeout ({}) is over; raise run_timeout (limits or the pipeline's) if it needs more",
+        humantime::format_duration(*limit)
+    )]
+    Deadline { plugin: String, limit: Duration },
     #[error(
         "plugin `{plugin}` hit its memory cap of {mib} MiB and was stopped; raise plugins.{plugin}.max_memory_mib if it needs more"
     )]
@@ -68,6 +74,7 @@ impl PluginError {
         match self {
             Self::CpuTime { .. } => "cpu-time",
             Self::WallTime { .. } => "wall-time",
+            Self::Deadline { .. } => "deadline",
             Self::Memory { .. } => "memory",
             Self::Stopped { .. } => "stopped",
             Self::Trap { .. } => "trap",

@@ -20,12 +20,22 @@ use super::services::HostServices;
 use crate::llm::{ChatRequest, Completion};
 
 /// Fuel per second of `cpu_time`: a fixed exchange rate, so a budget means
-/// the same amount of guest work on any machine under any load. Roughly
-/// what one core of a current x86-64 machine executes in a second.
-pub const FUEL_PER_SECOND: u64 = 1_000_000_000;
+/// the same amount of guest work on any machine under any load. Measured,
+/// not guessed: a tight loop (the chaos test plugin's `loop` mode, under
+/// `chorus ask`, timed with `/usr/bin/time`) burns 43e9 fuel per second of
+/// CPU on one core of the AMD EPYC machines chorus is built on — with
+/// `cpu_time = "6s"` at 30e9 a second it stopped after 4.17, 4.23 and
+/// 4.16 s of user CPU (0.03 s without the loop): 180e9 fuel in 4.15 s. So
+/// `cpu_time = "60s"` lets such a loop run about 60 s of CPU there (the
+/// first rate, 1e9, let it run 1.4 s). Code that waits on memory burns
+/// fuel more slowly, so it gets more CPU time for the same budget; a
+/// faster machine less.
+pub const FUEL_PER_SECOND: u64 = 43_000_000_000;
 /// How much fuel a guest burns between yields to the async runtime, so a
-/// busy guest never starves the other tasks (~ a few milliseconds).
-const YIELD_EVERY: u64 = 5_000_000;
+/// busy guest never starves the other tasks, and a call stopped at a
+/// deadline stops within a few milliseconds (~2 ms at the rate above;
+/// yielding much more often costs the guest a third of its speed).
+const YIELD_EVERY: u64 = 100_000_000;
 /// Bytes a table element is counted as against the memory cap.
 const TABLE_ELEMENT_BYTES: usize = 8;
 

@@ -170,6 +170,7 @@ mod tests {
             cache_write_tokens: None,
             cost_usd: None,
             cost_estimated: false,
+            tokens_estimated: false,
             error: None,
             reply: None,
             reused_from: None,

@@ -41,6 +41,7 @@ fn a_stored_call_shows_its_reply_and_request() {
         cache_write_tokens: None,
         cost_usd: None,
         cost_estimated: false,
+        tokens_estimated: false,
         error: None,
         reply: Some(Arc::new("the answer".into())),
         reused_from: None,

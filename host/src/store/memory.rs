@@ -136,7 +136,7 @@ fn summary(run: &StoredRun) -> RunSummary {
         kind: run.kind,
         started_at: run.started_at,
         elapsed_ms: run.elapsed_ms,
-        cost_usd: Some(run.usage.cost_usd),
+        cost_usd: run.usage.cost_usd,
         prompt: first_line(&run.prompt, PROMPT_LINE),
         summary: run.summary.clone(),
         follow_up_of: run.follow_up_of.clone(),

@@ -167,6 +167,8 @@ pub(super) fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 cache_write_tokens: (i == 1).then_some(2),
                 cost_usd: Some(0.001),
                 cost_estimated: false,
+                // The second's provider reported no usage.
+                tokens_estimated: i == 1,
                 error: None,
                 reply: Some(Arc::new(format!("answer {i} to {prompt}"))),
                 reused_from: None,
@@ -340,6 +342,13 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
         (call.cached_tokens, call.cache_write_tokens)
     };
     assert_eq!(cache(1), (Some(8), Some(2)), "the prompt cache's tokens");
+    let guessed: Vec<bool> = partial
+        .calls
+        .iter()
+        .map(|c| c.call.tokens_estimated)
+        .collect();
+    assert_eq!(guessed[..2], [false, true], "estimated tokens stay marked");
+    assert!(partial.usage.tokens_estimated, "and so do the run's totals");
     assert_eq!(cache(0), (None, None));
     let timing = |i: usize| {
         let call = &partial.calls[i].call;
@@ -347,7 +356,10 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
     };
     assert_eq!(timing(0), (None, Some(50)), "time to first token is kept");
     assert_eq!(timing(1), (Some(40), Some(51)), "and the wait for a permit");
-    assert!((partial.usage.cost_usd - 0.002).abs() < 1e-12, "so far");
+    assert!(
+        (partial.usage.cost_usd.unwrap() - 0.002).abs() < 1e-12,
+        "so far"
+    );
 
     recorder.finish(Ok(&run.record)).await.unwrap();
     let whole = found(&store, run.id(), false);
@@ -418,7 +430,11 @@ async fn runs_that_never_end_are_interrupted_and_dropped_ones_cancelled(place: P
     assert_eq!(run.calls[1].call.status, "unfinished");
     let run = found(&store, cancelled.id(), false);
     assert_eq!(run.status, RunStatus::Cancelled);
-    assert!((run.usage.cost_usd - 0.001).abs() < 1e-12);
+    assert!((run.calls[0].call.cost_usd.unwrap() - 0.001).abs() < 1e-12);
+    assert_eq!(
+        run.usage.cost_usd, None,
+        "a call cut off midway may have been billed: the run's cost is unknown, not $0.001"
+    );
 }
 
 async fn a_failed_run_keeps_its_error_and_a_refused_one_leaves_no_trace(place: Place) {

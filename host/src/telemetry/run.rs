@@ -96,10 +96,14 @@ impl RunTrace {
                 let usage = &record.usage;
                 span.set_attributes([
                     KeyValue::new("chorus.outcome", record.kind.as_str()),
-                    KeyValue::new("chorus.cost_usd", usage.cost_usd),
                     KeyValue::new("chorus.cost_estimated", usage.cost_estimated),
+                    KeyValue::new("chorus.tokens_estimated", usage.tokens_estimated),
                     KeyValue::new("chorus.calls", record.calls.len() as i64),
                 ]);
+                // An unknown cost has no attribute, never a $0 one.
+                if let Some(usd) = usage.cost_usd {
+                    span.set_attribute(KeyValue::new("chorus.cost_usd", usd));
+                }
             }
             Err(error) => {
                 let kind = crate::metrics::failure(error);

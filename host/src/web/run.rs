@@ -147,8 +147,8 @@ fn body(
                 @if let Some(kind) = run.kind { li { "answer: " strong { (kind.as_str()) } } }
                 li { "started " (time(run.started_at)) }
                 @if let Some(ms) = run.elapsed_ms { li { "took " (duration(ms)) } }
-                li { "cost " (dollars(run.usage.cost_usd)) @if run.usage.cost_estimated { " (estimated)" } }
-                li { (run.usage.prompt_tokens) " prompt + " (run.usage.completion_tokens) " completion tokens" }
+                li { "cost " (run.usage.cost_usd.map_or_else(|| "unknown".to_owned(), dollars)) @if run.usage.cost_estimated { " (estimated)" } }
+                li { (run.usage.prompt_tokens) " prompt + " (run.usage.completion_tokens) " completion tokens" @if run.usage.tokens_estimated { " (estimated in part: the provider reported no usage)" } }
             }
             @if let Some(of) = &run.follow_up_of {
                 p { "Follows up " a href=(format!("/runs/{of}")) { code { (of) } } }
@@ -259,8 +259,9 @@ fn member_card(i: usize, member: &StoredCall, cited: &[Source]) -> Markup {
                 @if let Some(queued) = call.queued_ms.filter(|&ms| ms > 0) {
                     li { (duration(u64::from(queued))) " queued" }
                 }
-                @if let Some(tokens) = call.completion_tokens { li { (tokens) " tokens" } }
-                @if let Some(cost) = call.cost_usd { li { (dollars(cost)) } }
+                @if let Some(tokens) = call.completion_tokens { li { @if call.tokens_estimated { "~" } (tokens) " tokens" @if call.tokens_estimated { " (estimated)" } } }
+                @if let Some(cost) = call.cost_usd { li { (dollars(cost)) @if call.cost_estimated { " (estimated)" } } }
+                @if call.cost_unknown() { li { "cost unknown" } }
                 @if call.attempts > 1 { li { (call.attempts) " attempts" } }
                 @if let Some(from) = &call.reused_from {
                     li { "reused from " a href=(format!("/runs/{}", from.run_id)) { "its run" } }
@@ -300,9 +301,9 @@ fn calls_table(run: &StoredRun) -> Markup {
                             td { (call.ttft_ms.map_or("-".to_owned(), |ms| duration(u64::from(ms)))) }
                             td { (call.queued_ms.map_or("-".to_owned(), |ms| duration(u64::from(ms)))) }
                             td { (call.attempts) }
-                            td { (call.prompt_tokens.map_or("-".into(), |t| t.to_string())) " / "
-                                 (call.completion_tokens.map_or("-".into(), |t| t.to_string())) }
-                            td { (call.cost_usd.map_or("-".to_owned(), dollars)) }
+                            td { @if call.tokens_estimated { "~" } (call.prompt_tokens.map_or("-".into(), |t| t.to_string())) " / "
+                                 @if call.tokens_estimated { "~" } (call.completion_tokens.map_or("-".into(), |t| t.to_string())) }
+                            td { @if call.cost_estimated { "~" } (call.cost_usd.map_or_else(|| if call.cost_unknown() { "unknown".to_owned() } else { "-".to_owned() }, dollars)) }
                             td {
                                 @if let Some(error) = &call.error { (error.to_string()) }
                                 @if let Some(from) = &call.cached_from {
@@ -409,6 +410,7 @@ mod tests {
             cache_write_tokens: None,
             cost_usd: Some(0.0),
             cost_estimated: false,
+            tokens_estimated: false,
             error: None,
             reply: Some(Arc::new("four".into())),
             reused_from: None,
@@ -432,5 +434,21 @@ mod tests {
         assert!(card.contains("cached: answered by"), "{card}");
         assert!(card.contains("href=\"/runs/run-a\""), "{card}");
         assert!(card.contains("(call #2), cost $0"), "{card}");
+    }
+
+    #[test]
+    fn estimated_tokens_and_an_unknown_cost_are_shown_as_such() {
+        let mut run = super::timeline::tests::run(1, None, None);
+        let call = &mut run.calls[0].call;
+        call.tokens_estimated = true;
+        call.cost_usd = None;
+        call.error = None;
+        call.status = "ok".into();
+        let card = member_card(0, &run.calls[0], &[]).into_string();
+        assert!(card.contains(" tokens (estimated)"), "{card}");
+        assert!(card.contains("cost unknown"), "{card}");
+        let table = calls_table(&run).into_string();
+        assert!(table.contains("unknown"), "{table}");
+        assert!(table.contains('~'), "{table}");
     }
 }

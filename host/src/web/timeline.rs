@@ -205,6 +205,7 @@ pub(super) mod tests {
             cache_write_tokens: None,
             cost_usd: None,
             cost_estimated: false,
+            tokens_estimated: false,
             error: None,
             reply: Some(std::sync::Arc::new("an answer".into())),
             reused_from: None,

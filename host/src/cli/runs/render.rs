@@ -49,7 +49,9 @@ pub(super) fn show(
     writeln!(
         out,
         "usage     {} · {} prompt + {} completion tokens",
-        dollars(run.usage.cost_usd),
+        run.usage
+            .cost_usd
+            .map_or_else(|| "cost unknown".to_owned(), dollars),
         run.usage.prompt_tokens,
         run.usage.completion_tokens
     )?;
@@ -100,9 +102,10 @@ pub(super) fn show(
         let outcome = match &call.error {
             Some(error) => error.to_string(),
             None => {
+                let guessed = if call.tokens_estimated { "~" } else { "" };
                 let tokens = call
                     .completion_tokens
-                    .map(|t| format!("{t} tokens"))
+                    .map(|t| format!("{guessed}{t} tokens"))
                     .unwrap_or_default();
                 let cost = call.cost_usd.map(dollars).unwrap_or_default();
                 format!("{tokens}  {cost}{}", prompt_cache(call))
@@ -290,6 +293,7 @@ mod tests {
             cache_write_tokens: None,
             cost_usd: None,
             cost_estimated: false,
+            tokens_estimated: false,
             error: None,
             reply: None,
             reused_from: None,

@@ -130,3 +130,18 @@ fn an_offline_stand_in_is_retried_soon_then_less_often() {
     });
     assert_eq!(keep_for(&failed, Some(&back), day), MEMORY_TTL);
 }
+
+#[test]
+fn litellm_proxy_lists_give_context_and_output_limits() {
+    // As LiteLLM 1.108's proxy answers `GET /v1/models`.
+    let body = br#"{"data": [
+        {"id": "gw/alpha", "object": "model", "created": 1677610602, "owned_by": "openai",
+         "max_input_tokens": 32000, "max_output_tokens": 4000},
+        {"id": "gw/bare", "object": "model", "created": 1677610602, "owned_by": "openai"}
+    ], "object": "list"}"#;
+    let models = parse(body).unwrap();
+    assert_eq!(models[0].context_window, Some(32000));
+    assert_eq!(models[0].max_output_tokens, Some(4000));
+    assert_eq!(models[0].input_price, None, "a LiteLLM list has no prices");
+    assert_eq!(models[1].context_window, None);
+}

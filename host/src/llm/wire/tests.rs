@@ -639,3 +639,51 @@ fn cached_and_written_tokens_are_priced_at_the_cache_prices() {
         "no cache prices: cached tokens cost what any prompt token does"
     );
 }
+
+#[test]
+fn a_streamed_request_asks_for_usage_unless_the_operator_said_otherwise() {
+    let request = ChatRequest {
+        label: "panel".into(),
+        model: "a/b".into(),
+        messages: vec![Message {
+            role: Role::User,
+            content: "hi".into(),
+        }],
+        sampling: Sampling::default(),
+        response_format: None,
+        attachments: Default::default(),
+        placed: Vec::new(),
+    };
+    let body = |extra: serde_json::Value, stream: bool| -> serde_json::Value {
+        let bytes = request_body(
+            &request,
+            extra.as_object().unwrap(),
+            &Map::new(),
+            stream,
+            FormatSent::None,
+        );
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    assert_eq!(
+        body(json!({}), true)["stream_options"],
+        json!({"include_usage": true}),
+        "gateways send a stream's usage only when asked"
+    );
+    assert!(
+        body(json!({}), false).get("stream_options").is_none(),
+        "a plain request carries its usage anyway"
+    );
+    assert_eq!(
+        body(
+            json!({"stream_options": {"continuous_usage_stats": true}}),
+            true
+        )["stream_options"],
+        json!({"continuous_usage_stats": true, "include_usage": true}),
+        "the operator's own options stay"
+    );
+    assert_eq!(
+        body(json!({"stream_options": {"include_usage": false}}), true)["stream_options"],
+        json!({"include_usage": false}),
+        "an explicit no is kept (a server that rejects the field)"
+    );
+}

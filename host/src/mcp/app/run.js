@@ -150,8 +150,8 @@
     var usage = run.usage || {};
     app.appendChild(facts([
       "time " + ms(run.elapsed_ms),
-      "cost " + usd(usage.cost_usd) + (usage.cost_estimated ? " (estimated)" : ""),
-      "tokens " + (usage.prompt_tokens || 0) + " in / " + (usage.completion_tokens || 0) + " out",
+      "cost " + (usage.cost_usd === null ? "unknown" : usd(usage.cost_usd) + (usage.cost_estimated ? " (estimated)" : "")),
+      "tokens " + (usage.prompt_tokens || 0) + " in / " + (usage.completion_tokens || 0) + " out" + (usage.tokens_estimated ? " (estimated in part)" : ""),
     ]));
     app.appendChild(el("h2", { text: "Answer" }));
     var sources = run.sources || [];
@@ -203,7 +203,7 @@
         call.ttft_ms != null ? "first token " + ms(call.ttft_ms) : null,
         call.queued_ms ? "queued " + ms(call.queued_ms) : null,
         call.attempts > 1 ? call.attempts + " attempts" : null,
-        "tokens " + (call.prompt_tokens || 0) + " in / " + (call.completion_tokens || 0) + " out",
+        "tokens " + (call.prompt_tokens || 0) + " in / " + (call.completion_tokens || 0) + " out" + (call.tokens_estimated ? " (estimated)" : ""),
         "cost " + usd(call.cost_usd) + (call.cost_estimated ? " (estimated)" : ""),
       ]));
       if (call.error) panel.appendChild(el("p", { "class": "reason", text: call.error.kind + ": " + call.error.message }));

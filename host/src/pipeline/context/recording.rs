@@ -246,6 +246,7 @@ pub fn call_record(id: u32, stage: &str, completion: &Completion) -> CallRecord 
         cache_write_tokens: usage.and_then(|u| u.cache_write_tokens),
         cost_usd: usage.and_then(|u| u.cost),
         cost_estimated: usage.is_some_and(|u| u.cost_estimated),
+        tokens_estimated: usage.is_some_and(|u| u.tokens_estimated),
         error,
         reply,
         reused_from: None,

@@ -256,9 +256,9 @@ async fn upsert_call(
                  error_message, reply, reused_from_run, reused_from_call, reasoning_tokens,
                  cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens,
                  citations, queued_ms, ttft_ms, cached_from_run, cached_from_call, started_at,
-                 request)
+                 request, tokens_estimated)
              SELECT seq, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                    $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30
+                    $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31
              FROM runs WHERE id = $1
              ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status,
                  model = excluded.model, latency_ms = excluded.latency_ms,
@@ -274,7 +274,8 @@ async fn upsert_call(
                  citations = excluded.citations,
                  queued_ms = excluded.queued_ms, ttft_ms = excluded.ttft_ms,
                  cached_from_run = excluded.cached_from_run,
-                 cached_from_call = excluded.cached_from_call
+                 cached_from_call = excluded.cached_from_call,
+                 tokens_estimated = excluded.tokens_estimated
              {condition}"
         ),
         &[
@@ -310,6 +311,7 @@ async fn upsert_call(
             &call.cached_from.as_ref().map(|r| i64::from(r.call)),
             &started.map(|(_, at)| at),
             &started.map(|(request, _)| request_json(request)),
+            &call.tokens_estimated,
         ],
     )
     .await?;

@@ -137,7 +137,7 @@ fn call_select(with_requests: bool, more: &str) -> String {
                 completion_tokens, cost_usd, error_kind, error_status, error_message, reply,
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
                 cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens,
-                citations, queued_ms, ttft_ms, cached_from_run, cached_from_call
+                citations, queued_ms, ttft_ms, cached_from_run, cached_from_call, tokens_estimated
          FROM calls WHERE run_seq = $1 {more}"
     )
 }
@@ -175,8 +175,10 @@ fn run_row(row: &Row, now: i64) -> StoredRun {
         usage: Totals {
             prompt_tokens: count(row.get(19)),
             completion_tokens: count(row.get(20)),
-            cost_usd: row.get::<_, Option<f64>>(21).unwrap_or(0.0),
+            cost_usd: row.get::<_, Option<f64>>(21),
             cost_estimated: row.get(23),
+            // The calls, once read, say (`Totals::of`).
+            tokens_estimated: false,
         },
         client: row.get(24),
         attachments: attachments(row.get(25)),
@@ -217,6 +219,7 @@ fn call_row(row: &Row, run_ended: bool) -> StoredCall {
             reasoning_tokens: small(row.get(17)),
             cost_usd: row.get(9),
             cost_estimated: row.get(18),
+            tokens_estimated: row.get(28),
             error,
             reply: row.get::<_, Option<String>>(13).map(Arc::new),
             reused_from,

@@ -20,11 +20,18 @@ const MIGRATIONS: &[&str] = &[
     super::attachments::MIGRATION,
     V10,
     V11,
+    V12,
 ];
 
-/// Version 11: the runs still marked running, indexed, so finding the
-/// interrupted ones (retention measures them) reads those alone.
+/// Version 11: whether a call's token counts are chorus's estimates (the
+/// provider reported none).
 const V11: &str = r#"
+ALTER TABLE calls ADD COLUMN tokens_estimated BOOLEAN NOT NULL DEFAULT FALSE;
+"#;
+
+/// Version 12: the runs still marked running, indexed, so finding the
+/// interrupted ones (retention measures them) reads those alone.
+const V12: &str = r#"
 CREATE INDEX runs_running ON runs (deadline_at) WHERE status = 'running';
 "#;
 

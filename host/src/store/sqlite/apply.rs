@@ -321,6 +321,7 @@ fn write_call(
         started.map(|(_, at)| at),
         request.inline(),
         request.long(),
+        call.tokens_estimated,
     ])?;
     if written == 0 {
         texts::discard(tx, &reply)?;
@@ -335,9 +336,10 @@ const WRITE_CALL: &str = "INSERT INTO calls (run_seq, id, stage, label, model, s
         attempts, prompt_tokens, completion_tokens, cost_usd, error_kind, error_status,
         error_message, reply, reused_from_run, reused_from_call, reasoning_tokens, cost_estimated,
         reply_text, format_sent, fallback_from, cached_tokens, cache_write_tokens, citations,
-        queued_ms, ttft_ms, cached_from_run, cached_from_call, started_at, request, request_text)
+        queued_ms, ttft_ms, cached_from_run, cached_from_call, started_at, request, request_text,
+        tokens_estimated)
     SELECT seq, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
-        ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32
+        ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33
     FROM runs WHERE id = ?1
     ON CONFLICT (run_seq, id) DO UPDATE SET status = excluded.status, model = excluded.model,
         latency_ms = excluded.latency_ms, attempts = excluded.attempts,
@@ -350,7 +352,7 @@ const WRITE_CALL: &str = "INSERT INTO calls (run_seq, id, stage, label, model, s
         cached_tokens = excluded.cached_tokens, cache_write_tokens = excluded.cache_write_tokens,
         citations = excluded.citations, queued_ms = excluded.queued_ms,
         ttft_ms = excluded.ttft_ms, cached_from_run = excluded.cached_from_run,
-        cached_from_call = excluded.cached_from_call";
+        cached_from_call = excluded.cached_from_call, tokens_estimated = excluded.tokens_estimated";
 
 /// A run that ended without a record: its totals from the calls on record.
 fn sum_usage(tx: &Transaction<'_>, run_id: &str) -> rusqlite::Result<()> {

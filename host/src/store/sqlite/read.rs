@@ -104,7 +104,7 @@ fn call_select(with_requests: bool, more: &str) -> String {
                 completion_tokens, cost_usd, error_kind, error_status, error_message, {reply_column},
                 reused_from_run, reused_from_call, {request_column}, reasoning_tokens,
                 cost_estimated, format_sent, fallback_from, cached_tokens, cache_write_tokens,
-                citations, queued_ms, ttft_ms, cached_from_run, cached_from_call
+                citations, queued_ms, ttft_ms, cached_from_run, cached_from_call, tokens_estimated
          FROM calls WHERE run_seq = ?1 {more}"
     )
 }
@@ -148,8 +148,10 @@ fn run_row(row: &Row<'_>, now: i64) -> rusqlite::Result<StoredRun> {
                 .get::<_, Option<i64>>(20)?
                 .and_then(|t| u64::try_from(t).ok())
                 .unwrap_or(0),
-            cost_usd: row.get::<_, Option<f64>>(21)?.unwrap_or(0.0),
+            cost_usd: row.get::<_, Option<f64>>(21)?,
             cost_estimated: row.get::<_, Option<bool>>(23)?.unwrap_or(false),
+            // The calls, once read, say (`Totals::of`).
+            tokens_estimated: false,
         },
         client: row.get(24)?,
         attachments: attachments(row.get(25)?),
@@ -196,6 +198,7 @@ fn call_row(row: &Row<'_>, run_ended: bool) -> rusqlite::Result<StoredCall> {
             cache_write_tokens: row.get(22)?,
             cost_usd: row.get(9)?,
             cost_estimated: row.get::<_, Option<bool>>(18)?.unwrap_or(false),
+            tokens_estimated: row.get::<_, Option<bool>>(28)?.unwrap_or(false),
             error,
             reply: texts::read(row, 13)?.map(Arc::new),
             reused_from,

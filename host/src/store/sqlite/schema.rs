@@ -28,6 +28,7 @@ const MIGRATIONS: &[&str] = &[
     V11,
     super::attachments::MIGRATION,
     V13,
+    V14,
 ];
 
 /// Version 1: runs, and the calls of each run.
@@ -87,6 +88,12 @@ CREATE TABLE calls (
     reused_from_call  INTEGER,
     UNIQUE (run_seq, id)
 );
+"#;
+
+/// Version 13: whether a call's token counts are chorus's estimates (the
+/// provider reported none).
+const V13: &str = r#"
+ALTER TABLE calls ADD COLUMN tokens_estimated INTEGER NOT NULL DEFAULT 0;
 "#;
 
 /// Version 3: what response format each call's provider was asked for.
@@ -175,10 +182,10 @@ CREATE TABLE response_cache (
 CREATE INDEX response_cache_by_expiry ON response_cache (expires_at);
 "#;
 
-/// Version 13: the runs still marked running, indexed, so finding the
+/// Version 14: the runs still marked running, indexed, so finding the
 /// interrupted ones (retention measures them) reads those alone, however
 /// long the history.
-const V13: &str = r#"
+const V14: &str = r#"
 CREATE INDEX runs_running ON runs (deadline_at) WHERE status = 'running';
 "#;
 

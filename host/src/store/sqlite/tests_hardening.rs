@@ -188,6 +188,7 @@ fn the_end_of_a_run_does_not_write_a_long_reply_again() {
         cache_write_tokens: None,
         cost_usd: None,
         cost_estimated: false,
+        tokens_estimated: false,
         error: None,
         reply: Some(Arc::new("r".repeat(texts::LONG))),
         reused_from: None,
