@@ -109,23 +109,11 @@ fn run(i: usize) -> Run {
                 status: "ok".into(),
                 latency_ms: 1500,
                 attempts: 1,
-                queued_ms: None,
-                ttft_ms: None,
                 prompt_tokens: Some(120),
                 completion_tokens: Some(450),
-                reasoning_tokens: None,
-                cached_tokens: None,
-                cache_write_tokens: None,
                 cost_usd: Some(0.004),
-                cost_estimated: false,
-                tokens_estimated: false,
-                error: None,
                 reply: Some(std::sync::Arc::new(answer(&request.model))),
-                reused_from: None,
-                cached_from: None,
-                format_sent: None,
-                fallback_from: Vec::new(),
-                citations: Vec::new(),
+                ..CallRecord::default()
             })
         })
         .collect();

@@ -273,14 +273,7 @@ fn reuse(source: &StoredRun) -> (Vec<CallRecord>, Vec<Completion>) {
                 attempts: call.attempts,
                 queued_ms: call.queued_ms,
                 ttft_ms: call.ttft_ms,
-                prompt_tokens: None,
-                completion_tokens: None,
-                reasoning_tokens: None,
-                cached_tokens: None,
-                cache_write_tokens: None,
-                cost_usd: None,
-                cost_estimated: false,
-                tokens_estimated: false,
+                // Nothing was asked: no tokens, no cost of its own.
                 error: outcome.as_ref().err().map(|f| crate::record::CallError {
                     kind: f.kind.as_str().to_owned(),
                     status: f.status,
@@ -293,8 +286,8 @@ fn reuse(source: &StoredRun) -> (Vec<CallRecord>, Vec<Completion>) {
                     run_id: source.run_id.clone(),
                     call: call.id,
                 }),
-                cached_from: None,
                 format_sent: call.format_sent.clone(),
+                ..CallRecord::default()
             };
             let completion = Completion {
                 id: Some(id),
@@ -373,27 +366,16 @@ mod tests {
                 status: status.into(),
                 latency_ms: 10,
                 attempts: 1,
-                queued_ms: None,
-                ttft_ms: None,
                 prompt_tokens: Some(5),
                 completion_tokens: Some(5),
-                reasoning_tokens: None,
-                cached_tokens: None,
-                cache_write_tokens: None,
                 cost_usd: Some(0.1),
-                cost_estimated: false,
-                tokens_estimated: false,
                 error: error.map(|kind| CallError {
                     kind: kind.into(),
                     status: Some(500),
                     message: "boom".into(),
                 }),
                 reply: reply.map(|r| Arc::new(r.to_owned())),
-                reused_from: None,
-                cached_from: None,
-                format_sent: None,
-                fallback_from: Vec::new(),
-                citations: Vec::new(),
+                ..CallRecord::default()
             },
             request: None,
         }

@@ -347,27 +347,13 @@ mod tests {
             status: if ok { "ok" } else { "failed" }.into(),
             latency_ms: 1500,
             attempts: 1,
-            queued_ms: None,
-            ttft_ms: None,
-            prompt_tokens: None,
-            completion_tokens: None,
-            reasoning_tokens: None,
-            cached_tokens: None,
-            cache_write_tokens: None,
-            cost_usd: None,
-            cost_estimated: false,
-            tokens_estimated: false,
             error: (!ok).then(|| CallError {
                 kind: "timeout".into(),
                 status: None,
                 message: "slow".into(),
             }),
             reply: ok.then(|| Arc::new("an answer".into())),
-            reused_from: None,
-            cached_from: None,
-            format_sent: None,
-            fallback_from: Vec::new(),
-            citations: Vec::new(),
+            ..CallRecord::default()
         }))
     }
 

@@ -31,23 +31,8 @@ fn a_stored_call_shows_its_reply_and_request() {
         status: "ok".into(),
         latency_ms: 5,
         attempts: 1,
-        queued_ms: None,
-        ttft_ms: None,
-        cached_from: None,
-        prompt_tokens: None,
-        completion_tokens: None,
-        reasoning_tokens: None,
-        cached_tokens: None,
-        cache_write_tokens: None,
-        cost_usd: None,
-        cost_estimated: false,
-        tokens_estimated: false,
-        error: None,
         reply: Some(Arc::new("the answer".into())),
-        reused_from: None,
-        format_sent: None,
-        fallback_from: Vec::new(),
-        citations: Vec::new(),
+        ..CallRecord::default()
     };
     assert!(serde_json::to_value(&call).unwrap().get("reply").is_none());
     let stored = StoredCall {

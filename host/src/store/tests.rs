@@ -166,13 +166,9 @@ pub(super) fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 cached_tokens: (i == 1).then_some(8),
                 cache_write_tokens: (i == 1).then_some(2),
                 cost_usd: Some(0.001),
-                cost_estimated: false,
                 // The second's provider reported no usage.
                 tokens_estimated: i == 1,
-                error: None,
                 reply: Some(Arc::new(format!("answer {i} to {prompt}"))),
-                reused_from: None,
-                cached_from: None,
                 format_sent: (i == 1).then(|| "json-object".to_owned()),
                 fallback_from: if i == 1 {
                     vec!["m0: HTTP 402: out of credit".to_owned()]
@@ -186,6 +182,7 @@ pub(super) fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                     start_index: Some(0),
                     end_index: Some(6),
                 }],
+                ..CallRecord::default()
             })
         })
         .collect();

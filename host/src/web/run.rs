@@ -400,27 +400,16 @@ mod tests {
             model: "m1".into(),
             status: "ok".into(),
             latency_ms: 0,
-            queued_ms: None,
-            ttft_ms: None,
             attempts: 0,
             prompt_tokens: Some(10),
             completion_tokens: Some(20),
-            reasoning_tokens: None,
-            cached_tokens: None,
-            cache_write_tokens: None,
             cost_usd: Some(0.0),
-            cost_estimated: false,
-            tokens_estimated: false,
-            error: None,
             reply: Some(Arc::new("four".into())),
-            reused_from: None,
             cached_from: Some(CallRef {
                 run_id: "run-a".into(),
                 call: 2,
             }),
-            format_sent: None,
-            fallback_from: Vec::new(),
-            citations: Vec::new(),
+            ..CallRecord::default()
         };
         let card = member_card(
             0,

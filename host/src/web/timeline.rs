@@ -198,21 +198,9 @@ pub(super) mod tests {
             attempts,
             queued_ms: queued,
             ttft_ms: ttft,
-            prompt_tokens: None,
             completion_tokens: Some(7),
-            reasoning_tokens: None,
-            cached_tokens: None,
-            cache_write_tokens: None,
-            cost_usd: None,
-            cost_estimated: false,
-            tokens_estimated: false,
-            error: None,
             reply: Some(std::sync::Arc::new("an answer".into())),
-            reused_from: None,
-            cached_from: None,
-            format_sent: None,
-            fallback_from: Vec::new(),
-            citations: Vec::new(),
+            ..CallRecord::default()
         };
         StoredRun {
             run_id: "r".into(),

@@ -284,23 +284,8 @@ mod tests {
             status: "ok".into(),
             latency_ms: 2_000,
             attempts: 1,
-            queued_ms: None,
             ttft_ms: Some(310),
-            prompt_tokens: None,
-            completion_tokens: None,
-            reasoning_tokens: None,
-            cached_tokens: None,
-            cache_write_tokens: None,
-            cost_usd: None,
-            cost_estimated: false,
-            tokens_estimated: false,
-            error: None,
-            reply: None,
-            reused_from: None,
-            cached_from: None,
-            format_sent: None,
-            fallback_from: Vec::new(),
-            citations: Vec::new(),
+            ..crate::record::CallRecord::default()
         };
         assert_eq!(timing(&call), "  (first token 0.31 s)");
         call.queued_ms = Some(100);
