@@ -36,6 +36,7 @@ mod logging;
 mod metrics;
 mod money;
 mod no_config;
+mod openai;
 mod pdf_bombs;
 mod pdf_text;
 mod plugin_attachments;
