@@ -475,3 +475,115 @@ async fn the_responses_api_answers_whole_and_streamed() {
         .unwrap();
     assert_eq!(delta["delta"], "merged again");
 }
+
+/// Runs `program` with `args`, bounded; its stdout as JSON.
+async fn client_output(program: &std::path::Path, args: &[&str]) -> Value {
+    let output = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(program).args(args).output(),
+    )
+    .await
+    .expect("the client finished within 120 s")
+    .expect("run the client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{} failed:\n{stdout}\n{}",
+        program.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("not JSON: {stdout}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_official_openai_sdks_are_clients() {
+    let clients = crate::clients::clients();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    // Node resolves packages from the script's own folder.
+    std::fs::copy(
+        root.join("tests/clients/openai_node.mjs"),
+        clients.join("openai_node.mjs"),
+    )
+    .unwrap();
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer("ok")]);
+    }
+    mock.script(SYNTH, [Step::stream("Rayleigh scattering.")]);
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    let base = format!("{}/v1", server.origin());
+
+    let python = client_output(
+        &clients.join("venv/bin/python"),
+        &[
+            root.join("tests/clients/openai_client.py")
+                .to_str()
+                .unwrap(),
+            &base,
+            TOKEN,
+        ],
+    )
+    .await;
+    eprintln!("openai (Python): {python}");
+    assert_eq!(python["models"], json!(["ask"]));
+    assert_eq!(python["sync"]["content"], "Rayleigh scattering.");
+    assert_eq!(python["sync"]["finish_reason"], "stop");
+    assert_eq!(python["sync"]["kind"], "synthesis");
+    assert!(
+        python["sync"]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("chatcmpl-")
+    );
+    assert!(python["sync"]["total_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(python["async"], "Rayleigh scattering.");
+    assert_eq!(python["stream"]["content"], "Rayleigh scattering.");
+    assert!(
+        python["stream"]["reasoning"]
+            .as_str()
+            .unwrap()
+            .contains("5 of 5 answered"),
+        "{python}"
+    );
+    assert!(python["stream"]["usage"].as_u64().unwrap() > 0);
+    assert_eq!(
+        python["unknown_model"],
+        json!({"status": 404, "code": "model_not_found"})
+    );
+    assert_eq!(python["n2"], json!({"status": 400, "param": "n"}));
+    assert_eq!(python["wrong_token"], json!({"status": 401}));
+    assert_eq!(
+        python["responses"],
+        json!({"text": "Rayleigh scattering.", "status": "completed"})
+    );
+    assert_eq!(python["responses_stream"]["text"], "Rayleigh scattering.");
+    assert_eq!(python["responses_stream"]["final"], "Rayleigh scattering.");
+
+    let node = client_output(
+        std::path::Path::new("node"),
+        &[
+            clients.join("openai_node.mjs").to_str().unwrap(),
+            &base,
+            TOKEN,
+        ],
+    )
+    .await;
+    eprintln!("openai (Node): {node}");
+    assert_eq!(node["models"], json!(["ask"]));
+    assert_eq!(node["whole"]["content"], "Rayleigh scattering.");
+    assert_eq!(node["whole"]["kind"], "synthesis");
+    assert_eq!(node["stream"]["content"], "Rayleigh scattering.");
+    assert!(
+        node["stream"]["reasoning"]
+            .as_str()
+            .unwrap()
+            .contains("answered"),
+        "{node}"
+    );
+    assert!(node["stream"]["usage"].as_u64().unwrap() > 0);
+    assert_eq!(node["unknown_model"]["status"], 404);
+    assert_eq!(node["unknown_model"]["code"], "model_not_found");
+}
