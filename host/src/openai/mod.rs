@@ -8,7 +8,8 @@
 //! `Chorus` and its one gate, whose typed refusals [`errors`] says the way
 //! OpenAI's clients read them.
 //!
-//! - [`request`]: a request body, read into a run;
+//! - [`request`]: a request body, read into a run ([`parts`]: its
+//!   content parts, text and attachments);
 //! - [`answer`]: a finished run as a `chat.completion`;
 //! - [`stream`]: a run as server-sent events, progress and answer;
 //! - [`responses`]: the Responses API over the same parts;
@@ -16,6 +17,7 @@
 
 mod answer;
 mod errors;
+mod parts;
 mod request;
 mod responses;
 mod stream;

@@ -138,6 +138,12 @@ pub async fn respond(
     // Until the run has begun, its refusal is still an HTTP status.
     let run_id = loop {
         tokio::select! {
+            biased;
+            // A closed channel (the run ended) disables this branch.
+            Some(event) = events.recv() => match event {
+                Event::Started(request) => break request.run_id.clone(),
+                event => waiting.extend(panel.see(&event)),
+            },
             outcome = &mut run => {
                 return match outcome {
                     Err(error) => ApiError::of_run(&error).into_response(),
@@ -151,11 +157,6 @@ pub async fn respond(
                     },
                 };
             }
-            event = events.recv() => match event {
-                Some(Event::Started(request)) => break request.run_id.clone(),
-                Some(event) => waiting.extend(panel.see(&event)),
-                None => {}
-            },
         }
     };
     let mut queue: VecDeque<Value> = frames.opening(&run_id).into();
@@ -242,8 +243,24 @@ impl<F: Frames> State<F> {
                 return None;
             };
             tokio::select! {
+                // Events first: what the run said before it ended goes
+                // out before its answer.
+                biased;
+                Some(event) = self.events.recv() => {
+                    if let Some(line) = self.panel.see(&event) {
+                        let events = self.frames.progress(&line);
+                        self.queue.extend(events);
+                        self.ticks.reset();
+                    }
+                }
                 outcome = run => {
                     self.run = None;
+                    while let Ok(event) = self.events.try_recv() {
+                        if let Some(line) = self.panel.see(&event) {
+                            let events = self.frames.progress(&line);
+                            self.queue.extend(events);
+                        }
+                    }
                     let events = match outcome {
                         Err(error) => self.frames.error(&ApiError::of_run(&error)),
                         Ok(record) => match ApiError::of_unanswered(&record) {
@@ -252,13 +269,6 @@ impl<F: Frames> State<F> {
                         },
                     };
                     self.queue.extend(events);
-                }
-                Some(event) = self.events.recv() => {
-                    if let Some(line) = self.panel.see(&event) {
-                        let events = self.frames.progress(&line);
-                        self.queue.extend(events);
-                        self.ticks.reset();
-                    }
                 }
                 _ = self.ticks.tick() => {
                     let line = self.panel.heartbeat(self.since);
