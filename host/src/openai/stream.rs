@@ -353,3 +353,58 @@ impl Frames for Chunks {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugins::Request;
+
+    /// The events of a stream as far as it has gone.
+    async fn next_data(body: &mut axum::body::BodyDataStream) -> Value {
+        use futures::StreamExt;
+        let bytes = body.next().await.unwrap().unwrap();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        serde_json::from_str(text.trim().strip_prefix("data: ").unwrap()).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_long_run_says_it_is_still_working_at_least_every_15_s() {
+        let (progress, events) = watcher();
+        let run: Run = Box::pin(async move {
+            progress(Event::Started(Arc::new(Request {
+                run_id: "r1".into(),
+                pipeline: "ask".into(),
+                prompt: "q".into(),
+                options: json!({}),
+                attachments: Vec::new(),
+            })));
+            progress(Event::FanOut { calls: 5 });
+            futures::future::pending().await
+        });
+        let frames = Chunks::new("ask".into(), false, Vec::new());
+        let response = respond(run, events, frames).await;
+        assert_eq!(response.status(), 200);
+        let mut body = response.into_body().into_data_stream();
+        let opening = next_data(&mut body).await;
+        assert_eq!(opening["id"], "chatcmpl-r1");
+        let asking = next_data(&mut body).await;
+        assert_eq!(
+            asking["choices"][0]["delta"]["reasoning"],
+            "Asking 5 models.\n"
+        );
+        let started = tokio::time::Instant::now();
+        for _ in 0..3 {
+            let beat = next_data(&mut body).await;
+            let line = beat["choices"][0]["delta"]["reasoning"].as_str().unwrap();
+            assert!(
+                line.starts_with("Still asking") || line.starts_with("Still working"),
+                "{line}"
+            );
+        }
+        assert!(
+            started.elapsed() <= 3 * HEARTBEAT,
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
