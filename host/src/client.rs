@@ -35,6 +35,45 @@ impl Limits {
     }
 }
 
+/// Which grant or limit of a client refused a run: one message for every
+/// door, and a kind a door that answers each its own way (an HTTP status,
+/// OpenAI's error codes) reads instead of the words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub kind: Refused,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The pipeline is not among the client's grants.
+    NotGranted,
+    /// Past `max_runs_per_minute`: one more fits in `retry_after_s`.
+    PerMinute { retry_after_s: u64 },
+    /// Past `max_concurrent_runs`.
+    Concurrent,
+    /// The run's worst case does not fit the client's budget (or has no
+    /// ceiling to be held to one).
+    Budget,
+    /// The limits could not be read (the store): nothing is started.
+    Unavailable,
+}
+
+impl Refusal {
+    pub fn new(kind: Refused, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 impl Client {
     /// The person at this machine: stdio, the CLI, and a server with no
     /// token (on loopback). May do everything. Recorded as `local:USER`

@@ -33,6 +33,7 @@ pub mod llm;
 pub mod mcp;
 pub mod metrics;
 pub mod notice;
+pub mod openai;
 pub mod pipeline;
 pub mod plugins;
 pub mod record;

@@ -17,5 +17,8 @@ fi
 cp "$here/package.json" "$here/package-lock.json" "$dir/"
 (cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
 python3 -m venv "$dir/venv"
-"$dir/venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
+# pip through the venv's python, not its `pip` script: a venv copied or
+# moved (a target directory copied from another build) keeps scripts whose
+# shebang names the old venv, and would install there.
+"$dir/venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.txt"
 echo "$want" > "$stamp"

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::{AUDIT, Chorus};
 use crate::budget::Pass;
-use crate::client::Client;
+use crate::client::{Client, Refusal, Refused};
 use crate::pipeline::{Question, RunError};
 
 impl Chorus {
@@ -27,10 +27,13 @@ impl Chorus {
     ) -> Result<Pass, RunError> {
         let is_pipeline = self.runner().loaded.config.pipelines.contains_key(name);
         if is_pipeline && let Some(why) = client.refusal_to_run(name) {
-            return Err(self.refused(client, name, why));
+            return Err(self.refused(client, name, Refusal::new(Refused::NotGranted, why)));
         }
         if let Err(over) = self.gate.per_minute_for_run(client).await {
-            return Err(self.refused(client, name, over.to_string()));
+            let kind = Refused::PerMinute {
+                retry_after_s: over.retry_after_s(),
+            };
+            return Err(self.refused(client, name, Refusal::new(kind, over.to_string())));
         }
         let admitted = if !client.limits.has_budget() && !self.gate.asks_shared(client) {
             // Nothing to read from the store: decided here and now.
@@ -39,7 +42,7 @@ impl Chorus {
             let (gate, store, who) = (self.gate.clone(), self.store.clone(), client.clone());
             tokio::task::spawn_blocking(move || gate.admit(&who, &store, worst))
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| Refusal::new(Refused::Unavailable, e.to_string()))
                 .and_then(|admitted| admitted)
         };
         admitted.map_err(|why| self.refused(client, name, why))
@@ -57,7 +60,7 @@ impl Chorus {
     }
 
     /// A run refused before it started, said in the audit log.
-    fn refused(&self, client: &Client, pipeline: &str, why: String) -> RunError {
+    fn refused(&self, client: &Client, pipeline: &str, why: Refusal) -> RunError {
         tracing::info!(target: AUDIT, client = %client.name, pipeline, reason = %why, "refused a run");
         RunError::Refused(why)
     }

@@ -15,6 +15,7 @@
 mod carried;
 mod gate;
 pub mod reload;
+mod sent;
 mod spend;
 pub mod trim;
 mod visible;
@@ -236,7 +237,7 @@ impl Chorus {
             Err(e) => return Err(unspent(pass, e)),
         };
         let links = Links {
-            follow_up_of: conversation.as_ref().map(|c| c.of.clone()),
+            follow_up_of: conversation.as_ref().and_then(|c| c.of.clone()),
             resynthesis_of: None,
             client: Some(client.name.clone()),
             attachments: question.attachments.clone(),

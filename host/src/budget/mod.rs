@@ -20,7 +20,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::client::Client;
+use crate::client::{Client, Refusal, Refused};
 use crate::llm::limits::{Kind, Shared};
 use crate::record::show_usd;
 use crate::store::{Ask, Store, Verdict, now_ms};
@@ -213,7 +213,7 @@ impl Gate {
         client: &Client,
         store: &Store,
         worst_usd: Option<f64>,
-    ) -> Result<Pass, String> {
+    ) -> Result<Pass, Refusal> {
         let mut pass = Pass {
             gate: self.clone(),
             client: client.name.clone(),
@@ -225,10 +225,13 @@ impl Gate {
             let mut clients = self.lock();
             let local = clients.entry(client.name.clone()).or_default();
             if local.running >= limit {
-                return Err(format!(
-                    "client `{}` already has {} runs in progress, its limit (max_concurrent_runs = {limit}); \
+                return Err(Refusal::new(
+                    Refused::Concurrent,
+                    format!(
+                        "client `{}` already has {} runs in progress, its limit (max_concurrent_runs = {limit}); \
                      try again when one has finished",
-                    client.name, local.running
+                        client.name, local.running
+                    ),
                 ));
             }
             local.running += 1;
@@ -247,10 +250,13 @@ impl Gate {
                         pass.shared_slot = Some((shared.clone(), taken.hold));
                     }
                     Ok(_) => {
-                        return Err(format!(
-                            "client `{}` already has {limit} runs in progress on the instances sharing this store, its limit (max_concurrent_runs = {limit}); \
+                        return Err(Refusal::new(
+                            Refused::Concurrent,
+                            format!(
+                                "client `{}` already has {limit} runs in progress on the instances sharing this store, its limit (max_concurrent_runs = {limit}); \
                              try again when one has finished",
-                            client.name
+                                client.name
+                            ),
                         ));
                     }
                     Err(e) => fell_back(client, &e),
@@ -261,9 +267,12 @@ impl Gate {
             return Ok(pass);
         }
         let Some(worst) = worst_usd else {
-            return Err(format!(
-                "client `{}` has a budget, and this run's cost has no ceiling: set limits.max_cost_usd",
-                client.name
+            return Err(Refusal::new(
+                Refused::Budget,
+                format!(
+                    "client `{}` has a budget, and this run's cost has no ceiling: set limits.max_cost_usd",
+                    client.name
+                ),
             ));
         };
         let now = now_ms();
@@ -282,21 +291,27 @@ impl Gate {
             }
             Ok(Verdict::Over { period, spent }) => {
                 let over = &periods[period];
-                Err(format!(
-                    "client `{}` has spent {} of its {} budget of {} ({}), and this run could cost up to {} \
+                Err(Refusal::new(
+                    Refused::Budget,
+                    format!(
+                        "client `{}` has spent {} of its {} budget of {} ({}), and this run could cost up to {} \
                      (its max_cost_usd): refused before asking any model. The budget resets at {} (UTC).",
-                    client.name,
-                    show_usd(spent),
-                    over.name,
-                    show_usd(over.period.limit_usd),
-                    over.key,
-                    show_usd(worst),
-                    over.resets,
+                        client.name,
+                        show_usd(spent),
+                        over.name,
+                        show_usd(over.period.limit_usd),
+                        over.key,
+                        show_usd(worst),
+                        over.resets,
+                    ),
                 ))
             }
-            Err(e) => Err(format!(
-                "client `{}` has a budget, and its spend cannot be read now ({e}); no run is started until it can",
-                client.name
+            Err(e) => Err(Refusal::new(
+                Refused::Unavailable,
+                format!(
+                    "client `{}` has a budget, and its spend cannot be read now ({e}); no run is started until it can",
+                    client.name
+                ),
             )),
         }
     }

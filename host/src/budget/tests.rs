@@ -60,7 +60,11 @@ fn concurrent_runs_are_bounded_and_freed_when_a_run_ends() {
     });
     let first = gate.admit(&bob, &store, None).unwrap();
     let refused = gate.admit(&bob, &store, None).err().unwrap();
-    assert!(refused.contains("max_concurrent_runs = 1"), "{refused}");
+    assert!(
+        refused.message.contains("max_concurrent_runs = 1"),
+        "{refused}"
+    );
+    assert_eq!(refused.kind, crate::client::Refused::Concurrent);
     first.settle(Some(0.0));
     assert!(gate.admit(&bob, &store, None).is_ok());
 }
@@ -78,10 +82,11 @@ fn a_budget_admits_worst_cases_that_fit_and_names_the_reset() {
         .collect();
     let refused = gate.admit(&bob, &store, Some(0.025)).err().unwrap();
     assert!(
-        refused.contains("daily budget")
-            && refused.contains("max_usd_per_day")
-            && refused.contains("resets at")
-            && refused.contains("T00:00:00Z"),
+        refused.kind == crate::client::Refused::Budget
+            && refused.message.contains("daily budget")
+            && refused.message.contains("max_usd_per_day")
+            && refused.message.contains("resets at")
+            && refused.message.contains("T00:00:00Z"),
         "{refused}"
     );
     // A run that cost less than its worst case gives the rest back.
@@ -89,5 +94,8 @@ fn a_budget_admits_worst_cases_that_fit_and_names_the_reset() {
     passes.next().unwrap().settle(Some(0.001));
     assert!(gate.admit(&bob, &store, Some(0.02)).is_ok());
     let no_ceiling = gate.admit(&bob, &store, None).err().unwrap();
-    assert!(no_ceiling.contains("limits.max_cost_usd"), "{no_ceiling}");
+    assert!(
+        no_ceiling.message.contains("limits.max_cost_usd"),
+        "{no_ceiling}"
+    );
 }

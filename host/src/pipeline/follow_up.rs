@@ -23,11 +23,15 @@ pub struct Turn {
 /// The conversation a follow-up continues, oldest turn first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conversation {
-    /// The run followed up: the latest turn.
-    pub of: String,
+    /// The run followed up: the latest turn (`None`: turns the caller
+    /// sent itself, as an OpenAI client sends its messages).
+    pub of: Option<String>,
     turns: Vec<Turn>,
     /// Earlier turns that exist but are not shown, and why.
     left_out: Option<(usize, &'static str)>,
+    /// Instructions the caller sent with its turns (an OpenAI client's
+    /// system messages), shown to every call ahead of them.
+    system: Option<String>,
 }
 
 impl Conversation {
@@ -37,6 +41,21 @@ impl Conversation {
     /// the whole fits in `max_bytes`.
     pub fn new(
         of: String,
+        newest_first: Vec<Turn>,
+        beyond: Option<&'static str>,
+        max_bytes: usize,
+    ) -> Self {
+        Self::of_turns(Some(of), newest_first, beyond, max_bytes)
+    }
+
+    /// Turns the caller sent itself (an OpenAI client's earlier messages),
+    /// newest first, held to `max_bytes` as `new` holds a kept chain.
+    pub fn sent(newest_first: Vec<Turn>, max_bytes: usize) -> Self {
+        Self::of_turns(None, newest_first, None, max_bytes)
+    }
+
+    fn of_turns(
+        of: Option<String>,
         newest_first: Vec<Turn>,
         beyond: Option<&'static str>,
         max_bytes: usize,
@@ -64,7 +83,16 @@ impl Conversation {
             of,
             turns,
             left_out,
+            system: None,
         }
+    }
+
+    /// The conversation with the caller's own instructions, which every
+    /// chat completion of the run sees as a system message ahead of the
+    /// turns.
+    pub fn with_system(mut self, system: String) -> Self {
+        self.system = (!system.is_empty()).then_some(system);
+        self
     }
 
     pub fn turns(&self) -> &[Turn] {
@@ -73,20 +101,24 @@ impl Conversation {
 
     /// The turns as chat messages.
     pub fn messages(&self) -> Vec<Message> {
-        self.turns
-            .iter()
-            .flat_map(|turn| {
-                [
-                    Message {
-                        role: Role::User,
-                        content: turn.question.clone(),
-                    },
-                    Message {
-                        role: Role::Assistant,
-                        content: turn.answer.clone(),
-                    },
-                ]
-            })
+        let system = self.system.as_ref().map(|text| Message {
+            role: Role::System,
+            content: text.clone(),
+        });
+        system
+            .into_iter()
+            .chain(self.turns.iter().flat_map(|turn| {
+                // A conversation a caller sent may open with the
+                // assistant: no empty user message ahead of it.
+                let question = (!turn.question.is_empty()).then(|| Message {
+                    role: Role::User,
+                    content: turn.question.clone(),
+                });
+                question.into_iter().chain([Message {
+                    role: Role::Assistant,
+                    content: turn.answer.clone(),
+                }])
+            }))
             .collect()
     }
 

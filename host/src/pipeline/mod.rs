@@ -89,7 +89,7 @@ pub enum RunError {
     Busy { waited: Duration, limit: u32 },
     /// The client's grants or limits do not allow the run (`budget`).
     #[error("{0}")]
-    Refused(String),
+    Refused(crate::client::Refusal),
 }
 
 /// What a run is asked: the prompt, and what it came with.
@@ -325,7 +325,7 @@ impl Runner {
                 self.steps(pipeline, &request, &context).await
             })
             .await?;
-        record.follow_up_of = conversation.map(|c| c.of);
+        record.follow_up_of = conversation.and_then(|c| c.of);
         record.attachments = infos;
         Ok(record)
     }

@@ -42,7 +42,7 @@ use super::Server;
 use super::transport::Session;
 use crate::app::Chorus;
 use crate::client::Client;
-pub use access::{Access, Hosts, Origins, Token};
+pub use access::{Access, Hosts, Origins, Token, check};
 pub use clients::Clients;
 pub use listen::Proven;
 pub use setup::{Options, SetupError, metrics_hosts};
@@ -120,7 +120,8 @@ pub async fn serve_pages(listener: tokio::net::TcpListener, app: Router, chorus:
 }
 
 fn router(server: Server, options: &Options, max_body: usize, pages: Router) -> Router {
-    let metrics = server.chorus().metrics.clone();
+    let chorus = server.chorus().clone();
+    let metrics = chorus.metrics.clone();
     let gate = server.chorus().gate.clone();
     // rmcp gets no shutdown token of its own: ending the session stops
     // every call, whose response then ends its stream the ordinary way.
@@ -177,6 +178,7 @@ fn router(server: Server, options: &Options, max_body: usize, pages: Router) -> 
     let app = Router::new()
         .route("/health", get(health))
         .merge(discovery::routes(&access))
+        .merge(crate::openai::routes(chorus, access.clone()))
         .merge(protected)
         .merge(pages)
         .fallback(not_found);

@@ -1,0 +1,297 @@
+//! chorus as a model: an OpenAI-compatible endpoint on `serve --http`,
+//! where every pipeline is a model. `GET /v1/models` lists the pipelines
+//! the caller may run, `POST /v1/chat/completions` runs one (streamed or
+//! not), `POST /v1/responses` does the same in the Responses API's shape.
+//!
+//! Mounted by the HTTP front door behind the same Host/Origin rules and
+//! bearer tokens as `/mcp` (its `access::check`); every run goes through
+//! `Chorus` and its one gate, whose typed refusals [`errors`] says the way
+//! OpenAI's clients read them.
+//!
+//! - [`request`]: a request body, read into a run ([`parts`]: its
+//!   content parts, text and attachments);
+//! - [`answer`]: a finished run as a `chat.completion`;
+//! - [`stream`]: a run as server-sent events, progress and answer;
+//! - [`responses`]: the Responses API over the same parts;
+//! - [`errors`]: errors in OpenAI's shape.
+
+mod answer;
+mod errors;
+mod parts;
+mod request;
+mod responses;
+mod stream;
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderName, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+use serde_json::{Value, json};
+
+use crate::app::Chorus;
+use crate::client::Client;
+use crate::mcp::http::Access;
+use errors::ApiError;
+use request::Asked;
+
+/// The header that names the run an answer came from.
+pub const RUN_ID_HEADER: HeaderName = HeaderName::from_static("x-chorus-run-id");
+
+/// The smallest bound on a request body.
+const MIN_BODY_BYTES: usize = 4 << 20;
+
+/// What the handlers share.
+struct Shared {
+    chorus: Arc<Chorus>,
+    /// When this server started: each model's `created`.
+    started: u64,
+}
+
+/// The routes, each request let in by `access` first (its refusals in
+/// OpenAI's shape).
+pub fn routes(chorus: Arc<Chorus>, access: Arc<Access>) -> Router {
+    let shared = Arc::new(Shared {
+        chorus,
+        started: answer::now(),
+    });
+    Router::new()
+        .route("/v1/models", get(models))
+        .route("/v1/models/{*id}", get(model))
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/responses", post(responses::create))
+        .with_state(shared)
+        .layer(axum::middleware::from_fn_with_state(
+            access,
+            crate::mcp::http::check,
+        ))
+        .layer(axum::middleware::from_fn(errors::reshape))
+}
+
+/// The most a request body may hold: a prompt escaped as JSON, and the
+/// attachments' bytes as base64.
+fn max_body(chorus: &Chorus) -> usize {
+    let runner = chorus.runner();
+    let limits = &runner.loaded.config.limits;
+    (limits.max_prompt_bytes * 4)
+        .saturating_add(limits.max_attachments_bytes / 3 * 4)
+        .saturating_add(64 << 10)
+        .max(MIN_BODY_BYTES)
+}
+
+/// The pipelines `client` may run, by name.
+fn granted(chorus: &Chorus, client: &Client) -> Vec<String> {
+    chorus
+        .runner()
+        .pipelines()
+        .filter(|(name, _)| client.may_run(name))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+fn model_object(name: &str, created: u64) -> Value {
+    json!({"id": name, "object": "model", "created": created, "owned_by": "chorus"})
+}
+
+fn json_response(value: &Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+async fn models(
+    State(shared): State<Arc<Shared>>,
+    Extension(client): Extension<Arc<Client>>,
+) -> Response {
+    let data: Vec<Value> = granted(&shared.chorus, &client)
+        .iter()
+        .map(|name| model_object(name, shared.started))
+        .collect();
+    json_response(&json!({"object": "list", "data": data}))
+}
+
+async fn model(
+    State(shared): State<Arc<Shared>>,
+    Extension(client): Extension<Arc<Client>>,
+    Path(id): Path<String>,
+) -> Response {
+    let name = request::pipeline_of(&id);
+    let granted = granted(&shared.chorus, &client);
+    if granted.iter().any(|g| g == name) {
+        return json_response(&model_object(name, shared.started));
+    }
+    let exists = shared
+        .chorus
+        .runner()
+        .loaded
+        .config
+        .pipelines
+        .contains_key(name);
+    if exists && let Some(why) = client.refusal_to_run(name) {
+        return ApiError::of_run(&crate::pipeline::RunError::Refused(
+            crate::client::Refusal::new(crate::client::Refused::NotGranted, why),
+        ))
+        .into_response();
+    }
+    ApiError::model_not_found(name, &granted).into_response()
+}
+
+/// The body of `request`, held to the bound, as a JSON object.
+async fn body_of(
+    chorus: &Chorus,
+    request: Request,
+) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let max = max_body(chorus);
+    let too_large = || {
+        let mut error = ApiError::invalid(
+            "",
+            format!(
+                "The request body is over {} (limits.max_prompt_bytes and limits.max_attachments_bytes bound it).",
+                crate::text::show_bytes(max as u64)
+            ),
+        );
+        error.status = axum::http::StatusCode::PAYLOAD_TOO_LARGE;
+        error.code = Some("request_too_large");
+        error
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large());
+    }
+    let bytes = axum::body::to_bytes(request.into_body(), max)
+        .await
+        .map_err(|_| too_large())?;
+    request::object(&bytes)
+}
+
+/// A request read into a run for `client`: its pipeline found (404 if
+/// there is none), its body read, its attachments loaded under the same
+/// limits as MCP's.
+async fn read(
+    chorus: &Chorus,
+    client: &Client,
+    mut body: serde_json::Map<String, Value>,
+    parse: impl FnOnce(
+        serde_json::Map<String, Value>,
+        String,
+        &crate::config::Pipeline,
+        usize,
+    ) -> Result<Asked, ApiError>,
+) -> Result<Asked, ApiError> {
+    let pipeline = request::model(&body)?;
+    body.remove("model");
+    let runner = chorus.runner();
+    let config = &runner.loaded.config;
+    let Some(declared) = config.pipelines.get(&pipeline) else {
+        return Err(ApiError::model_not_found(
+            &pipeline,
+            &granted(chorus, client),
+        ));
+    };
+    let mut asked = parse(
+        body,
+        pipeline.clone(),
+        declared,
+        config.limits.max_prompt_bytes,
+    )?;
+    if !asked.sources.is_empty() {
+        let sources = std::mem::take(&mut asked.sources);
+        let limits = config.limits.attachments();
+        let read = tokio::task::spawn_blocking(move || {
+            crate::attach::load(sources, &crate::attach::Access::Remote, &limits)
+        })
+        .await;
+        asked.question.attachments = match read {
+            Ok(Ok(attachments)) => attachments,
+            Ok(Err(message)) => {
+                return Err(ApiError::invalid("messages", format!("chorus: {message}")));
+            }
+            Err(e) => {
+                return Err(ApiError::invalid(
+                    "messages",
+                    format!("chorus: reading the attachments failed: {e}"),
+                ));
+            }
+        };
+    }
+    Ok(asked)
+}
+
+/// The run `asked` describes, for `client`, as a future the response may
+/// own (a stream's body: dropped when the client hangs up).
+fn start(
+    chorus: Arc<Chorus>,
+    client: Arc<Client>,
+    asked: Asked,
+    progress: crate::events::Progress,
+) -> stream::Run {
+    Box::pin(async move {
+        chorus
+            .run_in_conversation(
+                &client,
+                &asked.pipeline,
+                asked.question,
+                asked.options,
+                asked.conversation,
+                progress,
+            )
+            .await
+    })
+}
+
+async fn chat(
+    State(shared): State<Arc<Shared>>,
+    Extension(client): Extension<Arc<Client>>,
+    request: Request,
+) -> Response {
+    let chorus = &shared.chorus;
+    let body = match body_of(chorus, request).await {
+        Ok(body) => body,
+        Err(e) => return e.into_response(),
+    };
+    let asked = read(chorus, &client, body, |body, pipeline, declared, max| {
+        request::chat(body, pipeline, &declared.options, max)
+    })
+    .await;
+    let asked = match asked {
+        Ok(asked) => asked,
+        Err(e) => return e.into_response(),
+    };
+    if asked.stream {
+        let frames = stream::Chunks::new(
+            asked.pipeline.clone(),
+            asked.include_usage,
+            asked.not_applied.clone(),
+        );
+        let (progress, events) = stream::watcher();
+        let run = start(chorus.clone(), client, asked, progress);
+        return stream::respond(run, events, frames).await;
+    }
+    let not_applied = asked.not_applied.clone();
+    let outcome = start(chorus.clone(), client, asked, crate::events::ignore()).await;
+    match outcome {
+        Err(error) => ApiError::of_run(&error).into_response(),
+        Ok(record) => match ApiError::of_unanswered(&record) {
+            Some(error) => error.into_response(),
+            None => with_run_id(
+                json_response(&answer::completion(&record, &not_applied)),
+                &record.run_id,
+            ),
+        },
+    }
+}
+
+fn with_run_id(mut response: Response, run_id: &str) -> Response {
+    if let Ok(id) = HeaderValue::from_str(run_id) {
+        response.headers_mut().insert(RUN_ID_HEADER, id);
+    }
+    response
+}

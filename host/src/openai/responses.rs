@@ -1,0 +1,309 @@
+//! `POST /v1/responses`, the Responses API, for the clients that speak
+//! only it (Codex CLI's custom providers, the Agents SDK's default model):
+//! its `input` and `instructions` are read as the chat messages they stand
+//! for (text, images and files; see `request`), run the same way, and
+//! answered as a `response` object or its stream of named events.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use super::errors::ApiError;
+use super::stream::{self, Frames};
+use super::{Shared, answer, body_of, read, request, start, with_run_id};
+use crate::client::Client;
+use crate::record::RunRecord;
+
+/// Fields of a Responses request read here (beside `model`); the rest go
+/// through as chat fields, or are listed as not applied.
+const RENAMED: [(&str, &str); 1] = [("max_output_tokens", "max_tokens")];
+
+pub(super) async fn create(
+    State(shared): State<Arc<Shared>>,
+    Extension(client): Extension<Arc<Client>>,
+    request: Request,
+) -> Response {
+    let chorus = &shared.chorus;
+    let body = match body_of(chorus, request).await {
+        Ok(body) => body,
+        Err(e) => return e.into_response(),
+    };
+    let asked = read(chorus, &client, body, |body, pipeline, declared, max| {
+        request::chat(as_chat(body)?, pipeline, &declared.options, max)
+    })
+    .await;
+    let asked = match asked {
+        Ok(asked) => asked,
+        Err(e) => return e.into_response(),
+    };
+    let mut frames = Events::new(asked.pipeline.clone(), asked.not_applied.clone());
+    if asked.stream {
+        let (progress, events) = stream::watcher();
+        let run = start(chorus.clone(), client, asked, progress);
+        return stream::respond(run, events, frames).await;
+    }
+    let outcome = start(chorus.clone(), client, asked, crate::events::ignore()).await;
+    match outcome {
+        Err(error) => ApiError::of_run(&error).into_response(),
+        Ok(record) => match ApiError::of_unanswered(&record) {
+            Some(error) => error.into_response(),
+            None => {
+                frames.id = format!("resp_{}", record.run_id);
+                let body = frames.response(Some(&record), "completed");
+                with_run_id(super::json_response(&body), &record.run_id)
+            }
+        },
+    }
+}
+
+/// A Responses request as the chat completion request it stands for.
+fn as_chat(mut body: Map<String, Value>) -> Result<Map<String, Value>, ApiError> {
+    if body
+        .get("previous_response_id")
+        .is_some_and(|v| !v.is_null())
+    {
+        return Err(ApiError::unsupported(
+            "previous_response_id",
+            "chorus keeps no Responses state: send the whole conversation in `input`.",
+        ));
+    }
+    let mut messages = Vec::new();
+    match body.remove("instructions") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) => messages.push(json!({"role": "system", "content": text})),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "instructions",
+                "`instructions` must be a string.",
+            ));
+        }
+    }
+    match body.remove("input") {
+        Some(Value::String(text)) => messages.push(json!({"role": "user", "content": text})),
+        Some(Value::Array(items)) => {
+            for (i, item) in items.into_iter().enumerate() {
+                messages.push(message(item, &format!("input[{i}]"))?);
+            }
+        }
+        _ => {
+            return Err(ApiError::invalid(
+                "input",
+                "`input` must be a string or a list of messages.",
+            ));
+        }
+    }
+    for (from, to) in RENAMED {
+        if let Some(value) = body.remove(from) {
+            body.insert(to.to_owned(), value);
+        }
+    }
+    if let Some(format) = body.remove("text").and_then(|t| t.get("format").cloned()) {
+        body.insert("response_format".into(), format);
+    }
+    // Responses-only fields with nothing to do here.
+    for key in [
+        "store",
+        "include",
+        "truncation",
+        "reasoning",
+        "background",
+        "service_tier",
+        "prompt_cache_key",
+    ] {
+        if body.get(key).is_some_and(|v| {
+            v.is_null() || *v == Value::Bool(false) || v.as_array().is_some_and(Vec::is_empty)
+        }) {
+            body.remove(key);
+        }
+    }
+    body.insert("messages".into(), Value::Array(messages));
+    Ok(body)
+}
+
+/// One input item as a chat message.
+fn message(item: Value, param: &str) -> Result<Value, ApiError> {
+    let kind = item["type"].as_str().unwrap_or("message");
+    if kind != "message" {
+        return Err(ApiError::unsupported(
+            param,
+            format!(
+                "`{param}` is a {kind:?} item: chorus takes messages (it calls no tools and keeps no reasoning items)."
+            ),
+        ));
+    }
+    let role = item["role"].as_str().unwrap_or("user");
+    let content = match &item["content"] {
+        Value::String(text) => Value::String(text.clone()),
+        Value::Array(parts) => {
+            let mut converted = Vec::new();
+            for (j, part) in parts.iter().enumerate() {
+                let at = format!("{param}.content[{j}]");
+                converted.push(match part["type"].as_str() {
+                    Some("input_text" | "output_text" | "text") => {
+                        json!({"type": "text", "text": part["text"]})
+                    }
+                    Some("refusal") => json!({"type": "text", "text": part["refusal"]}),
+                    Some("input_image") => {
+                        if part.get("file_id").is_some_and(|v| !v.is_null()) {
+                            return Err(ApiError::unsupported(&at, format!("`{at}.file_id`: chorus has no Files API; send `image_url`.")));
+                        }
+                        json!({"type": "image_url", "image_url": {"url": part["image_url"]}})
+                    }
+                    Some("input_file") => json!({"type": "file", "file": {
+                        "file_data": part["file_data"], "filename": part["filename"], "file_id": part["file_id"]}}),
+                    other => {
+                        return Err(ApiError::invalid(
+                            &at,
+                            format!("`{at}` is of type {other:?}: chorus takes input_text, input_image and input_file."),
+                        ));
+                    }
+                });
+            }
+            Value::Array(converted)
+        }
+        _ => {
+            return Err(ApiError::invalid(
+                param,
+                format!("`{param}.content` must be a string or a list of parts."),
+            ));
+        }
+    };
+    Ok(json!({"role": role, "content": content}))
+}
+
+/// The Responses API's objects and named stream events.
+struct Events {
+    id: String,
+    model: String,
+    created: u64,
+    not_applied: Vec<String>,
+    sequence: u64,
+}
+
+impl Events {
+    fn new(model: String, not_applied: Vec<String>) -> Self {
+        Self {
+            id: String::new(),
+            model,
+            created: answer::now(),
+            not_applied,
+            sequence: 0,
+        }
+    }
+
+    fn message_id(&self) -> String {
+        format!("msg_{}", self.id.trim_start_matches("resp_"))
+    }
+
+    fn item(&self, text: &str, status: &str) -> Value {
+        json!({
+            "type": "message",
+            "id": self.message_id(),
+            "status": status,
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        })
+    }
+
+    /// The `response` object, with `record`'s answer once there is one.
+    fn response(&self, record: Option<&RunRecord>, status: &str) -> Value {
+        let mut response = json!({
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created,
+            "status": status,
+            "model": self.model,
+            "output": [],
+            "parallel_tool_calls": false,
+            "tool_choice": "none",
+            "tools": [],
+            "error": null,
+            "incomplete_details": null,
+            "instructions": null,
+            "metadata": {},
+            "usage": null,
+        });
+        if let Some(record) = record {
+            response["output"] = json!([self.item(&record.answer, "completed")]);
+            response["output_text"] = json!(record.answer);
+            let usage = &record.usage;
+            response["usage"] = json!({
+                "input_tokens": usage.prompt_tokens,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": usage.completion_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+                "cost": usage.cost_usd,
+            });
+            response["chorus"] = answer::extension(record, &self.not_applied);
+        }
+        response
+    }
+
+    fn event(&mut self, kind: &str, mut fields: Value) -> Value {
+        fields["type"] = json!(kind);
+        fields["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        fields
+    }
+}
+
+impl Frames for Events {
+    fn opening(&mut self, run_id: &str) -> Vec<Value> {
+        self.id = format!("resp_{run_id}");
+        let response = self.response(None, "in_progress");
+        vec![
+            self.event("response.created", json!({"response": response.clone()})),
+            self.event("response.in_progress", json!({"response": response})),
+        ]
+    }
+
+    /// Progress keeps the stream alive as `response.in_progress`, which
+    /// every client takes; its words are in the object's `chorus`.
+    fn progress(&mut self, text: &str) -> Vec<Value> {
+        let mut response = self.response(None, "in_progress");
+        response["chorus"] = json!({"progress": text});
+        vec![self.event("response.in_progress", json!({"response": response}))]
+    }
+
+    fn answer(&mut self, record: &RunRecord) -> Vec<Value> {
+        let id = self.message_id();
+        let text = record.answer.clone();
+        let empty = self.item("", "in_progress");
+        let part = json!({"type": "output_text", "text": "", "annotations": []});
+        let done_part = json!({"type": "output_text", "text": text, "annotations": []});
+        let done_item = self.item(&text, "completed");
+        let completed = self.response(Some(record), "completed");
+        vec![
+            self.event("response.output_item.added", json!({"output_index": 0, "item": empty})),
+            self.event("response.content_part.added", json!({"item_id": id, "output_index": 0, "content_index": 0, "part": part})),
+            self.event("response.output_text.delta", json!({"item_id": id, "output_index": 0, "content_index": 0, "delta": text, "logprobs": []})),
+            self.event("response.output_text.done", json!({"item_id": id, "output_index": 0, "content_index": 0, "text": text, "logprobs": []})),
+            self.event("response.content_part.done", json!({"item_id": id, "output_index": 0, "content_index": 0, "part": done_part})),
+            self.event("response.output_item.done", json!({"output_index": 0, "item": done_item})),
+            self.event("response.completed", json!({"response": completed})),
+        ]
+    }
+
+    fn error(&mut self, error: &ApiError) -> Vec<Value> {
+        let body = error.body();
+        let mut response = self.response(None, "failed");
+        response["error"] =
+            json!({"code": error.code.unwrap_or(error.kind), "message": error.message});
+        vec![
+            self.event("error", json!({"code": error.code, "message": body["error"]["message"], "param": error.param})),
+            self.event("response.failed", json!({"response": response})),
+        ]
+    }
+
+    fn done_marker(&self) -> bool {
+        false
+    }
+
+    fn name(&self, event: &Value) -> Option<String> {
+        event["type"].as_str().map(str::to_owned)
+    }
+}
