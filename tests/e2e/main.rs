@@ -30,6 +30,8 @@ mod first_token;
 mod fitting;
 mod history;
 mod http;
+#[cfg(target_os = "linux")]
+mod image;
 mod live_swap;
 mod load;
 mod logging;
