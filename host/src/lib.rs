@@ -6,7 +6,8 @@
 //! `telemetry`, `budget`}; `budget` -> `store`; `store`, `metrics` and
 //! `telemetry` watch `pipeline`'s events (`telemetry` names models'
 //! providers and runs' failures as `metrics` does);
-//! `pipeline` -> {`plugins`, `llm`} -> `config`; everything may use `record`,
+//! `pipeline` -> {`plugins`, `llm`} -> `config`; `plugins` -> `oci` (plugin
+//! components on registries) -> `config`; everything may use `record`,
 //! the leaf that describes a run, `client`, the leaf that says who asks,
 //! and `text`, the leaf that cuts strings.
 //!
@@ -27,6 +28,7 @@ pub mod llm;
 pub mod mcp;
 pub mod metrics;
 pub mod notice;
+pub mod oci;
 pub mod pipeline;
 pub mod plugins;
 pub mod record;

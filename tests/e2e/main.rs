@@ -38,6 +38,7 @@ mod logging;
 mod metrics;
 mod money;
 mod no_config;
+mod oci_plugins;
 mod pdf_bombs;
 mod pdf_text;
 mod plugin_attachments;
