@@ -128,13 +128,18 @@ async fn chorus(args: &[&str], cache: &Path) -> (i32, String, String) {
 
 /// Pushes the test plugin to `reference`; its digest.
 async fn push(reference: &str, cache: &Path) -> String {
+    push_file(&chaos_wasm(), reference, cache, "selector").await
+}
+
+/// Pushes `file` (a plugin of `kind`) to `reference`; its digest.
+async fn push_file(file: &Path, reference: &str, cache: &Path, kind: &str) -> String {
     let (code, stdout, stderr) = chorus(
-        &["plugin", "push", chaos_wasm().to_str().unwrap(), reference],
+        &["plugin", "push", file.to_str().unwrap(), reference],
         cache,
     )
     .await;
     assert_eq!(code, 0, "{stderr}");
-    assert!(stderr.contains("selector"), "says what it pushed: {stderr}");
+    assert!(stderr.contains(kind), "says what it pushed: {stderr}");
     stdout.trim().to_owned()
 }
 
@@ -331,4 +336,60 @@ async fn an_unreachable_registry_fails_only_its_plugins_pipelines() {
     let answered = server.ask("ask", "q").await;
     assert_ne!(answered.is_error, Some(true), "{}", text(&answered));
     assert!(text(&answered).contains("merged"));
+}
+
+/// Changing the reference in plugins.toml pulls the new component and
+/// swaps it in, as a changed file would be.
+#[tokio::test(flavor = "multi_thread")]
+async fn changing_the_reference_pulls_and_swaps_the_plugin_live() {
+    let Some(registry) = Registry::start() else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let at = |tag: &str| format!("oci://{}/team/synth:{tag}", registry.host);
+    let synthesize = push_file(
+        &plugin_dir().join("synthesize.wasm"),
+        &at("synthesize"),
+        cache.path(),
+        "synthesizer",
+    )
+    .await;
+    let vote = push_file(
+        &plugin_dir().join("vote.wasm"),
+        &at("vote"),
+        cache.path(),
+        "synthesizer",
+    )
+    .await;
+    let pinned = |digest: &str| format!("oci://{}/team/synth@{digest}", registry.host);
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer("the same answer")]);
+    }
+    mock.script(SYNTH, [Step::answer("merged")]);
+    let before = config(
+        &mock,
+        &format!("\n[plugins.shared]\nsource = \"{}\"\n", pinned(&synthesize)),
+    )
+    .replace("synthesizer = \"synthesize\"", "synthesizer = \"shared\"");
+    let server = Server::start_with_env(
+        &before,
+        &[("XDG_CACHE_HOME", cache.path().to_str().unwrap())],
+    )
+    .await;
+    let first = server.ask("ask", "q").await;
+    assert_eq!(
+        structured(&first)["kind"],
+        "synthesis",
+        "{}",
+        server.stderr()
+    );
+
+    let after = before.replace(&synthesize, &vote);
+    let temporary = server.config_path().with_extension("toml.swp");
+    std::fs::write(&temporary, &after).unwrap();
+    std::fs::rename(&temporary, server.config_path()).unwrap();
+    server.wait_for_stderr("reloaded plugins.toml", 1).await;
+    let second = server.ask("ask", "q").await;
+    assert_eq!(structured(&second)["kind"], "vote", "{}", server.stderr());
 }
