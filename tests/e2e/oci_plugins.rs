@@ -221,6 +221,27 @@ async fn a_plugin_is_pushed_pinned_by_digest_run_and_started_from_cache_with_the
         "{stdout}"
     );
 
+    // A damaged copy in the cache is noticed (checked against its digest
+    // on every read), and fetched again.
+    let layer = sha256(&wasm);
+    let cached = cache
+        .path()
+        .join("chorus/oci/blobs/sha256")
+        .join(layer.trim_start_matches("sha256:"));
+    assert_eq!(std::fs::read(&cached).unwrap(), wasm, "cached by digest");
+    std::fs::write(&cached, b"damaged").unwrap();
+    let (code, stdout, stderr) = chorus(
+        &["check", "--config", config.path.to_str().unwrap()],
+        cache.path(),
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stderr.contains(&layer) && stderr.contains("fetching it from the registry again"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&cached).unwrap(), wasm, "fetched again");
+
     // The registry goes away: the cache still starts it, and it runs.
     registry.stop();
     let server = Server::start_with_env(

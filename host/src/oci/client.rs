@@ -56,7 +56,6 @@ impl Client {
         let mut builder = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)
-            .no_proxy()
             .user_agent(concat!("chorus/", env!("CARGO_PKG_VERSION")))
             .redirect(reqwest::redirect::Policy::custom(move |attempt| {
                 if attempt.previous().len() >= 5 {
@@ -67,6 +66,11 @@ impl Client {
                     attempt.follow()
                 }
             }));
+        // A registry on this machine is never reached through a proxy
+        // ($HTTPS_PROXY applies to the others, as for providers).
+        if reference.is_loopback() {
+            builder = builder.no_proxy();
+        }
         for root in transport.roots.iter().chain(system_roots().iter()) {
             builder = builder.add_root_certificate(root.clone());
         }

@@ -68,11 +68,9 @@ impl OciError {
 impl fmt::Display for OciError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Unreachable { registry, why } => write!(
-                f,
-                "the registry {registry} cannot be reached ({why}), and the component is not in the local cache; \
-                 start the registry or pull it where it is reachable (`chorus plugin pull`)"
-            ),
+            Self::Unreachable { registry, why } => {
+                write!(f, "the registry {registry} cannot be reached ({why})")
+            }
             Self::Denied { registry, why } => write!(
                 f,
                 "the registry {registry} refused access: {why}; log in with `podman login`/`docker login` \

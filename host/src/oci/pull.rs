@@ -41,10 +41,14 @@ pub async fn pull(
         (None, _) => None,
     };
     // All from the store: no request.
-    if let (Some(digest), Some(store)) = (&pinned, store)
-        && let Some(found) = from_store(store, digest)?
-    {
-        return Ok(Pulled { from_tag, ..found });
+    if let (Some(digest), Some(store)) = (&pinned, store) {
+        match from_store(store, digest) {
+            Ok(Some(found)) => return Ok(Pulled { from_tag, ..found }),
+            Ok(None) => {}
+            // A damaged copy (the store removed it): fetched again, and
+            // checked again.
+            Err(e) => tracing::warn!("{e}; fetching it from the registry again"),
+        }
     }
     let client = Client::new(reference, transport)?;
     let (manifest_bytes, digest) = match &pinned {

@@ -62,11 +62,16 @@ pub(super) fn component(
     let reference = Reference::parse(source).map_err(|e| loaded.error(&key, e))?;
     let (transport, store) = registry_access(loaded)?;
     let pulled = oci::pull_blocking(&reference, &transport, store.as_ref()).map_err(|e| {
-        let error = loaded.error(&key, format!("{reference}: {e}"));
         if e.is_unreachable() {
-            Unavailable::Unreachable(error)
+            Unavailable::Unreachable(loaded.error(
+                &key,
+                format!(
+                    "{reference}: {e}, and the component is not in the local cache: \
+                     start the registry, or pull it where it is reachable (`chorus plugin pull`)"
+                ),
+            ))
         } else {
-            Unavailable::Refused(error)
+            Unavailable::Refused(loaded.error(&key, format!("{reference}: {e}")))
         }
     })?;
     let pinned = reference.pinned(pulled.digest.clone());
