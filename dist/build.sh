@@ -7,6 +7,8 @@
 #   chorus-mcp-VERSION.tgz                npm wrapper `chorus-mcp` (`npx -y chorus-mcp`)
 #   chorus-PLATFORM.mcpb                  MCP Bundle, validated and packed with @anthropic-ai/mcpb
 #   server.json                           MCP Registry entry, validated against registry/server.schema.json
+#   chorus-VERSION-PLATFORM.oci.tar       Linux only: the container image (OCI archive, FROM scratch,
+#                                         written by oci/make_image.py; `podman load` / `docker load`)
 #   SHA256SUMS                            every artifact's checksum
 # PLATFORM is npm's name for the target (linux-x64, darwin-arm64, win32-x64, ...).
 # Usage: bash dist/build.sh [TARGET]   (the release workflow runs it once per
@@ -26,10 +28,10 @@ target=${1:-x86_64-unknown-linux-musl}
 exe=chorus
 case $target in
   x86_64-unknown-linux-musl)
-    platform=linux-x64 os=linux cpu=x64 what="Linux x86_64 (static, musl)"
+    platform=linux-x64 os=linux cpu=x64 what="Linux x86_64 (static, musl)" image_arch=amd64
     wheel_tags="manylinux_2_17_x86_64 manylinux2014_x86_64 musllinux_1_1_x86_64" ;;
   aarch64-unknown-linux-musl)
-    platform=linux-arm64 os=linux cpu=arm64 what="Linux aarch64 (static, musl)"
+    platform=linux-arm64 os=linux cpu=arm64 what="Linux aarch64 (static, musl)" image_arch=arm64
     wheel_tags="manylinux_2_17_aarch64 manylinux2014_aarch64 musllinux_1_1_aarch64" ;;
   aarch64-apple-darwin)
     platform=darwin-arm64 os=darwin cpu=arm64 what="macOS on Apple silicon"
@@ -74,7 +76,7 @@ fi
 # --- the one binary
 say "cargo build --release --target $target"
 cargo build --release --locked --target "$target" -p chorus --features precompiled-builtins
-bin=$root/target/$target/release/$exe
+bin=${CARGO_TARGET_DIR:-$root/target}/$target/release/$exe
 if [ "$os" = linux ]; then
   case "$(ldd "$bin" 2>&1)" in
     *"statically linked"* | *"not a dynamic executable"*) ;;
@@ -141,6 +143,19 @@ set_version "$stage/mcpb/manifest.json"
 "$python" dist/registry/make.py "$version" "$out" "$out/server.json"
 "$venv/python" dist/registry/validate.py "$out/server.json"
 
-(cd "$out" && sha256 -- "$archive" *.whl *.tgz *.mcpb > SHA256SUMS)
+# --- the container image (Linux): the binary, the CA bundle, a non-root
+# user; named ghcr.io/chorus-mcp/chorus:VERSION (CHORUS_IMAGE_REPOSITORY
+# changes the name: the release workflow sets its own repository's).
+images=
+if [ "$os" = linux ]; then
+  ca_bundle=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
+  [ -f "$ca_bundle" ] || { say "no CA bundle at $ca_bundle (Debian/Ubuntu: ca-certificates; or set CA_BUNDLE)"; exit 1; }
+  images=chorus-$version-$platform.oci.tar
+  "$python" dist/oci/make_image.py image "$version" "$image_arch" "$bin" "$ca_bundle" \
+    "${CHORUS_IMAGE_REPOSITORY:-ghcr.io/chorus-mcp/chorus}" "$out/$images" >/dev/null
+fi
+
+# shellcheck disable=SC2086 # $images is one name or none
+(cd "$out" && sha256 -- "$archive" *.whl *.tgz *.mcpb $images > SHA256SUMS)
 say "wrote $out:"
 (cd "$out" && ls -l --block-size=K -- * | awk '{print "  " $5 "\t" $9}') >&2

@@ -2,15 +2,15 @@
 //! answers, with the strategy decisions made by WebAssembly plugins.
 //!
 //! Dependencies point one way (docs/architecture.md draws it):
-//! `cli` -> {`eval`, `web`, `mcp`} -> `app` -> {`telemetry`, `metrics`,
-//! `respcache`, `budget`} -> {`pipeline`, `store`} -> `events` ->
-//! `plugins` -> `record` -> {`llm`, `client`} -> `config` -> `attach` ->
-//! {`text`, `notice`}. A module uses only those below it; where a lower one
-//! needs a higher one's service it declares a port (the pipeline's
-//! `CallCache`, implemented by `respcache`, plugged in by `app`).
+//! `cli` -> {`eval`, `web`, `openai`, `mcp`} -> `app` -> {`telemetry`,
+//! `metrics`, `respcache`, `budget`} -> {`pipeline`, `store`} -> `events`
+//! -> `plugins` -> {`oci`, `record`} -> {`llm`, `client`} -> `config` ->
+//! `attach` -> {`text`, `notice`}. A module uses only those below it;
+//! where a lower one needs a higher one's service it declares a port (the
+//! pipeline's `CallCache`, implemented by `respcache`, plugged in by `app`).
 //!
 //! Where things go: a store backend is one `impl store::Backend`; a door
-//! (MCP, the viewer, a command) calls `app` and never checks a limit
+//! (MCP, OpenAI's API, the viewer, a command) calls `app` and never checks a limit
 //! itself (`app/gate.rs` is the one gate); a config section is a file of
 //! `config/`; unit tests live in a `tests.rs` beside their module, end-to-end
 //! tests in `tests/e2e/`, one file per feature.
@@ -33,6 +33,7 @@ pub mod llm;
 pub mod mcp;
 pub mod metrics;
 pub mod notice;
+pub mod oci;
 pub mod openai;
 pub mod pipeline;
 pub mod plugins;

@@ -28,7 +28,7 @@ fn root() -> &'static Path {
 
 /// `names` under target/dist, or `None` (the test is skipped) when they are
 /// missing and CHORUS_REQUIRE_DIST is not set.
-fn artifacts(names: &[String]) -> Option<Vec<PathBuf>> {
+pub(crate) fn artifacts(names: &[String]) -> Option<Vec<PathBuf>> {
     let dir = root().join("target/dist");
     let paths: Vec<PathBuf> = names.iter().map(|n| dir.join(n)).collect();
     let missing: Vec<&String> = names

@@ -32,12 +32,15 @@ mod fitting;
 mod gateways;
 mod history;
 mod http;
+#[cfg(target_os = "linux")]
+mod image;
 mod live_swap;
 mod load;
 mod logging;
 mod metrics;
 mod money;
 mod no_config;
+mod oci_plugins;
 mod openai;
 mod pdf_bombs;
 mod pdf_text;

@@ -82,7 +82,8 @@ enum Command {
     Ui(ui::Args),
     /// Score pipelines and models on a dataset of questions with expected answers.
     Eval(eval::Args),
-    /// Write strategy plugins: `chorus plugin new NAME --kind KIND --lang LANG`.
+    /// Write strategy plugins (`chorus plugin new NAME --kind KIND --lang LANG`);
+    /// publish and fetch them on OCI registries (`push`, `pull`, `inspect`).
     #[command(subcommand)]
     Plugin(plugin::Command),
     /// Not for people: parses one PDF from stdin, bounded, for the server
@@ -160,7 +161,7 @@ pub fn main() -> ExitCode {
                     Err(code) => code,
                 }
             }
-            Command::Plugin(command) => plugin::run(command),
+            Command::Plugin(command) => plugin::run(command, config).await,
             Command::Pdf(job) => pdf::worker::serve(job),
         }
     });

@@ -15,10 +15,20 @@ use clap::{Subcommand, ValueEnum};
 
 use crate::plugins::CONTRACT;
 
+mod oci;
+
 #[derive(Subcommand)]
 pub enum Command {
     /// Write a new plugin project in ./NAME (or --dir).
     New(NewArgs),
+    /// Publish a component to an OCI registry (`oci://HOST/REPO:TAG`) as a
+    /// Wasm artifact; prints its digest, to pin in plugins.toml.
+    Push(oci::PushArgs),
+    /// Fetch a component (`oci://HOST/REPO@sha256:…` or `:TAG`) into the
+    /// plugin cache; prints its digest.
+    Pull(oci::RefArgs),
+    /// Show what a reference holds: its digest, kind and contract version.
+    Inspect(oci::RefArgs),
 }
 
 #[derive(clap::Args)]
@@ -63,8 +73,16 @@ impl Kind {
 /// The contract, copied into every project so it builds on its own.
 const CONTRACT_WIT: &str = include_str!("../../../wit/0.4.0/strategy.wit");
 
-pub fn run(command: Command) -> ExitCode {
-    let Command::New(args) = command;
+pub async fn run(command: Command, config: Option<&std::path::Path>) -> ExitCode {
+    match command {
+        Command::New(args) => run_new(args),
+        Command::Push(args) => oci::push(args, config).await,
+        Command::Pull(args) => oci::pull(args, config).await,
+        Command::Inspect(args) => oci::inspect(args, config).await,
+    }
+}
+
+fn run_new(args: NewArgs) -> ExitCode {
     match new(&args) {
         Ok(dir) => {
             println!(

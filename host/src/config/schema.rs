@@ -37,6 +37,10 @@ pub struct Config {
     /// Certificates trusted for outgoing HTTPS besides the built-in roots.
     #[serde(default)]
     pub tls: super::Tls,
+    /// Registries (`HOST[:PORT]`) of plugin `source`s reached over plain
+    /// HTTP; loopback ones always are, every other over HTTPS.
+    #[serde(default)]
+    pub insecure_registries: Vec<String>,
     pub providers: BTreeMap<String, Provider>,
     /// In the order written: selectors that prefer earlier models see it.
     #[serde(default)]
@@ -404,6 +408,10 @@ pub struct PluginSpec {
     /// A `.wasm` component, relative to this file.
     #[serde(default)]
     pub path: Option<PathBuf>,
+    /// A component on an OCI registry: `oci://HOST/REPO@sha256:DIGEST`
+    /// (or `:TAG`, pinned to the digest it resolves to), see `crate::oci`.
+    #[serde(default)]
+    pub source: Option<String>,
     /// Handed to the plugin as a JSON object on every call.
     #[serde(default)]
     pub settings: toml::Table,

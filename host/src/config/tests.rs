@@ -93,7 +93,12 @@ fn semantic_errors_name_the_key_and_what_is_valid() {
                 "builtin = \"passthrough\"\npath = \"x.wasm\"",
             ),
             "plugins.r",
-            "not both",
+            "not several",
+        ),
+        (
+            MINIMAL.replace("builtin = \"passthrough\"", "source = \"ghcr.io/acme/p:1\""),
+            "plugins.r.source",
+            "not an OCI reference",
         ),
         (
             MINIMAL.replace("[plugins.r]\nbuiltin = \"passthrough\"", "[plugins.r]"),

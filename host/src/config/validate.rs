@@ -378,20 +378,29 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
 
     for (name, plugin) in &config.plugins {
         let key = |k: &str| format!("plugins.{name}.{k}");
-        match (&plugin.builtin, &plugin.path) {
-            (Some(_), Some(_)) => {
+        let named = [
+            plugin.builtin.is_some(),
+            plugin.path.is_some(),
+            plugin.source.is_some(),
+        ];
+        match named.iter().filter(|n| **n).count() {
+            1 => {}
+            0 => {
                 return Err((
                     format!("plugins.{name}"),
-                    "set either `builtin` or `path`, not both".into(),
+                    "set `builtin = \"...\"`, `path = \"plugin.wasm\"` or `source = \"oci://...\"`"
+                        .into(),
                 ));
             }
-            (None, None) => {
+            _ => {
                 return Err((
                     format!("plugins.{name}"),
-                    "set `builtin = \"...\"` or `path = \"plugin.wasm\"`".into(),
+                    "set one of `builtin`, `path` and `source`, not several".into(),
                 ));
             }
-            _ => {}
+        }
+        if let Some(source) = &plugin.source {
+            crate::oci::Reference::parse(source).map_err(|e| (key("source"), e))?;
         }
         duration(&key("cpu_time"), plugin.cpu_time, Duration::from_secs(600))?;
         duration(&key("wall_time"), plugin.wall_time, MAX_TIMEOUT)?;

@@ -9,6 +9,7 @@ mod bindings;
 mod cache;
 mod engine;
 mod engine_config;
+mod oci_source;
 mod output;
 mod own_time;
 mod registry;
@@ -23,6 +24,7 @@ use wasmtime::{Engine, Store};
 
 pub use bindings::{CONTRACT, VERSIONS};
 pub use cache::Source;
+pub use oci_source::{describe, registry_access};
 pub use registry::{Availability, Registry, builtin_names};
 pub use sandbox::{FUEL_PER_SECOND, MAX_LOG_MESSAGES, MAX_PROGRESS_MESSAGES};
 pub use services::{Budget, HostServices, NoRun};

@@ -16,6 +16,7 @@ use wasmtime::component::{Component, Linker};
 
 use super::bindings::{self, CONTRACT, Guest, VERSIONS};
 use super::engine::{self, Sizing, Slots};
+use super::oci_source::Unavailable;
 use super::sandbox::{CallLimits, State};
 use super::{Kind, Plugin, PluginError, cache};
 use crate::config::{ConfigError, Loaded};
@@ -202,7 +203,23 @@ impl Registry {
         let mut digests = BTreeMap::new();
         let mut jobs = Vec::new();
         for (name, spec) in &config.plugins {
-            let job = Job::of(loaded, name, spec)?;
+            let job = match Job::of(loaded, name, spec) {
+                Ok(job) => job,
+                // At a first start of `serve`, a registry that cannot be
+                // reached (and nothing cached) fails that plugin only.
+                Err(Unavailable::Unreachable(error)) if compiles == Compiles::InBackground => {
+                    notice!(
+                        "chorus: plugin `{name}` did not load; the pipelines that use it fail: {error}"
+                    );
+                    let failed = Deferred::new();
+                    failed.settle(Err(error));
+                    plugins.insert(name.clone(), Slot::Deferred(failed));
+                    continue;
+                }
+                Err(Unavailable::Unreachable(error) | Unavailable::Refused(error)) => {
+                    return Err(error);
+                }
+            };
             digests.insert(name.clone(), job.digest);
             match previous.and_then(|p| p.reusable(&job)) {
                 Some(plugin) => {
@@ -347,7 +364,7 @@ impl Job {
         loaded: &Loaded,
         name: &str,
         spec: &crate::config::PluginSpec,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, Unavailable> {
         let (wasm, origin, key) = component_of(loaded, name, spec)?;
         Ok(Self {
             name: name.to_owned(),
@@ -590,7 +607,10 @@ fn component_of(
     loaded: &Loaded,
     name: &str,
     spec: &crate::config::PluginSpec,
-) -> Result<(Vec<u8>, String, String), ConfigError> {
+) -> Result<(Vec<u8>, String, String), Unavailable> {
+    if let Some(source) = &spec.source {
+        return super::oci_source::component(loaded, name, source);
+    }
     match (&spec.builtin, &spec.path) {
         (Some(builtin), _) => {
             let key = format!("plugins.{name}.builtin");
@@ -613,13 +633,16 @@ fn component_of(
                 .map_err(|e| loaded.error(&key, format!("cannot read {}: {e}", full.display())))?;
             Ok((bytes, full.display().to_string(), key))
         }
-        (None, None) => unreachable!("validated: a plugin has builtin or path"),
+        (None, None) => unreachable!("validated: a plugin has builtin, path or source"),
     }
 }
 
 /// Reads which world a component implements and which contract version it
 /// was built for.
-fn contract_of(engine: &Engine, component: &Component) -> Result<(Kind, String), String> {
+pub(super) fn contract_of(
+    engine: &Engine,
+    component: &Component,
+) -> Result<(Kind, String), String> {
     let ty = component.component_type();
     let exports: Vec<String> = ty
         .exports(engine)
