@@ -103,7 +103,11 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match mcp::http::serve(chorus, options, crate::web::router(viewer)).await {
+    // The doors beside MCP: the viewer and OpenAI's API, each behind the
+    // same Host, Origin and token rules.
+    let pages =
+        crate::web::router(viewer).merge(crate::openai::routes(chorus.clone(), options.access()));
+    match mcp::http::serve(chorus, options, pages).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             notice!("chorus: {e:#}");

@@ -10,6 +10,7 @@ mod fan_out;
 mod files;
 mod follow;
 mod locate;
+pub mod oci_reference;
 mod origin;
 mod overrides;
 mod schema;

@@ -409,7 +409,7 @@ pub struct PluginSpec {
     #[serde(default)]
     pub path: Option<PathBuf>,
     /// A component on an OCI registry: `oci://HOST/REPO@sha256:DIGEST`
-    /// (or `:TAG`, pinned to the digest it resolves to), see `crate::oci`.
+    /// (or `:TAG`, pinned to the digest it resolves to), see the `oci` module.
     #[serde(default)]
     pub source: Option<String>,
     /// Handed to the plugin as a JSON object on every call.

@@ -400,7 +400,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
             }
         }
         if let Some(source) = &plugin.source {
-            crate::oci::Reference::parse(source).map_err(|e| (key("source"), e))?;
+            super::oci_reference::Reference::parse(source).map_err(|e| (key("source"), e))?;
         }
         duration(&key("cpu_time"), plugin.cpu_time, Duration::from_secs(600))?;
         duration(&key("wall_time"), plugin.wall_time, MAX_TIMEOUT)?;

@@ -15,16 +15,15 @@ mod artifact;
 mod auth;
 mod client;
 mod pull;
-mod reference;
 mod store;
 
 use std::fmt;
 
+pub use crate::config::oci_reference::{Digest, Reference};
 pub use artifact::{Artifact, CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE};
 pub use auth::{TOKEN_ENV, USER_ENV};
 pub use client::{Client, Transport};
 pub use pull::{Pulled, pull, pull_blocking, push};
-pub use reference::{Digest, Reference};
 pub use store::Store;
 
 /// Why an artifact could not be pushed or pulled.

@@ -56,7 +56,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// raises it (a prompt grows when escaped as JSON).
 const MIN_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
-/// Serves until SIGINT or SIGTERM, `pages` (the run viewer) beside MCP.
+/// Serves until SIGINT or SIGTERM, `pages` (the run viewer, OpenAI's API:
+/// the doors mounted beside MCP, each behind `access` itself) beside MCP.
 /// The address is printed on stderr once the listener is bound (port 0
 /// picks a free port).
 pub async fn serve(chorus: Arc<Chorus>, options: Options, pages: Router) -> anyhow::Result<()> {
@@ -178,7 +179,6 @@ fn router(server: Server, options: &Options, max_body: usize, pages: Router) -> 
     let app = Router::new()
         .route("/health", get(health))
         .merge(discovery::routes(&access))
-        .merge(crate::openai::routes(chorus, access.clone()))
         .merge(protected)
         .merge(pages)
         .fallback(not_found);
