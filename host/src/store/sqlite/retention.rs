@@ -22,7 +22,7 @@ const SLICE: usize = 256;
 /// The least pause between two slices (see `yield_to_writers`).
 const PAUSE: Duration = Duration::from_millis(5);
 /// Most free pages given back to the file system by one step.
-const VACUUM_STEP: u32 = 2048;
+const VACUUM_STEP: u32 = 512;
 
 /// Applies `retention` at `now` in slices: what to remove is decided in a
 /// read transaction (which takes no lock from writers), then removed
@@ -43,33 +43,18 @@ pub fn prune_until(
     let (cut, older_than) = cut(conn, retention, now)?;
     let mut removed = 0u64;
     let mut removed_bytes = 0u64;
-    while !stop() {
-        let began = Instant::now();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let slice: Vec<i64> = tx
-            .prepare_cached(&format!(
-                "SELECT seq FROM runs WHERE (seq <= ?2 OR started_at < ?3) AND {NOT_LIVE}
-                 ORDER BY seq LIMIT {SLICE}"
-            ))?
-            .query_map(params![now, cut, older_than], |row| row.get(0))?
-            .collect::<Result<_, _>>()?;
-        for seq in &slice {
-            let bytes: i64 = tx
-                .prepare_cached("SELECT bytes FROM runs WHERE seq = ?1")?
-                .query_row([seq], |r| r.get(0))?;
-            removed_bytes += u64::try_from(bytes).unwrap_or(0);
-            tx.prepare_cached("DELETE FROM calls WHERE run_seq = ?1")?
-                .execute([seq])?;
-            tx.prepare_cached("DELETE FROM runs WHERE seq = ?1")?
-                .execute([seq])?;
-            attachments::unlink(&tx, *seq)?;
+    // One rule at a time, each walking an index in order, so a slice's
+    // lookup reads its slice and no more (an `OR` of the two made SQLite
+    // gather and sort every match, for every slice, under the lock).
+    let by_count_or_size = "seq <= ?2 ORDER BY seq";
+    let by_age = "started_at < ?2 ORDER BY started_at";
+    for (rule, bound) in [(by_count_or_size, cut), (by_age, older_than)] {
+        if bound == i64::MIN {
+            continue;
         }
-        tx.commit()?;
-        removed += slice.len() as u64;
-        if slice.len() < SLICE {
-            break;
-        }
-        yield_to_writers(began.elapsed());
+        let (n, bytes) = remove_slices(conn, rule, bound, now, stop)?;
+        removed += n;
+        removed_bytes += bytes;
     }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let freed = attachments::free(&tx)?;
@@ -94,6 +79,43 @@ pub fn prune_until(
         kept: u64::try_from(kept).unwrap_or(0),
         kept_bytes: u64::try_from(kept_bytes).unwrap_or(0) + attachment_bytes,
     })
+}
+
+/// Removes the runs `rule` (a condition on `?2` = `bound`, then an
+/// order) finds, but live ones, `SLICE` per write transaction; how many
+/// and their bytes.
+fn remove_slices(
+    conn: &mut Connection,
+    rule: &str,
+    bound: i64,
+    now: i64,
+    stop: &dyn Fn() -> bool,
+) -> rusqlite::Result<(u64, u64)> {
+    let (mut removed, mut removed_bytes) = (0u64, 0u64);
+    let find = format!("SELECT seq, bytes FROM runs WHERE {NOT_LIVE} AND {rule} LIMIT {SLICE}");
+    while !stop() {
+        let began = Instant::now();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let slice: Vec<(i64, i64)> = tx
+            .prepare_cached(&find)?
+            .query_map(params![now, bound], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        for (seq, bytes) in &slice {
+            removed_bytes += u64::try_from(*bytes).unwrap_or(0);
+            tx.prepare_cached("DELETE FROM calls WHERE run_seq = ?1")?
+                .execute([seq])?;
+            tx.prepare_cached("DELETE FROM runs WHERE seq = ?1")?
+                .execute([seq])?;
+            attachments::unlink(&tx, *seq)?;
+        }
+        tx.commit()?;
+        removed += slice.len() as u64;
+        if slice.len() < SLICE {
+            break;
+        }
+        yield_to_writers(began.elapsed());
+    }
+    Ok((removed, removed_bytes))
 }
 
 /// Leaves the write lock free a while after a slice — as long as the
