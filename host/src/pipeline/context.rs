@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 mod attach;
 mod cached;
 mod fallback;
+mod host;
 mod recording;
 mod search;
 
@@ -31,10 +31,10 @@ use super::stragglers::{self, Ended, Policy};
 use crate::config::{FanOut, show_duration};
 use crate::events::{Event, Progress, Stage, TOKENS_EVERY};
 use crate::llm::{
-    Attempts, CallHooks, ChatRequest, Completion, Failure, FailureKind, Llm, Message, ModelInfo,
-    Priority, next_run_seq,
+    Attempts, CallHooks, ChatRequest, Completion, Failure, FailureKind, Llm, Message, Priority,
+    next_run_seq,
 };
-use crate::plugins::{self, HostServices};
+
 use crate::record::CallRecord;
 
 /// What a run is allowed: time, calls, money, and how its batches gather.
@@ -474,31 +474,5 @@ fn plural(n: usize, one: &str, many: &str) -> String {
         format!("1 {one}")
     } else {
         format!("{n} {many}")
-    }
-}
-
-impl HostServices for RunContext {
-    fn complete(&self, plugin: &str, requests: Vec<ChatRequest>) -> BoxFuture<'_, Vec<Completion>> {
-        let stage = plugin.to_owned();
-        Box::pin(async move { self.fan_out(&stage, requests).await })
-    }
-
-    fn progress(&self, plugin: &str, message: String) {
-        self.emit(Event::Note {
-            plugin: plugin.to_owned(),
-            message,
-        });
-    }
-
-    fn models(&self) -> Vec<ModelInfo> {
-        self.llm.catalog()
-    }
-
-    fn budget(&self) -> plugins::Budget {
-        plugins::Budget {
-            calls_left: self.calls_left.load(Ordering::Acquire),
-            cost_left: self.budget.left(),
-            time_left: self.deadline.saturating_duration_since(Instant::now()),
-        }
     }
 }
