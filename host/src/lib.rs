@@ -42,4 +42,5 @@ pub mod respcache;
 pub mod store;
 pub mod telemetry;
 pub mod text;
+pub mod token;
 pub mod web;

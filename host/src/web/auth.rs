@@ -30,7 +30,6 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use crate::client::Client;
 use crate::mcp::http::{Access, Token};
@@ -92,9 +91,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn digest(text: &str) -> [u8; 32] {
-    Sha256::digest(text.as_bytes()).into()
-}
+use crate::token::digest;
 
 impl Guard {
     /// `one_time`: the token `chorus ui` prints in its URL.
@@ -161,7 +158,7 @@ impl Guard {
         // Every entry is compared, so the time says nothing of which matched.
         let mut found = None;
         for session in lock(&self.sessions).iter() {
-            if bool::from(session.digest.ct_eq(&given)) && session.expires > now {
+            if crate::token::same_digest(&session.digest, &given) && session.expires > now {
                 found = Some(session.client.clone());
             }
         }
@@ -187,8 +184,7 @@ impl Guard {
             Who::Bearer => true,
             Who::Session(_) => {
                 let expected = self.csrf(who);
-                expected.len() == given.len()
-                    && bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
+                crate::token::same(&expected, given)
             }
             Who::Anyone => false,
         }
@@ -234,13 +230,7 @@ fn cookie_session(headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.trim().to_owned())
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, credentials) = value.trim().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| credentials.trim())
-}
+use crate::token::bearer;
 
 fn refused(status: StatusCode, message: String) -> Response {
     (

@@ -26,8 +26,6 @@ use axum::http::uri::Authority;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use super::clients::Clients;
 use crate::app::AUDIT;
@@ -48,7 +46,7 @@ impl Token {
             return Err("CHORUS_TOKEN starts or ends with whitespace; clients would have to send it too — remove it".into());
         }
         Ok(Self {
-            digest: Sha256::digest(secret.as_bytes()).into(),
+            digest: crate::token::digest(secret),
         })
     }
 
@@ -58,8 +56,7 @@ impl Token {
 
     /// Whether `given` is the token, in time independent of where they differ.
     pub fn matches(&self, given: &str) -> bool {
-        let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
-        given.ct_eq(&self.digest).into()
+        crate::token::matches(&self.digest, given)
     }
 }
 
@@ -384,18 +381,7 @@ impl Access {
     }
 }
 
-/// The credentials of `Authorization: Bearer <token>`, if that is sent.
-pub fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| {
-            let (scheme, credentials) = value.trim().split_once(' ')?;
-            scheme
-                .eq_ignore_ascii_case("bearer")
-                .then(|| credentials.trim())
-        })
-}
+pub use crate::token::bearer;
 
 fn unauthorized(headers: &HeaderMap, challenge: HeaderValue, message: &'static str) -> Response {
     let mut response = refuse(headers, StatusCode::UNAUTHORIZED, message.into());

@@ -11,8 +11,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use super::access::Token;
 use super::message::error_response;
@@ -102,14 +100,7 @@ impl Clients {
     /// The client whose token `given` is. Every client's digest is
     /// compared, whichever matches.
     pub fn find(&self, given: &str) -> Option<Arc<Client>> {
-        let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
-        let mut found = None;
-        for (digest, client) in &self.known {
-            if bool::from(digest.ct_eq(&given)) {
-                found = Some(client.clone());
-            }
-        }
-        found
+        crate::token::find(&self.known, given).cloned()
     }
 
     /// For the startup message: how many, and their names.
@@ -195,7 +186,7 @@ mod tests {
 
     #[test]
     fn each_token_finds_its_own_client() {
-        let bob_sha = format!("{:x}", Sha256::digest(b"bob-secret"));
+        let bob_sha = crate::text::hex(&crate::token::digest("bob-secret"));
         let clients = Clients::new(
             &[
                 entry("alice", Some("CHORUS_TOKEN_ALICE"), None),
