@@ -252,8 +252,9 @@ fn prune_while_writing(
     let writer = {
         let (store, stop) = (store.to_owned(), stop.clone());
         std::thread::spawn(move || {
-            let conn = Connection::open(&store).unwrap();
-            conn.busy_timeout(Duration::from_secs(30)).unwrap();
+            let mut conn = Connection::open(&store).unwrap();
+            // Waiting for locks as chorus's connections do.
+            chorus::store::wait_for_locks(&mut conn).unwrap();
             // As chorus's writer: no checkpoint in a commit (the
             // checkpoint's own work would count as a wait here).
             conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
@@ -262,7 +263,7 @@ fn prune_while_writing(
             let mut longest = Duration::ZERO;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let started = Instant::now();
-                // A write refused after the 30 s wait counts as that wait.
+                // A write refused after the 5 s wait counts as that wait.
                 let _ = conn.execute("INSERT INTO bench_beats (at) VALUES (1)", []);
                 longest = longest.max(started.elapsed());
                 std::thread::sleep(Duration::from_millis(5));

@@ -41,6 +41,8 @@ pub use recorder::{Links, Recorder};
 pub use retention::{Pruned, Retention};
 pub use spend::{Ask, Period, Verdict};
 pub use sqlite::location::path as path_for;
+/// How chorus's SQLite connections wait for a lock (for the benches).
+pub use sqlite::schema::wait_for_locks;
 pub use tasks::{LOST as TASK_LOST, StoredTask, TaskRow};
 
 use crate::config::{Limits, Loaded};
