@@ -15,6 +15,7 @@
 mod carried;
 mod gate;
 pub mod reload;
+mod resynthesis;
 mod sent;
 mod spend;
 pub mod trim;
@@ -35,7 +36,7 @@ use crate::events;
 use crate::events::Progress;
 use crate::metrics::{Flight, Metrics, ProviderOf};
 use crate::pipeline::CallCache;
-use crate::pipeline::{Merger, Question, RunError, Runner, options};
+use crate::pipeline::{Question, RunError, Runner, options};
 use crate::record::RunRecord;
 use crate::store::{Links, Recorder, Store};
 use crate::telemetry::{RunTrace, Telemetry};
@@ -69,6 +70,16 @@ fn audit(client: &str, run_id: Option<&str>, outcome: &Result<Arc<RunRecord>, Ru
             "run failed"
         ),
     }
+}
+
+/// What a pipeline's run continues.
+enum Earlier {
+    /// Nothing: a fresh question.
+    None,
+    /// A run kept in the store (`follow_up_of`), by id or prefix.
+    Kept(String),
+    /// Turns the caller sent whole (an OpenAI client's messages).
+    Sent(crate::pipeline::follow_up::Conversation),
 }
 
 pub struct Chorus {
@@ -214,14 +225,33 @@ impl Chorus {
         mut options: Map<String, Value>,
         progress: Progress,
     ) -> Result<Arc<RunRecord>, RunError> {
-        let follow_up_of =
-            options::take_follow_up(&mut options).map_err(RunError::InvalidOptions)?;
+        let earlier =
+            match options::take_follow_up(&mut options).map_err(RunError::InvalidOptions)? {
+                Some(id) => Earlier::Kept(id),
+                None => Earlier::None,
+            };
+        self.turn(client, pipeline, question, options, earlier, progress)
+            .await
+    }
+
+    /// The one path of a pipeline's run, whatever came before it: admitted
+    /// by the gate, the earlier turns resolved, the question prepared, the
+    /// run made and kept; a run refused after admission gives its pass back.
+    async fn turn(
+        &self,
+        client: &Arc<Client>,
+        pipeline: &str,
+        question: Question,
+        options: Map<String, Value>,
+        earlier: Earlier,
+        progress: Progress,
+    ) -> Result<Arc<RunRecord>, RunError> {
         let worst = worst_case(&self.runner(), Some(&options));
         let pass = self.admit(client, pipeline, worst).await?;
-        let (conversation, question) = match &follow_up_of {
-            Some(id) => {
+        let (conversation, question) = match earlier {
+            Earlier::Kept(id) => {
                 let resolved = async {
-                    let (conversation, earlier) = self.conversation(client, id).await?;
+                    let (conversation, earlier) = self.conversation(client, &id).await?;
                     let question = self.carry_over(&earlier, question, pipeline).await?;
                     Ok((Some(conversation), question))
                 };
@@ -230,7 +260,8 @@ impl Chorus {
                     Err(e) => return Err(unspent(pass, e)),
                 }
             }
-            None => (None, question),
+            Earlier::Sent(conversation) => (Some(conversation), question),
+            Earlier::None => (None, question),
         };
         let question = match self.prepared(question).await {
             Ok(question) => question,
@@ -287,66 +318,6 @@ impl Chorus {
             progress,
             |runner, progress| async move { runner.ask_model(model, question, progress).await },
         )
-        .await
-    }
-
-    /// Merges the answers of run `run_id` (an id, a unique prefix, or
-    /// `last`, among the runs `client` may see) again with `merger`,
-    /// without asking the panel again; the new run links to its source.
-    pub async fn resynthesize(
-        &self,
-        client: &Arc<Client>,
-        run_id: &str,
-        merger: Merger,
-        progress: Progress,
-    ) -> Result<Arc<RunRecord>, RunError> {
-        let source = self.kept_run(client, run_id).await?;
-        let mut lost_conversation = None;
-        let conversation = match &source.follow_up_of {
-            Some(of) => match self.conversation(client, of).await {
-                Ok((conversation, _)) => Some(conversation),
-                Err(e) => {
-                    lost_conversation = Some(e.to_string());
-                    None
-                }
-            },
-            None => None,
-        };
-        let limit_of = match &merger {
-            Merger::Pipeline(name) => name.clone(),
-            _ => source.pipeline.clone(),
-        };
-        let worst = worst_case(&self.runner(), None);
-        let pass = self.admit(client, &limit_of, worst).await?;
-        let carried = self.carried(&source).await;
-        let attachments = crate::attach::Attachments::new(carried.attachments);
-        let links = Links {
-            follow_up_of: source.follow_up_of.clone(),
-            resynthesis_of: Some(source.run_id.clone()),
-            client: Some(client.name.clone()),
-            attachments: attachments.clone(),
-        };
-        let missing = carried.missing;
-        self.make(pass, client, &limit_of, links, progress, |runner, progress| async move {
-            runner
-                .resynthesize(&source, &merger, conversation, attachments, progress)
-                .await
-                .map(|mut record| {
-                    if let Some(why) = lost_conversation {
-                        record.notes.push(format!(
-                            "The conversation this run follows up could not be shown to the synthesizer: {why}."
-                        ));
-                    }
-                    if !missing.is_empty() {
-                        record.notes.push(format!(
-                            "The synthesizer did not see these attachments of run {}, whose bytes are gone: {}.",
-                            source.run_id,
-                            missing.join("; ")
-                        ));
-                    }
-                    record
-                })
-        })
         .await
     }
 

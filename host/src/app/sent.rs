@@ -7,13 +7,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{Chorus, unspent, worst_case};
+use super::{Chorus, Earlier};
 use crate::client::Client;
 use crate::events::Progress;
 use crate::pipeline::follow_up::Conversation;
 use crate::pipeline::{Question, RunError};
 use crate::record::RunRecord;
-use crate::store::Links;
 
 impl Chorus {
     /// Runs `pipeline` for `client` as the next turn of `conversation`
@@ -37,30 +36,11 @@ impl Chorus {
                 "`follow_up_of` cannot be given with a conversation: send the earlier turns as messages, or follow up a kept run alone".into(),
             ));
         }
-        let worst = worst_case(&self.runner(), Some(&options));
-        let pass = self.admit(client, pipeline, worst).await?;
-        let question = match self.prepared(question).await {
-            Ok(question) => question,
-            Err(e) => return Err(unspent(pass, e)),
+        let earlier = match conversation {
+            Some(conversation) => Earlier::Sent(conversation),
+            None => Earlier::None,
         };
-        let links = Links {
-            follow_up_of: None,
-            resynthesis_of: None,
-            client: Some(client.name.clone()),
-            attachments: question.attachments.clone(),
-        };
-        self.make(
-            pass,
-            client,
-            pipeline,
-            links,
-            progress,
-            |runner, progress| async move {
-                runner
-                    .run_continuing(pipeline, question, options, conversation, progress)
-                    .await
-            },
-        )
-        .await
+        self.turn(client, pipeline, question, options, earlier, progress)
+            .await
     }
 }
