@@ -17,6 +17,8 @@ mod cli;
 mod clients;
 mod cold_start;
 mod conformance;
+// wait4 measures the CPU a run took: Unix only.
+#[cfg(unix)]
 mod deadlines;
 mod dist;
 mod drain;

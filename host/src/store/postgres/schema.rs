@@ -32,7 +32,7 @@ ALTER TABLE calls ADD COLUMN tokens_estimated BOOLEAN NOT NULL DEFAULT FALSE;
 /// Version 12: the runs still marked running, indexed, so finding the
 /// interrupted ones (retention measures them) reads those alone.
 const V12: &str = r#"
-CREATE INDEX runs_running ON runs (deadline_at) WHERE status = 'running';
+CREATE INDEX IF NOT EXISTS runs_running ON runs (deadline_at) WHERE status = 'running';
 "#;
 
 /// Version 1: runs and their calls, as the SQLite store keeps them (texts

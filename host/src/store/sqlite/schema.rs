@@ -186,7 +186,7 @@ CREATE INDEX response_cache_by_expiry ON response_cache (expires_at);
 /// interrupted ones (retention measures them) reads those alone, however
 /// long the history.
 const V14: &str = r#"
-CREATE INDEX runs_running ON runs (deadline_at) WHERE status = 'running';
+CREATE INDEX IF NOT EXISTS runs_running ON runs (deadline_at) WHERE status = 'running';
 "#;
 
 /// The schema version this chorus writes.
