@@ -39,6 +39,19 @@ pub enum Event {
     /// (`providers.NAME.max_concurrency`) behind `Some(n)` requests — in
     /// flight or ahead in the queue; `None` once it may go.
     CallQueued { id: u32, behind: Option<u32> },
+    /// A piece of the run's answer as its model writes it: the reply of
+    /// call `id`, attempt `attempt` (from 1, fallbacks included), for a
+    /// call a synthesizer made with `host.complete-answer` (contract 0.5)
+    /// to a provider that streams. An attempt that fails leaves what it
+    /// sent; the next starts from the beginning. A watcher that streams the
+    /// answer (the OpenAI endpoint) passes these on; the answer itself
+    /// still comes with the run's result, which may differ (a fallback, a
+    /// strategy that edits it) — see `openai::stream`.
+    AnswerText {
+        id: u32,
+        attempt: u32,
+        text: Arc<str>,
+    },
     /// An attempt of a call failed in a way worth another (429, 5xx, a
     /// broken connection): attempt `attempt` of `model` failed with
     /// `error` (scrubbed of the key, as a record is), and the next is

@@ -114,6 +114,8 @@ pub enum Sse {
     Raw(String),
     /// Silence for this long.
     Wait(Duration),
+    /// Silence until the test opens the gate.
+    Gate(Gate),
     /// `data: [DONE]`.
     Done,
     /// Silence forever.
@@ -575,6 +577,10 @@ fn sse(guard: InFlight, model: &str, events: Vec<Sse>, crlf: bool) -> Response {
                         Sse::Hang => {
                             std::future::pending::<()>().await;
                             unreachable!()
+                        }
+                        Sse::Gate(gate) => {
+                            gate.opened().await;
+                            continue;
                         }
                         Sse::Comment(c) => format!(": {c}{end}{end}"),
                         Sse::Content(c) => chunk(delta(&model, json!({"content": c}), None)),

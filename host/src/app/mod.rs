@@ -204,7 +204,10 @@ impl Chorus {
     fn mover(&self) -> Progress {
         let moved = self.moved.clone();
         Arc::new(move |event| {
-            if !matches!(event, events::Event::CallTokens { .. }) {
+            if !matches!(
+                event,
+                events::Event::CallTokens { .. } | events::Event::AnswerText { .. }
+            ) {
                 moved.send_modify(|n| *n = n.wrapping_add(1));
             }
         })

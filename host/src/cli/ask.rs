@@ -303,6 +303,7 @@ impl Renderer {
             | Event::CallRetrying { .. }
             | Event::Planned(_)
             | Event::CallQueued { .. }
+            | Event::AnswerText { .. }
             | Event::PluginCalled { .. }
             | Event::PluginReturned { .. } => return,
         };

@@ -36,6 +36,13 @@ const ERROR_BODY_LIMIT: usize = 64 * 1024;
 /// all of a call's attempts, as they arrive.
 pub type OnTokens<'a> = &'a (dyn Fn(u32) + Send + Sync);
 
+/// Told the reply's text as it streams, for a call whose reply is the run's
+/// answer (a synthesizer's `host.complete-answer`): which attempt it is
+/// (from 1, counted over the call's fallbacks too) and the next piece,
+/// scrubbed of the key. An attempt that fails has sent what it sent; the
+/// next one starts again from the beginning.
+pub type OnText<'a> = &'a (dyn Fn(u32, &str) + Send + Sync);
+
 /// Told when an attempt must wait for one of the provider's permits
 /// (`Some`: how many requests are ahead of it) and when its wait ends
 /// (`None`).
@@ -52,6 +59,8 @@ pub struct CallHooks<'a> {
     pub on_tokens: OnTokens<'a>,
     pub on_queued: OnQueued<'a>,
     pub on_retry: OnRetry<'a>,
+    /// Set only for a call whose reply is the run's answer.
+    pub on_text: Option<OnText<'a>>,
     pub attempts: &'a Attempts,
     /// The run's web search, if it asked for one (a model configured to
     /// search does so without it).
@@ -234,14 +243,16 @@ impl ProviderClient {
             .with_max_times(self.retry.max_attempts.saturating_sub(1) as usize)
             .with_jitter();
         let result = (|| async {
-            attempts.started.fetch_add(1, Ordering::Relaxed);
+            let attempt = attempts.started.fetch_add(1, Ordering::Relaxed) + 1;
             let before = attempts.lost_tokens.load(Ordering::Relaxed);
             let streamed = AtomicU32::new(0);
             let on = |tokens: u32| {
                 streamed.store(tokens, Ordering::Relaxed);
                 on_tokens(before.saturating_add(tokens));
             };
-            let outcome = self.attempt(&body, model, worst_tokens, &on, hooks).await;
+            let outcome = self
+                .attempt(&body, model, worst_tokens, &on, attempt, hooks)
+                .await;
             let streamed = streamed.load(Ordering::Relaxed);
             if outcome.is_err() && streamed > 0 {
                 attempts.lost_tokens.fetch_add(streamed, Ordering::Relaxed);
@@ -276,6 +287,7 @@ impl ProviderClient {
         model: &str,
         worst_tokens: u64,
         on_tokens: OnTokens<'_>,
+        attempt: u32,
         hooks: &CallHooks<'_>,
     ) -> Result<Reply, AttemptError> {
         let permit = match self.permits.acquire(hooks.priority) {
@@ -297,7 +309,11 @@ impl ProviderClient {
         // Boxed: a call waiting for its permit (or its backoff) holds a
         // small future, and only an attempt on the wire holds the HTTP
         // exchange's state (a response, its stream reader, the watch).
-        let outcome = Box::pin(self.attempt_raw(body, model, &on)).await;
+        let text = hooks
+            .on_text
+            .map(|on_text| move |piece: &str| on_text(attempt, piece));
+        let text = text.as_ref().map(|t| t as &(dyn Fn(&str) + Send + Sync));
+        let outcome = Box::pin(self.attempt_raw(body, model, &on, text)).await;
         match &outcome {
             Ok((reply, _)) => {
                 permit.succeeded();
@@ -359,6 +375,7 @@ impl ProviderClient {
         body: &Bytes,
         model: &str,
         on_tokens: OnTokens<'_>,
+        on_text: Option<&(dyn Fn(&str) + Send + Sync)>,
     ) -> Result<(Reply, Option<Duration>), AttemptError> {
         let mut watch = Watch::start(&self.limits);
         let request = self.auth.apply(
@@ -395,7 +412,7 @@ impl ProviderClient {
             .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
         if event_stream {
             let reply = self
-                .read_stream(response, model, &mut watch, on_tokens)
+                .read_stream(response, model, &mut watch, on_tokens, on_text)
                 .await?;
             return Ok((reply, watch.first_token_after(true)));
         }

@@ -364,6 +364,7 @@ impl Llm {
         let hooks = CallHooks {
             priority: Priority::new_run(),
             on_tokens: &|_| {},
+            on_text: None,
             on_queued: &|_| {},
             on_retry: &|_, _, _, _| {},
             attempts: &Attempts::default(),

@@ -53,6 +53,9 @@ pub struct Scrubber {
     /// Every `MIN_RUN`-character window of the key; `None` when the key is
     /// too short to be a secret (or there is none).
     windows: Option<AhoCorasick>,
+    /// The characters the key is made of, sorted: a window can only be
+    /// made of them.
+    alphabet: Vec<char>,
 }
 
 impl fmt::Debug for Scrubber {
@@ -79,25 +82,19 @@ impl Scrubber {
                 &key[start..end]
             })
             .collect();
+        let mut alphabet: Vec<char> = key.chars().collect();
+        alphabet.sort_unstable();
+        alphabet.dedup();
         Self {
             windows: AhoCorasick::new(windows).ok(),
+            alphabet,
         }
     }
 
     /// `text` with every run of `MIN_RUN`+ key characters replaced by
     /// `[redacted]`; borrowed (no copy) when there is nothing to remove.
     pub fn scrub<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        let Some(windows) = &self.windows else {
-            return Cow::Borrowed(text);
-        };
-        // Overlapping windows of one echo merge into one covered range.
-        let mut covered: Vec<(usize, usize)> = Vec::new();
-        for found in windows.find_overlapping_iter(text) {
-            match covered.last_mut() {
-                Some(last) if found.start() <= last.1 => last.1 = last.1.max(found.end()),
-                _ => covered.push((found.start(), found.end())),
-            }
-        }
+        let covered = self.covered(text);
         if covered.is_empty() {
             return Cow::Borrowed(text);
         }
@@ -112,12 +109,89 @@ impl Scrubber {
         Cow::Owned(out)
     }
 
+    /// The byte ranges of `text` that echo the key: overlapping windows of
+    /// one echo merge into one range.
+    fn covered(&self, text: &str) -> Vec<(usize, usize)> {
+        let Some(windows) = &self.windows else {
+            return Vec::new();
+        };
+        let mut covered: Vec<(usize, usize)> = Vec::new();
+        for found in windows.find_overlapping_iter(text) {
+            match covered.last_mut() {
+                Some(last) if found.start() <= last.1 => last.1 = last.1.max(found.end()),
+                _ => covered.push((found.start(), found.end())),
+            }
+        }
+        covered
+    }
+
+    /// Scrubs text that arrives in pieces (a streamed answer passed on as
+    /// it comes): see [`ScrubbedStream`].
+    pub fn stream(&self) -> ScrubbedStream {
+        ScrubbedStream {
+            scrubber: self.clone(),
+            pending: String::new(),
+        }
+    }
+
     /// `scrub` for an owned string, without a copy when nothing changes.
     pub fn scrub_owned(&self, text: String) -> String {
         match self.scrub(&text) {
             Cow::Borrowed(_) => text,
             Cow::Owned(scrubbed) => scrubbed,
         }
+    }
+}
+
+/// Text scrubbed as it arrives, piece by piece: what goes out never holds
+/// a run of `MIN_RUN` key characters, even one split across pieces.
+///
+/// A window of the key that the next piece could complete ends the text so
+/// far and is made of the key's characters only, so what waits is the
+/// text's last run of them (at most `MIN_RUN - 1`: in prose, the word
+/// being written), and any echo found that reaches into it; `finish`
+/// gives the rest. With no key, pieces pass at once.
+pub struct ScrubbedStream {
+    scrubber: Scrubber,
+    pending: String,
+}
+
+impl ScrubbedStream {
+    /// Takes a piece; returns what may go out now (nothing while it waits).
+    pub fn push(&mut self, piece: &str) -> Option<String> {
+        if self.scrubber.windows.is_none() {
+            return (!piece.is_empty()).then(|| piece.to_owned());
+        }
+        self.pending.push_str(piece);
+        let alphabet = &self.scrubber.alphabet;
+        let mut end = self.pending.len();
+        for (held, (at, c)) in self.pending.char_indices().rev().enumerate() {
+            if held + 1 >= MIN_RUN || alphabet.binary_search(&c).is_err() {
+                break;
+            }
+            end = at;
+        }
+        // A window that could still grow starts at `end` or later; an echo
+        // found already that reaches past it waits whole.
+        if let Some(&(start, _)) = self
+            .scrubber
+            .covered(&self.pending)
+            .iter()
+            .find(|&&(start, stop)| start < end && stop > end)
+        {
+            end = start;
+        }
+        if end == 0 {
+            return None;
+        }
+        let out = self.scrubber.scrub(&self.pending[..end]).into_owned();
+        self.pending.drain(..end);
+        Some(out)
+    }
+
+    /// The stream ended: what is left, scrubbed.
+    pub fn finish(self) -> String {
+        self.scrubber.scrub_owned(self.pending)
     }
 }
 
@@ -172,6 +246,46 @@ mod tests {
             let scrubbed = Secret::new(key.clone()).scrubber().scrub(&text).into_owned();
             for i in 0..=key.len() - MIN_RUN {
                 prop_assert!(!scrubbed.contains(&key[i..i + MIN_RUN]), "{scrubbed}");
+            }
+        }
+
+        /// Streamed in any pieces, no run of the key goes out either, and
+        /// text without the key goes out as it came.
+        #[test]
+        fn no_run_of_the_key_survives_a_stream(
+            key in "[A-Za-z0-9_-]{10,64}",
+            before in "\\PC{0,80}",
+            after in "\\PC{0,80}",
+            cut_start in 0usize..64,
+            cut_len in 10usize..64,
+            sizes in proptest::collection::vec(1usize..30, 1..40),
+        ) {
+            let start = cut_start.min(key.len() - MIN_RUN);
+            let end = (start + cut_len).min(key.len());
+            let text = format!("{before}{}{after}", &key[start..end]);
+            let scrubber = Secret::new(key.clone()).scrubber();
+            for (text, echo) in [(text.clone(), true), (format!("{before}{after}"), false)] {
+                let mut stream = scrubber.stream();
+                let mut out = String::new();
+                let mut at = 0;
+                for size in sizes.iter().cycle() {
+                    if at >= text.len() {
+                        break;
+                    }
+                    let mut next = (at + size).min(text.len());
+                    while !text.is_char_boundary(next) {
+                        next += 1;
+                    }
+                    out.extend(stream.push(&text[at..next]));
+                    at = next;
+                }
+                out.push_str(&stream.finish());
+                for i in 0..=key.len() - MIN_RUN {
+                    prop_assert!(!out.contains(&key[i..i + MIN_RUN]), "{out}");
+                }
+                if !echo && !text.contains(&key[..MIN_RUN]) {
+                    prop_assert_eq!(&out, &scrubber.scrub(&text).into_owned());
+                }
             }
         }
     }

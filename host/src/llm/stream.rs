@@ -100,6 +100,11 @@ impl Assembler {
         self.tokens
     }
 
+    /// The answer's text so far.
+    pub fn content(&self) -> &str {
+        &self.content
+    }
+
     /// A choice said why it finished: the answer is complete, whatever
     /// follows (usage, `[DONE]`, or nothing at all).
     pub fn is_finished(&self) -> bool {

@@ -17,6 +17,7 @@
 
 mod answer;
 mod errors;
+mod live;
 mod parts;
 mod request;
 mod responses;

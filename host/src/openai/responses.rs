@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::errors::ApiError;
+use super::live::Streamed;
 use super::stream::{self, Frames};
 use super::{Shared, answer, body_of, read, request, start, with_run_id};
 use crate::client::Client;
@@ -181,6 +182,8 @@ struct Events {
     created: u64,
     not_applied: Vec<String>,
     sequence: u64,
+    /// The message item was announced (`open_message`).
+    opened: bool,
 }
 
 impl Events {
@@ -191,7 +194,30 @@ impl Events {
             created: answer::now(),
             not_applied,
             sequence: 0,
+            opened: false,
         }
+    }
+
+    /// The message item and its text part, announced once, before the
+    /// first text.
+    fn open_message(&mut self) -> Vec<Value> {
+        if self.opened {
+            return Vec::new();
+        }
+        self.opened = true;
+        let id = self.message_id();
+        let empty = self.item("", "in_progress");
+        let part = json!({"type": "output_text", "text": "", "annotations": []});
+        vec![
+            self.event(
+                "response.output_item.added",
+                json!({"output_index": 0, "item": empty}),
+            ),
+            self.event(
+                "response.content_part.added",
+                json!({"item_id": id, "output_index": 0, "content_index": 0, "part": part}),
+            ),
+        ]
     }
 
     fn message_id(&self) -> String {
@@ -269,23 +295,34 @@ impl Frames for Events {
         vec![self.event("response.in_progress", json!({"response": response}))]
     }
 
-    fn answer(&mut self, record: &RunRecord) -> Vec<Value> {
+    fn text(&mut self, text: &str) -> Vec<Value> {
+        let mut events = self.open_message();
+        let id = self.message_id();
+        events.push(self.event("response.output_text.delta", json!({"item_id": id, "output_index": 0, "content_index": 0, "delta": text, "logprobs": []})));
+        events
+    }
+
+    /// The deltas carry what the client was sent; the `done` events and
+    /// the completed response carry the answer itself.
+    fn answer(&mut self, record: &RunRecord, rest: &str, streamed: Streamed) -> Vec<Value> {
+        let mut events = if rest.is_empty() {
+            self.open_message()
+        } else {
+            self.text(rest)
+        };
         let id = self.message_id();
         let text = record.answer.clone();
-        let empty = self.item("", "in_progress");
-        let part = json!({"type": "output_text", "text": "", "annotations": []});
         let done_part = json!({"type": "output_text", "text": text, "annotations": []});
         let done_item = self.item(&text, "completed");
-        let completed = self.response(Some(record), "completed");
-        vec![
-            self.event("response.output_item.added", json!({"output_index": 0, "item": empty})),
-            self.event("response.content_part.added", json!({"item_id": id, "output_index": 0, "content_index": 0, "part": part})),
-            self.event("response.output_text.delta", json!({"item_id": id, "output_index": 0, "content_index": 0, "delta": text, "logprobs": []})),
+        let mut completed = self.response(Some(record), "completed");
+        completed["chorus"]["streamed"] = json!(streamed.as_str());
+        events.extend([
             self.event("response.output_text.done", json!({"item_id": id, "output_index": 0, "content_index": 0, "text": text, "logprobs": []})),
             self.event("response.content_part.done", json!({"item_id": id, "output_index": 0, "content_index": 0, "part": done_part})),
             self.event("response.output_item.done", json!({"output_index": 0, "item": done_item})),
             self.event("response.completed", json!({"response": completed})),
-        ]
+        ]);
+        events
     }
 
     fn error(&mut self, error: &ApiError) -> Vec<Value> {

@@ -3,7 +3,9 @@
 //! error response), then the panel's progress goes out as `reasoning`
 //! deltas (the field OpenRouter and DeepSeek use, which clients show as
 //! thinking) — each change, and at least every [`HEARTBEAT`] so proxies
-//! and clients do not time out — and the answer when the run has one.
+//! and clients do not time out — then the answer: as its model writes it
+//! where the strategy makes that call with `host.complete-answer` (see
+//! `live`), else whole when the run has it.
 //!
 //! The run's future lives in the response body: a client that hangs up
 //! drops the body, and with it the run and every upstream request.
@@ -26,6 +28,7 @@ use tokio::sync::mpsc;
 
 use super::answer;
 use super::errors::ApiError;
+use super::live::{Live, Streamed};
 use crate::events::{Event, Progress, Stage};
 use crate::pipeline::RunError;
 use crate::record::RunRecord;
@@ -46,8 +49,12 @@ pub trait Frames: Send + 'static {
     fn opening(&mut self, run_id: &str) -> Vec<Value>;
     /// A line of progress.
     fn progress(&mut self, text: &str) -> Vec<Value>;
-    /// The answer, and the events that close the stream.
-    fn answer(&mut self, record: &RunRecord) -> Vec<Value>;
+    /// Text of the answer as its model writes it.
+    fn text(&mut self, text: &str) -> Vec<Value>;
+    /// The end of the answer — `rest`, what completes the text sent so
+    /// far (the whole answer when nothing was) — and the events that
+    /// close the stream.
+    fn answer(&mut self, record: &RunRecord, rest: &str, streamed: Streamed) -> Vec<Value>;
     /// An error once the stream has begun.
     fn error(&mut self, error: &ApiError) -> Vec<Value>;
     /// Whether the stream ends with `data: [DONE]`.
@@ -60,7 +67,8 @@ pub trait Frames: Send + 'static {
 pub fn watcher() -> (Progress, mpsc::UnboundedReceiver<Event>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let progress: Progress = Arc::new(move |event: Event| {
-        // Token counts are many and say nothing a client shows.
+        // Token counts are many and say nothing a client shows (the
+        // answer's own text, `AnswerText`, is what it shows).
         if !matches!(event, Event::CallTokens { .. } | Event::CallStarted { .. }) {
             let _ = tx.send(event);
         }
@@ -151,7 +159,7 @@ pub async fn respond(
                         Some(error) => error.into_response(),
                         None => {
                             let mut all = frames.opening(&record.run_id);
-                            all.extend(frames.answer(&record));
+                            all.extend(frames.answer(&record, &record.answer, Streamed::Whole));
                             sse(&record.run_id, finished(all, &frames))
                         }
                     },
@@ -168,6 +176,7 @@ pub async fn respond(
         events,
         frames,
         panel,
+        live: Live::default(),
         queue,
         ticks: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
         since: Instant::now(),
@@ -219,6 +228,7 @@ struct State<F> {
     events: mpsc::UnboundedReceiver<Event>,
     frames: F,
     panel: Panel,
+    live: Live,
     queue: VecDeque<Value>,
     ticks: tokio::time::Interval,
     since: Instant,
@@ -226,6 +236,22 @@ struct State<F> {
 }
 
 impl<F: Frames> State<F> {
+    /// Queues what `event` has to say; whether it said anything.
+    fn see(&mut self, event: &Event) -> bool {
+        let events = match event {
+            Event::AnswerText { id, attempt, text } => {
+                let text = self.live.piece(*id, *attempt, text);
+                self.frames.text(&text)
+            }
+            event => match self.panel.see(event) {
+                Some(line) => self.frames.progress(&line),
+                None => return false,
+            },
+        };
+        self.queue.extend(events);
+        true
+    }
+
     async fn next(mut self) -> Option<(Bytes, Self)> {
         loop {
             if let Some(event) = self.queue.pop_front() {
@@ -247,25 +273,23 @@ impl<F: Frames> State<F> {
                 // out before its answer.
                 biased;
                 Some(event) = self.events.recv() => {
-                    if let Some(line) = self.panel.see(&event) {
-                        let events = self.frames.progress(&line);
-                        self.queue.extend(events);
+                    if self.see(&event) {
                         self.ticks.reset();
                     }
                 }
                 outcome = run => {
                     self.run = None;
                     while let Ok(event) = self.events.try_recv() {
-                        if let Some(line) = self.panel.see(&event) {
-                            let events = self.frames.progress(&line);
-                            self.queue.extend(events);
-                        }
+                        self.see(&event);
                     }
                     let events = match outcome {
                         Err(error) => self.frames.error(&ApiError::of_run(&error)),
                         Ok(record) => match ApiError::of_unanswered(&record) {
                             Some(error) => self.frames.error(&error),
-                            None => self.frames.answer(&record),
+                            None => {
+                                let (rest, streamed) = self.live.rest(&record.answer);
+                                self.frames.answer(&record, &rest, streamed)
+                            }
                         },
                     };
                     self.queue.extend(events);
@@ -327,10 +351,18 @@ impl Frames for Chunks {
         vec![self.chunk(json!({"reasoning": line, "reasoning_content": line}), None)]
     }
 
-    fn answer(&mut self, record: &RunRecord) -> Vec<Value> {
-        let mut events = vec![self.chunk(json!({"content": record.answer}), None)];
+    fn text(&mut self, text: &str) -> Vec<Value> {
+        vec![self.chunk(json!({"content": text}), None)]
+    }
+
+    fn answer(&mut self, record: &RunRecord, rest: &str, streamed: Streamed) -> Vec<Value> {
+        let mut events = Vec::new();
+        if !rest.is_empty() || streamed == Streamed::Whole {
+            events.push(self.chunk(json!({"content": rest}), None));
+        }
         let mut last = self.chunk(json!({}), Some(answer::finish_reason(record)));
         last["chorus"] = answer::extension(record, &self.not_applied);
+        last["chorus"]["streamed"] = json!(streamed.as_str());
         events.push(last);
         if self.include_usage {
             let mut usage = self.chunk(json!({}), None);

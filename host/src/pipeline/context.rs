@@ -111,6 +111,9 @@ struct Live {
     /// Set once a fallback is asked: the request in flight and what was
     /// tried before it, for the record if the call is cut.
     serving: Mutex<Option<(Arc<ChatRequest>, Vec<String>)>>,
+    /// Its reply is the run's answer: its text goes out as it streams
+    /// (`Event::AnswerText`).
+    answer: bool,
 }
 
 impl RunContext {
@@ -223,7 +226,37 @@ impl RunContext {
     /// Runs `requests` all at once (each provider's concurrency cap still
     /// applies) under the fan-out policy and the budgets, and returns their
     /// outcomes in request order.
-    pub async fn fan_out(&self, stage: &str, mut requests: Vec<ChatRequest>) -> Vec<Completion> {
+    pub async fn fan_out(&self, stage: &str, requests: Vec<ChatRequest>) -> Vec<Completion> {
+        self.gather(stage, requests, false).await
+    }
+
+    /// One call whose reply is the run's answer as its model writes it (a
+    /// synthesizer's `host.complete-answer`): a batch of one under the
+    /// same policy and budgets, whose text goes out as it streams.
+    pub async fn answer_call(&self, stage: &str, request: ChatRequest) -> Completion {
+        let (label, model) = (request.label.clone(), request.model.clone());
+        let mut outcomes = self.gather(stage, vec![request], true).await;
+        outcomes.pop().unwrap_or_else(|| Completion {
+            id: None,
+            label,
+            model,
+            latency_ms: 0,
+            attempts: 0,
+            queued_ms: None,
+            ttft_ms: None,
+            outcome: Err(Failure::new(
+                FailureKind::Cancelled,
+                "the host lost this call's outcome (a bug in chorus: please report it)",
+            )),
+        })
+    }
+
+    async fn gather(
+        &self,
+        stage: &str,
+        mut requests: Vec<ChatRequest>,
+        answer: bool,
+    ) -> Vec<Completion> {
         let left_out = self.place_attachments(stage, &mut requests).await;
         let stage: Arc<str> = Arc::from(stage);
         let policy = self.policy();
@@ -268,6 +301,7 @@ impl RunContext {
                 attempts: Attempts::default(),
                 priority,
                 serving: Mutex::new(None),
+                answer,
             })
             .collect();
         let mut outcomes: Vec<Option<Completion>> = Vec::with_capacity(admitted.len());
@@ -359,6 +393,13 @@ impl RunContext {
                 self.emit(Event::CallTokens { id, tokens });
             }
         };
+        let on_text = |attempt: u32, text: &str| {
+            self.emit(Event::AnswerText {
+                id,
+                attempt,
+                text: Arc::from(text),
+            });
+        };
         if self.limits.dry_run {
             return self.pretend(id, stage, request, reservation);
         }
@@ -388,6 +429,7 @@ impl RunContext {
         let hooks = CallHooks {
             priority: live.priority,
             on_tokens: &on_tokens,
+            on_text: live.answer.then_some(&on_text as _),
             on_queued: &on_queued,
             on_retry: &on_retry,
             attempts: &live.attempts,

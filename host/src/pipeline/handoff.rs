@@ -168,6 +168,15 @@ impl HostServices for CuttingHost {
         })
     }
 
+    fn complete_answer(&self, plugin: &str, request: ChatRequest) -> BoxFuture<'_, Completion> {
+        let plugin = plugin.to_owned();
+        Box::pin(async move {
+            let completion = self.inner.complete_answer(&plugin, request).await;
+            let mut copies = self.cutter.copies(std::slice::from_ref(&completion));
+            copies.pop().unwrap_or(completion)
+        })
+    }
+
     fn progress(&self, plugin: &str, message: String) {
         self.inner.progress(plugin, message);
     }

@@ -213,6 +213,15 @@ impl State {
         self.own_time.resume();
         Ok(completions)
     }
+
+    /// `host.complete-answer` (contract 0.5): one call whose reply is the
+    /// run's answer, streamed where the run is.
+    pub async fn complete_answer(&mut self, request: ChatRequest) -> Completion {
+        self.own_time.pause();
+        let completion = self.host.complete_answer(&self.plugin, request).await;
+        self.own_time.resume();
+        completion
+    }
 }
 
 /// Caps the plugin's memories and tables together, and remembers a denied

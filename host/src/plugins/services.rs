@@ -11,6 +11,31 @@ use crate::llm::{ChatRequest, Completion, ModelInfo};
 pub trait HostServices: Send + Sync {
     /// Runs chat completions at once; outcomes in request order.
     fn complete(&self, plugin: &str, requests: Vec<ChatRequest>) -> BoxFuture<'_, Vec<Completion>>;
+    /// Runs one chat completion whose reply is meant to be the run's
+    /// answer (contract 0.5's `complete-answer`): as `complete`, and where
+    /// the run is streamed to its caller, its text goes out as it comes.
+    fn complete_answer(&self, plugin: &str, request: ChatRequest) -> BoxFuture<'_, Completion> {
+        let plugin = plugin.to_owned();
+        Box::pin(async move {
+            let (label, model) = (request.label.clone(), request.model.clone());
+            self.complete(&plugin, vec![request])
+                .await
+                .pop()
+                .unwrap_or_else(|| Completion {
+                    id: None,
+                    label,
+                    model,
+                    latency_ms: 0,
+                    attempts: 0,
+                    queued_ms: None,
+                    ttft_ms: None,
+                    outcome: Err(crate::llm::Failure::new(
+                        crate::llm::FailureKind::Cancelled,
+                        "the host returned no outcome for this call",
+                    )),
+                })
+        })
+    }
     /// Progress for the user.
     fn progress(&self, plugin: &str, message: String);
     /// The model catalog.

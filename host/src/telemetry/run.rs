@@ -286,6 +286,7 @@ impl Shared {
             Event::Planned(_)
             | Event::FanOut { .. }
             | Event::CallTokens { .. }
+            | Event::AnswerText { .. }
             | Event::CallQueued { .. }
             | Event::CallRetrying { .. }
             | Event::Fallback { .. }

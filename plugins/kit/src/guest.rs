@@ -110,6 +110,23 @@ pub fn ask_for(
         .unwrap_or_else(|| Err("the host returned no outcome".to_owned()))
 }
 
+/// One call whose reply is the answer the plugin returns, word for word
+/// (`host.complete-answer`): where the run is streamed to its caller, its
+/// text goes out as the model writes it. Return its text unchanged (or
+/// add only after it), or the host marks what it streamed as replaced.
+pub fn ask_answer(
+    label: &str,
+    model: &str,
+    system: &str,
+    user: &str,
+    sampling: Sampling,
+) -> Result<String, String> {
+    let messages = vec![message(Role::System, system), message(Role::User, user)];
+    text_of(&host::complete_answer(&request(
+        label, model, messages, sampling,
+    )))
+}
+
 pub fn text_of(completion: &Completion) -> Result<String, String> {
     match &completion.outcome {
         Ok(reply) if !reply.content.trim().is_empty() => Ok(reply.content.clone()),
@@ -157,7 +174,8 @@ pub struct Merged {
 
 /// Merges `answers` (heading, text) with the first of `synthesizers` that
 /// succeeds, fitting them to its context window; a synthesizer whose
-/// window would cut the answers to stubs is skipped for the next.
+/// window would cut the answers to stubs is skipped for the next. The
+/// merge is the answer: its text streams where the run does.
 /// `Err` carries every synthesizer's own error.
 pub fn merge(
     question: &str,
@@ -178,7 +196,7 @@ pub fn merge(
         context_window,
         |model, prompt| {
             host::progress(&format!("merging {} answers with {model}", answers.len()));
-            ask("synthesis", model, instructions, prompt, sampling)
+            ask_answer("synthesis", model, instructions, prompt, sampling)
         },
     )
 }

@@ -1,14 +1,14 @@
-//! The contract's bindings (`chorus:strategy@0.4.0`), generated once here.
+//! The contract's bindings (`chorus:strategy@0.5.0`), generated once here.
 //! Every plugin reuses these types and host imports through wit-bindgen's
 //! `with`, so a value moves between the kit and a plugin without conversion:
 //!
 //! ```text
 //! wit_bindgen::generate!({
 //!     world: "synthesizer-plugin",
-//!     path: "../../../wit/0.4.0",
+//!     path: "../../../wit/0.5.0",
 //!     with: {
-//!         "chorus:strategy/types@0.4.0": kit::wit::types,
-//!         "chorus:strategy/host@0.4.0": kit::wit::host,
+//!         "chorus:strategy/types@0.5.0": kit::wit::types,
+//!         "chorus:strategy/host@0.5.0": kit::wit::host,
 //!     },
 //! });
 //! ```
@@ -19,8 +19,8 @@
 #![allow(clippy::all, missing_docs)]
 
 wit_bindgen::generate!({
-    inline: "package chorus:plugin-kit; world kit { import chorus:strategy/host@0.4.0; }",
-    path: "../../wit/0.4.0",
+    inline: "package chorus:plugin-kit; world kit { import chorus:strategy/host@0.5.0; }",
+    path: "../../wit/0.5.0",
     generate_all,
 });
 

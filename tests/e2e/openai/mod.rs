@@ -5,6 +5,7 @@
 //! SDK — in [`clients`].
 
 mod clients;
+mod live;
 
 use std::time::Duration;
 
@@ -226,6 +227,7 @@ async fn a_streamed_answer_says_the_panel_progress_then_the_answer_and_its_usage
         .find(|e| e["choices"][0]["finish_reason"] == "stop")
         .unwrap();
     assert_eq!(finish["chorus"]["kind"], "synthesis");
+    assert_eq!(finish["chorus"]["streamed"], "live");
     let usage = &events[events.len() - 2];
     assert_eq!(usage["choices"], json!([]));
     assert!(
@@ -472,9 +474,10 @@ async fn the_responses_api_answers_whole_and_streamed() {
         .collect();
     assert_eq!(names.first(), Some(&"response.created"));
     assert_eq!(names.last(), Some(&"response.completed"));
-    let delta = events(&text)
-        .into_iter()
-        .find(|e| e["type"] == "response.output_text.delta")
-        .unwrap();
-    assert_eq!(delta["delta"], "merged again");
+    let deltas: String = events(&text)
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert_eq!(deltas, "merged again");
 }

@@ -29,6 +29,7 @@ impl ProviderClient {
         model: &str,
         watch: &mut Watch<'_>,
         on_tokens: OnTokens<'_>,
+        on_text: Option<&(dyn Fn(&str) + Send + Sync)>,
     ) -> Result<Reply, AttemptError> {
         let limit = self.max_response_bytes;
         let mut parser = SseParser::new(limit);
@@ -39,6 +40,8 @@ impl ProviderClient {
             FeedError::Event(f) if f.status.is_some() => AttemptError::status(f, None),
             FeedError::Event(f) => AttemptError::fatal(f),
         };
+        // The answer's text passed on as it comes, scrubbed on the way.
+        let mut passed = on_text.map(|on_text| (on_text, self.scrubber.stream(), 0usize));
         let mut grace_until: Option<tokio::time::Instant> = None;
         let mut closed = false;
         loop {
@@ -73,6 +76,15 @@ impl ProviderClient {
                 watch.token();
                 on_tokens(assembler.tokens());
             }
+            if let Some((on_text, scrubbed, sent)) = &mut passed {
+                let content = assembler.content();
+                if content.len() > *sent {
+                    if let Some(piece) = scrubbed.push(&content[*sent..]) {
+                        on_text(&piece);
+                    }
+                    *sent = content.len();
+                }
+            }
             if assembler.is_finished() {
                 let grace = if assembler.has_all_it_needs() {
                     DRAIN_GRACE
@@ -91,13 +103,24 @@ impl ProviderClient {
                 tail.map_err(feed_error)?;
             }
         }
-        assembler.finish(model).map_err(|failure| {
+        let rest = passed.map(|(on_text, mut scrubbed, sent)| {
+            let content = assembler.content();
+            let mut rest = scrubbed.push(&content[sent.min(content.len())..]);
+            rest.get_or_insert_default().push_str(&scrubbed.finish());
+            (on_text, rest.unwrap_or_default())
+        });
+        let reply = assembler.finish(model).map_err(|failure| {
             if failure.kind == FailureKind::Connection {
                 AttemptError::transient(failure)
             } else {
                 AttemptError::fatal(failure)
             }
-        })
+        })?;
+        // Only a complete reply lets go of what was held back.
+        if let Some((on_text, rest)) = rest.filter(|(_, rest)| !rest.is_empty()) {
+            on_text(&rest);
+        }
+        Ok(reply)
     }
 
     /// Reads a whole body up to `limit` bytes, under the attempt's clocks.

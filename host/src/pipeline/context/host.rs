@@ -18,6 +18,11 @@ impl HostServices for RunContext {
         Box::pin(async move { self.fan_out(&stage, requests).await })
     }
 
+    fn complete_answer(&self, plugin: &str, request: ChatRequest) -> BoxFuture<'_, Completion> {
+        let stage = plugin.to_owned();
+        Box::pin(async move { self.answer_call(&stage, request).await })
+    }
+
     fn progress(&self, plugin: &str, message: String) {
         self.emit(Event::Note {
             plugin: plugin.to_owned(),

@@ -13,13 +13,18 @@
 //!   called in the version;
 //!
 //! and passes the macro the `model-info` fields it has beyond 0.3's, as
-//! `adapters!(m => { field: m.…, })` (`m` is the host's `llm::ModelInfo`).
+//! `adapters!(m => { field: m.…, })` (`m` is the host's `llm::ModelInfo`),
+//! and the `host` functions it has beyond 0.4's, as
+//! `adapters!(m => { … }, host => { async fn …(&mut self, …) … })`.
 //!
 //! The macro's paths resolve where it is invoked, so each expansion uses
 //! that version's generated types.
 
 macro_rules! adapters {
     ($m:ident => { $($model_info:tt)* }) => {
+        adapters!($m => { $($model_info)* }, host => {});
+    };
+    ($m:ident => { $($model_info:tt)* }, host => { $($host_extra:tt)* }) => {
         pub fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
             host::add_to_linker::<State, HasSelf<State>>(linker, |state| state)
         }
@@ -190,6 +195,8 @@ macro_rules! adapters {
                     time_left_ms: u64::try_from(budget.time_left.as_millis()).unwrap_or(u64::MAX),
                 })
             }
+
+            $($host_extra)*
         }
 
         impl wit::Host for State {}

@@ -11,7 +11,9 @@ mod adapt;
 pub mod v0_1;
 pub mod v0_2;
 pub mod v0_3;
+#[macro_use]
 pub mod v0_4;
+pub mod v0_5;
 
 use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};
@@ -21,17 +23,24 @@ use super::types::{AnswerKind, Kind, Plan, Prompts, Request};
 use crate::llm;
 
 /// The newest contract version: the one new plugins are built for.
-pub const CONTRACT: &str = v0_4::VERSION;
+pub const CONTRACT: &str = v0_5::VERSION;
 
 /// Every contract version this host serves, oldest first.
-pub const VERSIONS: &[&str] = &[v0_1::VERSION, v0_2::VERSION, v0_3::VERSION, v0_4::VERSION];
+pub const VERSIONS: &[&str] = &[
+    v0_1::VERSION,
+    v0_2::VERSION,
+    v0_3::VERSION,
+    v0_4::VERSION,
+    v0_5::VERSION,
+];
 
 /// Adds every version's `host` interface to the linker.
 pub fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     v0_1::add_to_linker(linker)?;
     v0_2::add_to_linker(linker)?;
     v0_3::add_to_linker(linker)?;
-    v0_4::add_to_linker(linker)
+    v0_4::add_to_linker(linker)?;
+    v0_5::add_to_linker(linker)
 }
 
 /// One part of a message, whatever the contract version spelled it.
@@ -66,6 +75,7 @@ pub enum Guest {
     V0_2(v0_2::Guest),
     V0_3(v0_3::Guest),
     V0_4(v0_4::Guest),
+    V0_5(v0_5::Guest),
 }
 
 impl Guest {
@@ -76,6 +86,7 @@ impl Guest {
             v0_2::VERSION => Ok(Self::V0_2(v0_2::Guest::new(pre, kind)?)),
             v0_3::VERSION => Ok(Self::V0_3(v0_3::Guest::new(pre, kind)?)),
             v0_4::VERSION => Ok(Self::V0_4(v0_4::Guest::new(pre, kind)?)),
+            v0_5::VERSION => Ok(Self::V0_5(v0_5::Guest::new(pre, kind)?)),
             other => Err(wasmtime::Error::msg(format!(
                 "no bindings for contract version {other}"
             ))),
@@ -95,6 +106,7 @@ impl Guest {
             Self::V0_2(guest) => guest.validate_settings(store, settings).await,
             Self::V0_3(guest) => guest.validate_settings(store, settings).await,
             Self::V0_4(guest) => guest.validate_settings(store, settings).await,
+            Self::V0_5(guest) => guest.validate_settings(store, settings).await,
         }
     }
 
@@ -109,6 +121,7 @@ impl Guest {
             Self::V0_2(guest) => guest.select(store, request, settings).await,
             Self::V0_3(guest) => guest.select(store, request, settings).await,
             Self::V0_4(guest) => guest.select(store, request, settings).await,
+            Self::V0_5(guest) => guest.select(store, request, settings).await,
         }
     }
 
@@ -124,6 +137,7 @@ impl Guest {
             Self::V0_2(guest) => guest.prompt(store, request, plan, settings).await,
             Self::V0_3(guest) => guest.prompt(store, request, plan, settings).await,
             Self::V0_4(guest) => guest.prompt(store, request, plan, settings).await,
+            Self::V0_5(guest) => guest.prompt(store, request, plan, settings).await,
         }
     }
 
@@ -152,6 +166,11 @@ impl Guest {
                     .await
             }
             Self::V0_4(guest) => {
+                guest
+                    .synthesize(store, request, plan, completions, settings)
+                    .await
+            }
+            Self::V0_5(guest) => {
                 guest
                     .synthesize(store, request, plan, completions, settings)
                     .await

@@ -1,4 +1,4 @@
-//! `chorus:strategy@0.4.0`, the current contract: its generated bindings
+//! `chorus:strategy@0.4.0`: its generated bindings
 //! and what it adapts unlike other versions (`adapt.rs` has the rest): the
 //! run's attachments on the request (metadata, never bytes), attachments
 //! placed in messages, models' input modalities, and replies' citations.
@@ -54,85 +54,94 @@ use crate::plugins::types::{self as own, Kind};
 
 pub const VERSION: &str = "0.4.0";
 
-/// A request may ask for a response format (as from 0.3).
-fn response_format(r: &wit::ChatRequest) -> Result<Option<llm::ResponseFormat>, String> {
-    Ok(match &r.response_format {
-        None => None,
-        Some(wit::ResponseFormat::JsonObject) => Some(llm::ResponseFormat::JsonObject),
-        Some(wit::ResponseFormat::JsonSchema(s)) => Some(llm::ResponseFormat::JsonSchema(
-            llm::JsonSchema::new(s.name.clone(), &s.schema, s.strict)?,
-        )),
-    })
-}
-
-/// A reply says what was sent of the request's response format (as from
-/// 0.3), and the sources it cites.
-fn reply_of(reply: &llm::Reply) -> wit::Reply {
-    wit::Reply {
-        content: String::clone(&reply.content),
-        served_by: reply.served_by.clone(),
-        finish_reason: reply.finish_reason.clone(),
-        usage: reply.usage.map(usage_of),
-        format_sent: match reply.format_sent {
-            llm::FormatSent::None => wit::FormatSent::None,
-            llm::FormatSent::JsonObject => wit::FormatSent::JsonObject,
-            llm::FormatSent::JsonSchema => wit::FormatSent::JsonSchema,
-        },
-        citations: reply
-            .citations
-            .iter()
-            .map(|c| wit::Citation {
-                url: c.url.clone(),
-                title: c.title.clone(),
-                cited_text: c.cited.clone(),
-                start_index: c.start_index,
-                end_index: c.end_index,
+/// What 0.4 adapts unlike the versions before it (see `adapt.rs` for the
+/// list), written once for 0.4 and the versions that keep its types (0.5):
+/// expanded in each version's module, over its generated `wit` types.
+macro_rules! since_0_4 {
+    () => {
+        /// A request may ask for a response format (as from 0.3).
+        fn response_format(r: &wit::ChatRequest) -> Result<Option<llm::ResponseFormat>, String> {
+            Ok(match &r.response_format {
+                None => None,
+                Some(wit::ResponseFormat::JsonObject) => Some(llm::ResponseFormat::JsonObject),
+                Some(wit::ResponseFormat::JsonSchema(s)) => Some(llm::ResponseFormat::JsonSchema(
+                    llm::JsonSchema::new(s.name.clone(), &s.schema, s.strict)?,
+                )),
             })
-            .collect(),
-    }
-}
+        }
 
-/// The request with the run's attachments: what they are, not their bytes.
-fn request_of(r: &own::Request) -> wit::Request {
-    wit::Request {
-        run_id: r.run_id.clone(),
-        pipeline: r.pipeline.clone(),
-        prompt: r.prompt.clone(),
-        options: r.options.to_string(),
-        attachments: r
-            .attachments
-            .iter()
-            .map(|a| wit::AttachmentInfo {
-                id: a.info.id,
-                kind: match a.info.kind {
-                    attach::Kind::Image => wit::AttachmentKind::Image,
-                    attach::Kind::Pdf => wit::AttachmentKind::Pdf,
-                    attach::Kind::Audio => wit::AttachmentKind::Audio,
-                    attach::Kind::Text => wit::AttachmentKind::Text,
+        /// A reply says what was sent of the request's response format (as from
+        /// 0.3), and the sources it cites.
+        fn reply_of(reply: &llm::Reply) -> wit::Reply {
+            wit::Reply {
+                content: String::clone(&reply.content),
+                served_by: reply.served_by.clone(),
+                finish_reason: reply.finish_reason.clone(),
+                usage: reply.usage.map(usage_of),
+                format_sent: match reply.format_sent {
+                    llm::FormatSent::None => wit::FormatSent::None,
+                    llm::FormatSent::JsonObject => wit::FormatSent::JsonObject,
+                    llm::FormatSent::JsonSchema => wit::FormatSent::JsonSchema,
                 },
-                mime: a.info.mime.clone(),
-                name: Some(a.info.name.clone()),
-                bytes: a.info.bytes as u64,
-                // Measured from the bytes when the run started
-                // (`attach::shape`); none for a URL or what did not parse.
-                pages: a.info.shape.pages,
-                width: a.info.shape.width,
-                height: a.info.shape.height,
-                description: a.description.clone(),
-            })
-            .collect(),
-    }
+                citations: reply
+                    .citations
+                    .iter()
+                    .map(|c| wit::Citation {
+                        url: c.url.clone(),
+                        title: c.title.clone(),
+                        cited_text: c.cited.clone(),
+                        start_index: c.start_index,
+                        end_index: c.end_index,
+                    })
+                    .collect(),
+            }
+        }
+
+        /// The request with the run's attachments: what they are, not their bytes.
+        fn request_of(r: &own::Request) -> wit::Request {
+            wit::Request {
+                run_id: r.run_id.clone(),
+                pipeline: r.pipeline.clone(),
+                prompt: r.prompt.clone(),
+                options: r.options.to_string(),
+                attachments: r
+                    .attachments
+                    .iter()
+                    .map(|a| wit::AttachmentInfo {
+                        id: a.info.id,
+                        kind: match a.info.kind {
+                            attach::Kind::Image => wit::AttachmentKind::Image,
+                            attach::Kind::Pdf => wit::AttachmentKind::Pdf,
+                            attach::Kind::Audio => wit::AttachmentKind::Audio,
+                            attach::Kind::Text => wit::AttachmentKind::Text,
+                        },
+                        mime: a.info.mime.clone(),
+                        name: Some(a.info.name.clone()),
+                        bytes: a.info.bytes as u64,
+                        // Measured from the bytes when the run started
+                        // (`attach::shape`); none for a URL or what did not parse.
+                        pages: a.info.shape.pages,
+                        width: a.info.shape.width,
+                        height: a.info.shape.height,
+                        description: a.description.clone(),
+                    })
+                    .collect(),
+            }
+        }
+
+        /// A part is text, or a run attachment placed there.
+        fn part_of(part: wit::ContentPart) -> super::Part {
+            match part {
+                wit::ContentPart::Text(text) => super::Part::Text(text),
+                wit::ContentPart::Attachment(id) => super::Part::Attachment(id),
+            }
+        }
+
+        const UNSUPPORTED_INPUT: wit::FailureKind = wit::FailureKind::UnsupportedInput;
+    };
 }
 
-/// A part is text, or a run attachment placed there.
-fn part_of(part: wit::ContentPart) -> super::Part {
-    match part {
-        wit::ContentPart::Text(text) => super::Part::Text(text),
-        wit::ContentPart::Attachment(id) => super::Part::Attachment(id),
-    }
-}
-
-const UNSUPPORTED_INPUT: wit::FailureKind = wit::FailureKind::UnsupportedInput;
+since_0_4!();
 
 adapters!(m => {
     input_modalities: m.input_modalities.clone(),

@@ -28,10 +28,10 @@
 
 wit_bindgen::generate!({
     world: "synthesizer-plugin",
-    path: "../../../wit/0.4.0",
+    path: "../../../wit/0.5.0",
     with: {
-        "chorus:strategy/types@0.4.0": kit::wit::types,
-        "chorus:strategy/host@0.4.0": kit::wit::host,
+        "chorus:strategy/types@0.5.0": kit::wit::types,
+        "chorus:strategy/host@0.5.0": kit::wit::host,
     },
 });
 
@@ -149,7 +149,7 @@ impl Guest for AnalysisPlugin {
                 kit::wit::host::progress(&format!(
                     "{model} is writing the answer from the analysis"
                 ));
-                kit::guest::ask("writer", model, WRITER, prompt, sampling)
+                kit::guest::ask_answer("writer", model, WRITER, prompt, sampling)
             },
         );
         let writer = merge.as_ref().ok().map(|m| m.model.clone());

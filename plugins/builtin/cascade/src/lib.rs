@@ -23,10 +23,10 @@ mod agreement;
 
 wit_bindgen::generate!({
     world: "synthesizer-plugin",
-    path: "../../../wit/0.4.0",
+    path: "../../../wit/0.5.0",
     with: {
-        "chorus:strategy/types@0.4.0": kit::wit::types,
-        "chorus:strategy/host@0.4.0": kit::wit::host,
+        "chorus:strategy/types@0.5.0": kit::wit::types,
+        "chorus:strategy/host@0.5.0": kit::wit::host,
     },
 });
 
@@ -382,8 +382,13 @@ fn escalate(
                 kit::guest::message(Role::System, instructions),
                 kit::guest::message(Role::User, prompt),
             ];
-            let outcome =
-                host::complete(&[kit::guest::request("synthesis", model, messages, sampling)]);
+            // The merge is the answer: it streams where the run does.
+            let outcome = [host::complete_answer(&kit::guest::request(
+                "synthesis",
+                model,
+                messages,
+                sampling,
+            ))];
             merging.add_completions(&outcome);
             merged.extend(outcome.iter().cloned());
             outcome.first().map_or_else(

@@ -12,10 +12,10 @@
 
 wit_bindgen::generate!({
     world: "selector-plugin",
-    path: "../../../wit/0.4.0",
+    path: "../../../wit/0.5.0",
     with: {
-        "chorus:strategy/types@0.4.0": kit::wit::types,
-        "chorus:strategy/host@0.4.0": kit::wit::host,
+        "chorus:strategy/types@0.5.0": kit::wit::types,
+        "chorus:strategy/host@0.5.0": kit::wit::host,
     },
 });
 

@@ -12,7 +12,7 @@
 //
 // Return an error by throwing a string (a thrown Error object would trap).
 
-import { complete, progress } from 'chorus:strategy/host@0.4.0';
+import { completeAnswer, progress } from 'chorus:strategy/host@0.5.0';
 
 const DEFAULT_INSTRUCTIONS = 'You are given a question and several answers to it. Write the single best answer: '
   + 'keep what they agree on, resolve their disagreements, drop what is wrong. Do not mention the other answers.';
@@ -101,12 +101,14 @@ export const synthesizer = {
     const merging = web.length > 0 ? `${instructions}\n\n${CITE}` : instructions;
     for (const model of plan.synthesizers) {
       progress(`merging ${answered.length} answers with ${model}`);
-      const [merged] = complete([{
+      // The merge is the answer, returned word for word: asked with
+      // `completeAnswer`, its text streams to callers that stream.
+      const merged = completeAnswer({
         label: 'synthesis',
         model,
         messages: [message('system', merging), message('user', prompt)],
         sampling: {},
-      }]);
+      });
       if (merged.outcome.tag === 'ok' && merged.outcome.val.content.trim() !== '') {
         return answer('synthesis', merged.outcome.val.content, sources, [`${answered.length} answers merged by ${model}.`, ...notes]);
       }

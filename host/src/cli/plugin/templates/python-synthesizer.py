@@ -117,7 +117,9 @@ class Synthesizer(exports.Synthesizer):
                 sampling=sampling,
                 response_format=None,
             )
-            [outcome] = [c.outcome for c in host.complete([merge])]
+            # The merge is the answer, returned word for word: asked with
+            # `complete_answer`, its text streams to callers that stream.
+            outcome = host.complete_answer(merge).outcome
             if isinstance(outcome, Ok) and outcome.value.content.strip():
                 return answer(types.AnswerKind.SYNTHESIS, outcome.value.content, sources,
                               [f"{len(answered)} answers merged by {model}."] + notes)

@@ -133,7 +133,9 @@ impl Guest for Plugin {
                 sampling,
                 response_format: None,
             };
-            let outcome = host::complete(&[merge]).pop().map(|c| c.outcome);
+            // The merge is the answer, returned word for word: asked with
+            // `complete_answer`, its text streams to callers that stream.
+            let outcome = Some(host::complete_answer(&merge).outcome);
             match outcome {
                 Some(Ok(reply)) if !reply.content.trim().is_empty() => {
                     notes.insert(0, format!("{} answers merged by {model}.", answered.len()));
