@@ -32,7 +32,11 @@ async def main():
     async for event in result.stream_events():
         if event.type == "raw_response_event" and event.data.type == "response.output_text.delta":
             deltas.append(event.data.delta)
-    seen["stream"] = {"deltas": "".join(deltas), "final": result.final_output}
+    seen["stream"] = {
+        "deltas": "".join(deltas),
+        "pieces": len(deltas),
+        "final": result.final_output,
+    }
 
 
 asyncio.run(main())

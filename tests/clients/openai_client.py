@@ -64,6 +64,7 @@ for chunk in stream:
             reasoning.append(extra["reasoning"])
 seen["stream"] = {
     "content": "".join(content),
+    "content_pieces": len(content),
     "reasoning": "".join(reasoning),
     "usage": usage,
     "chunks": chunks,

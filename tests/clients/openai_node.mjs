@@ -29,16 +29,18 @@ const stream = await client.chat.completions.create({
   stream_options: { include_usage: true },
 });
 let content = "";
+let contentPieces = 0;
 let reasoning = "";
 let usage = null;
 for await (const chunk of stream) {
   if (chunk.usage) usage = chunk.usage.total_tokens;
   for (const choice of chunk.choices) {
+    if (choice.delta.content) contentPieces += 1;
     content += choice.delta.content ?? "";
     reasoning += choice.delta.reasoning ?? "";
   }
 }
-seen.stream = { content, reasoning, usage };
+seen.stream = { content, content_pieces: contentPieces, reasoning, usage };
 
 try {
   await client.chat.completions.create({ model: "gpt-4o", messages: [{ role: "user", content: "q" }] });

@@ -79,6 +79,11 @@ async fn the_official_openai_sdks_are_clients() {
     assert!(python["sync"]["total_tokens"].as_u64().unwrap() > 0);
     assert_eq!(python["async"], "Rayleigh scattering.");
     assert_eq!(python["stream"]["content"], "Rayleigh scattering.");
+    // The synthesizer's own deltas, passed on as it wrote them.
+    assert!(
+        python["stream"]["content_pieces"].as_u64().unwrap() > 1,
+        "{python}"
+    );
     assert!(
         python["stream"]["reasoning"]
             .as_str()
@@ -115,6 +120,10 @@ async fn the_official_openai_sdks_are_clients() {
     assert_eq!(node["whole"]["content"], "Rayleigh scattering.");
     assert_eq!(node["whole"]["kind"], "synthesis");
     assert_eq!(node["stream"]["content"], "Rayleigh scattering.");
+    assert!(
+        node["stream"]["content_pieces"].as_u64().unwrap() > 1,
+        "{node}"
+    );
     assert!(
         node["stream"]["reasoning"]
             .as_str()
@@ -250,6 +259,7 @@ async fn the_agents_sdks_default_model_runs_a_pipeline_through_responses() {
     eprintln!("openai-agents: {agents}");
     assert_eq!(agents["whole"], "Rayleigh scattering.");
     assert_eq!(agents["stream"]["deltas"], "Rayleigh scattering.");
+    assert!(agents["stream"]["pieces"].as_u64().unwrap() > 1, "{agents}");
     assert_eq!(agents["stream"]["final"], "Rayleigh scattering.");
     let instructed = mock.requests_for("m1").pop().unwrap().text();
     assert!(instructed.contains("Be brief."), "{instructed}");
