@@ -4,20 +4,30 @@
 //! included), and the record of every call. A follow-up's conversation goes
 //! ahead of every request here, and a re-synthesis starts with the answers
 //! it reuses already on record.
+//!
+//! `RunContext` composes one part per concern, each in its own file:
+//! `batch` (a batch of calls: admit, send, gather, note), `calls` (the
+//! call budget and ids), `budget` (money, in `pipeline/budget.rs`),
+//! `attach` (the run's attachments, their descriptions and extracted
+//! text), `search`, `cached` (the response cache port), `fallback`,
+//! `recording` (the call log) and `host` (what plugins may ask of it).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 mod attach;
+mod batch;
 mod cached;
+mod calls;
 mod fallback;
 mod host;
 mod recording;
 mod search;
 
+use batch::Live;
 pub use search::search_of_stage;
 
 #[cfg(test)]
@@ -26,13 +36,11 @@ pub use recording::call_record;
 use super::attachments::RunAttachments;
 use super::budget::{Budget, Ceiling, Reservation};
 use super::describe::{Descriptions, Extracted};
-use super::follow_up;
-use super::stragglers::{self, Ended, Policy};
+use super::stragglers::Policy;
 use crate::config::{FanOut, show_duration};
 use crate::events::{Event, Progress, Stage, TOKENS_EVERY};
 use crate::llm::{
-    Attempts, CallHooks, ChatRequest, Completion, Failure, FailureKind, Llm, Message, Priority,
-    next_run_seq,
+    CallHooks, ChatRequest, Completion, Failure, FailureKind, Llm, Message, next_run_seq,
 };
 
 use crate::record::CallRecord;
@@ -63,11 +71,8 @@ pub struct RunContext {
     progress: Progress,
     deadline: Instant,
     limits: Limits,
-    calls_left: AtomicU32,
-    /// Calls refused for the budget: counted, not recorded, so a plugin
-    /// that keeps asking cannot grow the record.
-    refused: AtomicU32,
-    next_id: AtomicU32,
+    /// The call budget and the calls' ids.
+    calls: calls::Calls,
     budget: Budget,
     /// The merge has begun: calls may use the time kept for it.
     merging: AtomicBool,
@@ -96,35 +101,13 @@ pub struct RunContext {
     cache: Option<Box<dyn super::RunCallCache>>,
 }
 
-/// A call's live state, readable after it is cut.
-struct Live {
-    started: Instant,
-    tokens: AtomicU32,
-    /// Milliseconds after `started` of the last tokens event.
-    last_event_ms: AtomicU64,
-    /// What the attempts did so far (retries included).
-    attempts: Attempts,
-    /// Its place among the requests waiting for the provider's permits.
-    priority: Priority,
-    /// While it waits for one: 1 + the requests ahead of it; 0 otherwise.
-    queued: AtomicU32,
-    /// Set once a fallback is asked: the request in flight and what was
-    /// tried before it, for the record if the call is cut.
-    serving: Mutex<Option<(Arc<ChatRequest>, Vec<String>)>>,
-    /// Its reply is the run's answer: its text goes out as it streams
-    /// (`Event::AnswerText`).
-    answer: bool,
-}
-
 impl RunContext {
     pub fn new(llm: Arc<Llm>, progress: Progress, limits: Limits) -> Self {
         Self {
             llm,
             progress,
             deadline: Instant::now() + limits.run_timeout,
-            calls_left: AtomicU32::new(limits.call_budget),
-            refused: AtomicU32::new(0),
-            next_id: AtomicU32::new(0),
+            calls: calls::Calls::new(limits.call_budget),
             budget: Budget::new(limits.ceiling.clone()),
             merging: AtomicBool::new(false),
             records: Mutex::new(Vec::new()),
@@ -172,7 +155,7 @@ impl RunContext {
             self.next_rank.store(1, Ordering::Relaxed);
         }
         let next = calls.iter().map(|c| c.id + 1).max().unwrap_or(0);
-        self.next_id.store(next, Ordering::Relaxed);
+        self.calls.number_after(next);
         self.records
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -249,124 +232,6 @@ impl RunContext {
                 "the host lost this call's outcome (a bug in chorus: please report it)",
             )),
         })
-    }
-
-    async fn gather(
-        &self,
-        stage: &str,
-        mut requests: Vec<ChatRequest>,
-        answer: bool,
-    ) -> Vec<Completion> {
-        let left_out = self.place_attachments(stage, &mut requests).await;
-        let stage: Arc<str> = Arc::from(stage);
-        let policy = self.policy();
-        let priority = Priority {
-            stage_rank: self.next_rank.fetch_add(1, Ordering::Relaxed),
-            run_seq: self.run_seq,
-        };
-        // Ids and budgets are settled before anything is sent, in request
-        // order, so ids follow the order plugins see.
-        enum Admission {
-            Send(u32, Reservation),
-            Skip(u32, String),
-            LeftOut(u32, Failure),
-            Refuse,
-        }
-        let admitted: Vec<(Admission, Arc<ChatRequest>)> = requests
-            .into_iter()
-            .zip(left_out)
-            .map(|(mut request, left_out)| {
-                follow_up::insert_into(&mut request, &self.history);
-                if let Some(failure) = left_out {
-                    let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                    return (Admission::LeftOut(id, failure), Arc::new(request));
-                }
-                let admission = match self.admit() {
-                    None => Admission::Refuse,
-                    Some(id) => match self.reserve(&request, self.search_for(&stage)) {
-                        Ok(reservation) => Admission::Send(id, reservation),
-                        Err(why) => Admission::Skip(id, why),
-                    },
-                };
-                (admission, Arc::new(request))
-            })
-            .collect();
-        let live: Vec<Live> = admitted
-            .iter()
-            .map(|_| Live {
-                started: Instant::now(),
-                tokens: AtomicU32::new(0),
-                last_event_ms: AtomicU64::new(u64::MAX),
-                queued: AtomicU32::new(0),
-                attempts: Attempts::default(),
-                priority,
-                serving: Mutex::new(None),
-                answer,
-            })
-            .collect();
-        let mut outcomes: Vec<Option<Completion>> = Vec::with_capacity(admitted.len());
-        let mut sending = Vec::new();
-        let mut skipped = Vec::new();
-        for (i, (admission, request)) in admitted.iter().enumerate() {
-            match admission {
-                Admission::Refuse => outcomes.push(Some(self.refuse(request))),
-                Admission::Skip(id, why) => {
-                    let failure = Failure::new(FailureKind::OverBudget, why.clone());
-                    let mut completion = self.failed(request, failure, Duration::ZERO);
-                    completion.id = Some(*id);
-                    self.record(*id, &stage, &completion, None);
-                    skipped.push(request.model.clone());
-                    outcomes.push(Some(completion));
-                }
-                Admission::LeftOut(id, failure) => {
-                    let mut completion = self.failed(request, failure.clone(), Duration::ZERO);
-                    completion.id = Some(*id);
-                    self.record(*id, &stage, &completion, None);
-                    outcomes.push(Some(completion));
-                }
-                Admission::Send(id, reservation) => {
-                    outcomes.push(None);
-                    sending.push((i, *id, *reservation));
-                }
-            }
-        }
-        if let (Some(first), Some(ceiling)) = (skipped.first(), self.budget.ceiling()) {
-            self.note(format!(
-                "{} not started: the run may spend at most {} (max_cost_usd, from {}); the first skipped was {first}.",
-                plural(skipped.len(), "call was", "calls were"),
-                crate::record::show_usd(ceiling.usd),
-                ceiling.source
-            ));
-        }
-        let calls: Vec<_> = sending
-            .iter()
-            .map(|&(i, id, reservation)| {
-                self.call(id, &stage, &admitted[i].1, reservation, &live[i])
-            })
-            .collect();
-        let ended = stragglers::gather(calls, &policy, |c: &Completion| c.outcome.is_ok()).await;
-        let mut cut = Vec::new();
-        let mut reason = String::new();
-        for (&(i, id, reservation), end) in sending.iter().zip(ended) {
-            outcomes[i] = Some(match end {
-                Ended::Done(completion) => completion,
-                Ended::Cut(why) => {
-                    let completion =
-                        self.cut(id, &stage, &admitted[i].1, reservation, &live[i], &why);
-                    cut.push(admitted[i].1.model.clone());
-                    reason = why;
-                    completion
-                }
-            });
-        }
-        if !cut.is_empty() {
-            self.note(format!(
-                "{} cut ({}): {reason}; the answer rests on what arrived.",
-                plural(cut.len(), "call was", "calls were"),
-                cut.join(", "),
-            ));
-        }
-        outcomes.into_iter().flatten().collect()
     }
 
     async fn call(
@@ -483,7 +348,7 @@ impl RunContext {
 
     /// How many calls the budget refused.
     pub fn refused(&self) -> u32 {
-        self.refused.load(Ordering::Relaxed)
+        self.calls.refused()
     }
 
     /// What the fan-out policy and the cost ceiling did, for the result.
@@ -501,20 +366,6 @@ impl RunContext {
     /// Calls the run may still make (`limits.max_calls_per_run` less those
     /// made, by the selector's or prompter's own calls too).
     pub fn calls_left(&self) -> u32 {
-        self.calls_left.load(Ordering::Acquire)
-    }
-
-    /// Takes one call from the budget and numbers it; `None` when spent.
-    fn admit(&self) -> Option<u32> {
-        self.take_call()?;
-        Some(self.next_id.fetch_add(1, Ordering::Relaxed))
-    }
-}
-
-fn plural(n: usize, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {many}")
+        self.calls.left()
     }
 }

@@ -63,7 +63,7 @@ impl RunContext {
             let why = self.said(&request.model, failure);
             let mut asked = ChatRequest::clone(&request);
             asked.model = next.clone();
-            if self.take_call().is_none() {
+            if self.calls.take().is_none() {
                 self.note(format!(
                     "{} failed ({why}); its fallback {next} was not asked: the run's calls are spent (limits.max_calls_per_run).",
                     request.model
@@ -135,16 +135,5 @@ impl RunContext {
             );
         }
         failure.to_string()
-    }
-
-    /// Takes one call from the budget for a fallback (it keeps its seat's
-    /// id); `None` when spent.
-    pub(super) fn take_call(&self) -> Option<()> {
-        self.calls_left
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
-                left.checked_sub(1)
-            })
-            .ok()
-            .map(|_| ())
     }
 }

@@ -2,8 +2,6 @@
 //! functions): model calls through the run's own fan-out, progress notes,
 //! the model catalog, and what is left of the run's budget.
 
-use std::sync::atomic::Ordering;
-
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
@@ -36,7 +34,7 @@ impl HostServices for RunContext {
 
     fn budget(&self) -> plugins::Budget {
         plugins::Budget {
-            calls_left: self.calls_left.load(Ordering::Acquire),
+            calls_left: self.calls.left(),
             cost_left: self.budget.left(),
             time_left: self.deadline.saturating_duration_since(Instant::now()),
         }

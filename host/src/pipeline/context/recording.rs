@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{Live, RunContext, plural};
+use super::batch::plural;
+use super::{Live, RunContext};
 use crate::events::Event;
 use crate::llm::{
     ChatRequest, Completion, Failure, FailureKind, FormatSent, Reply, estimate_prompt_tokens,
@@ -154,10 +155,10 @@ impl RunContext {
             FailureKind::OverBudget,
             format!(
                 "the run already made its {} chat completions (limits.max_calls_per_run)",
-                self.limits.call_budget
+                self.calls.budget()
             ),
         );
-        self.refused.fetch_add(1, Ordering::Relaxed);
+        self.calls.refuse();
         self.failed(request, failure, Duration::ZERO)
     }
 
