@@ -70,6 +70,7 @@ mod subscriptions;
 mod tasks;
 mod teams;
 mod tenants;
+mod terminal;
 mod timeouts;
 mod toolchains;
 mod traces;

@@ -151,7 +151,12 @@ pub async fn run(chorus: Arc<Chorus>, mut args: Args) -> ExitCode {
     if let Some(code) = first_contact(&chorus).await {
         return code;
     }
-    let progress = progress(args.quiet);
+    // On a terminal the merge's text is printed as its model writes it.
+    let streaming = super::answer::Streaming::for_terminal(args.json);
+    let progress = match &streaming {
+        Some(streaming) => streaming.watcher(progress(args.quiet)),
+        None => progress(args.quiet),
+    };
     let mut options: serde_json::Map<String, serde_json::Value> =
         args.options.into_iter().collect();
     if let Some(run) = args.follow_up {
@@ -166,7 +171,7 @@ pub async fn run(chorus: Arc<Chorus>, mut args: Args) -> ExitCode {
         }
     };
     match outcome {
-        Ok(result) => print(&result, args.json, args.quiet),
+        Ok(result) => print(&result, args.json, args.quiet, streaming.as_deref()),
         Err(e) => {
             eprintln!("chorus: {e}");
             ExitCode::FAILURE
@@ -409,13 +414,23 @@ fn grouped(notes: &[String]) -> Vec<String> {
         .collect()
 }
 
-pub(super) fn print(result: &RunRecord, json: bool, quiet: bool) -> ExitCode {
-    let mut stdout = std::io::stdout().lock();
+/// Prints the run's answer (what completes it, when it streamed), then its
+/// summary and notes on stderr.
+pub(super) fn print(
+    result: &RunRecord,
+    json: bool,
+    quiet: bool,
+    streamed: Option<&super::answer::Streaming>,
+) -> ExitCode {
     let written = if json {
+        let mut stdout = std::io::stdout().lock();
         serde_json::to_string_pretty(result)
             .map_err(std::io::Error::other)
             .and_then(|text| writeln!(stdout, "{text}"))
+    } else if streamed.is_some_and(|s| s.finish(&result.answer)) {
+        Ok(())
     } else {
+        let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "{}", result.answer.trim_end())
     };
     if let Err(e) = written

@@ -2,6 +2,7 @@
 //! to stderr: in `serve`, stdout belongs to MCP.
 
 use crate::notice::notice;
+mod answer;
 mod ask;
 mod check;
 mod disconnects;

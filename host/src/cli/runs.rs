@@ -391,7 +391,7 @@ async fn resynthesize(loaded: Loaded, args: ResynthesizeArgs) -> ExitCode {
             if !args.quiet && std::io::stderr().is_terminal() {
                 eprintln!("re-synthesis of {}", args.id);
             }
-            super::ask::print(&result, args.json, args.quiet)
+            super::ask::print(&result, args.json, args.quiet, None)
         }
         Err(e) => {
             eprintln!("chorus: {e}");

@@ -17,7 +17,6 @@
 
 mod answer;
 mod errors;
-mod live;
 mod parts;
 mod request;
 mod responses;

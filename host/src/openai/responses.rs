@@ -12,10 +12,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::errors::ApiError;
-use super::live::Streamed;
 use super::stream::{self, Frames};
 use super::{Shared, answer, body_of, read, request, start, with_run_id};
 use crate::client::Client;
+use crate::events::live::Streamed;
 use crate::record::RunRecord;
 
 /// Fields of a Responses request read here (beside `model`); the rest go

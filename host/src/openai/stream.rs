@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 
 use super::answer;
 use super::errors::ApiError;
-use super::live::{Live, Streamed};
+use crate::events::live::{Live, Streamed};
 use crate::events::{Event, Progress, Stage};
 use crate::pipeline::RunError;
 use crate::record::RunRecord;

@@ -5,6 +5,8 @@
 //! the plan, every chat request sent and every outcome — so a store can write
 //! a run while it happens, and a crash loses at most the calls in flight.
 
+pub mod live;
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,5 +1,7 @@
-//! The answer as its model writes it: which call's text is going out, what
-//! of it went out, and what still has to go once the run has its answer.
+//! The answer as its model writes it, for a watcher that shows it so (the
+//! OpenAI endpoint's streams, `chorus ask` on a terminal): which call's
+//! text is going out, what of it went out, and what still has to go once
+//! the run has its answer.
 //!
 //! A synthesizer built for contract 0.5 makes the call whose reply is the
 //! answer with `host.complete-answer`, and its text reaches the client as
