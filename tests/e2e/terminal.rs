@@ -9,21 +9,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-use crate::support::mock::finish_events;
 use crate::support::*;
-
-fn gated_merge(gate: &Gate) -> Step {
-    let mut events = vec![
-        Sse::Content("The merged ".into()),
-        Sse::Gate(gate.clone()),
-        Sse::Content("answer.".into()),
-    ];
-    events.extend(finish_events());
-    Step::Sse {
-        events,
-        crlf: false,
-    }
-}
 
 /// `s` quoted for `sh -c`.
 fn quoted(s: &str) -> String {
@@ -37,7 +23,7 @@ async fn chorus_ask_on_a_terminal_prints_the_merge_as_it_is_written() {
         mock.script(model, [Step::answer("ok")]);
     }
     let gate = Gate::default();
-    mock.script(SYNTH, [gated_merge(&gate)]);
+    mock.script(SYNTH, [Step::stream_gated("The merged ", &gate, "answer.")]);
     let config = write_config(&config(&mock, ""));
     let line = [
         chorus_bin(),

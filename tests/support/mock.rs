@@ -158,6 +158,20 @@ impl Step {
             crlf: false,
         }
     }
+    /// A stream of `first`, then nothing until the test opens `gate`, then
+    /// `rest`, usage and `[DONE]`: a model held mid-answer.
+    pub fn stream_gated(first: &str, gate: &Gate, rest: &str) -> Self {
+        let mut events = vec![
+            Sse::Content(first.into()),
+            Sse::Gate(gate.clone()),
+            Sse::Content(rest.into()),
+        ];
+        events.extend(finish_events());
+        Self::Sse {
+            events,
+            crlf: false,
+        }
+    }
     /// Keep-alive comments every `every` for `for_`, then `text`.
     pub fn keep_alive_then(every: Duration, for_: Duration, text: &str) -> Self {
         let mut events = vec![];

@@ -219,19 +219,9 @@ impl RunContext {
     pub async fn answer_call(&self, stage: &str, request: ChatRequest) -> Completion {
         let (label, model) = (request.label.clone(), request.model.clone());
         let mut outcomes = self.gather(stage, vec![request], true).await;
-        outcomes.pop().unwrap_or_else(|| Completion {
-            id: None,
-            label,
-            model,
-            latency_ms: 0,
-            attempts: 0,
-            queued_ms: None,
-            ttft_ms: None,
-            outcome: Err(Failure::new(
-                FailureKind::Cancelled,
-                "the host lost this call's outcome (a bug in chorus: please report it)",
-            )),
-        })
+        outcomes
+            .pop()
+            .unwrap_or_else(|| crate::plugins::no_outcome(label, model))
     }
 
     async fn call(

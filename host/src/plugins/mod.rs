@@ -27,7 +27,7 @@ pub use cache::Source;
 pub use oci_source::{describe, registry_access};
 pub use registry::{Availability, Registry, builtin_names};
 pub use sandbox::{FUEL_PER_SECOND, MAX_LOG_MESSAGES, MAX_PROGRESS_MESSAGES};
-pub use services::{Budget, HostServices, NoRun};
+pub use services::{Budget, HostServices, NoRun, no_outcome};
 pub use types::*;
 
 use bindings::{Guest, GuestAnswer, Sources};

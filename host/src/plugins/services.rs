@@ -18,22 +18,8 @@ pub trait HostServices: Send + Sync {
         let plugin = plugin.to_owned();
         Box::pin(async move {
             let (label, model) = (request.label.clone(), request.model.clone());
-            self.complete(&plugin, vec![request])
-                .await
-                .pop()
-                .unwrap_or_else(|| Completion {
-                    id: None,
-                    label,
-                    model,
-                    latency_ms: 0,
-                    attempts: 0,
-                    queued_ms: None,
-                    ttft_ms: None,
-                    outcome: Err(crate::llm::Failure::new(
-                        crate::llm::FailureKind::Cancelled,
-                        "the host returned no outcome for this call",
-                    )),
-                })
+            let mut outcomes = self.complete(&plugin, vec![request]).await;
+            outcomes.pop().unwrap_or_else(|| no_outcome(label, model))
         })
     }
     /// Progress for the user.
@@ -42,6 +28,24 @@ pub trait HostServices: Send + Sync {
     fn models(&self) -> Vec<ModelInfo>;
     /// What the run has left.
     fn budget(&self) -> Budget;
+}
+
+/// The outcome of a call a batch lost: never expected (a batch gives one
+/// outcome per request), but a plugin gets a failure, not a trap.
+pub fn no_outcome(label: String, model: String) -> Completion {
+    Completion {
+        id: None,
+        label,
+        model,
+        latency_ms: 0,
+        attempts: 0,
+        queued_ms: None,
+        ttft_ms: None,
+        outcome: Err(crate::llm::Failure::new(
+            crate::llm::FailureKind::Cancelled,
+            "the host returned no outcome for this call (a bug in chorus: please report it)",
+        )),
+    }
 }
 
 /// What a run has left: `host.budget()` in the contract.

@@ -11,22 +11,7 @@ use serde_json::{Value, json};
 
 use super::{ask, events, post};
 use crate::support::http::{HttpServer, TOKEN};
-use crate::support::mock::finish_events;
 use crate::support::*;
-
-/// The merge's first words, then the gate, then the rest.
-fn gated_merge(gate: &Gate) -> Step {
-    let mut events = vec![
-        Sse::Content("The merged ".into()),
-        Sse::Gate(gate.clone()),
-        Sse::Content("answer.".into()),
-    ];
-    events.extend(finish_events());
-    Step::Sse {
-        events,
-        crlf: false,
-    }
-}
 
 /// Reads `response`'s events until one matches `seen`; what was read.
 async fn read_until(
@@ -64,7 +49,7 @@ async fn the_synthesis_reaches_the_client_while_its_model_is_still_writing() {
     // Chat Completions.
     answered_panel(&mock).await;
     let gate = Gate::default();
-    mock.script(SYNTH, [gated_merge(&gate)]);
+    mock.script(SYNTH, [Step::stream_gated("The merged ", &gate, "answer.")]);
     let mut body = ask("q");
     body["stream"] = json!(true);
     let response = post(&server, "/v1/chat/completions", Some(TOKEN), &body)
@@ -100,7 +85,7 @@ async fn the_synthesis_reaches_the_client_while_its_model_is_still_writing() {
     // The Responses API.
     answered_panel(&mock).await;
     let gate = Gate::default();
-    mock.script(SYNTH, [gated_merge(&gate)]);
+    mock.script(SYNTH, [Step::stream_gated("The merged ", &gate, "answer.")]);
     let request = json!({"model": "ask", "input": "q", "stream": true});
     let response = post(&server, "/v1/responses", Some(TOKEN), &request)
         .send()
@@ -145,6 +130,33 @@ async fn the_synthesis_reaches_the_client_while_its_model_is_still_writing() {
     assert_eq!(completed["response"]["chorus"]["streamed"], "live");
 }
 
+/// A streamed `ask` against `mock`, read whole: the content the client
+/// was sent, and the chunk that finished it.
+async fn streamed_answer(mock: &Mock) -> (String, Value) {
+    let config = write_config(&config(mock, ""));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    let mut body = ask("q");
+    body["stream"] = json!(true);
+    let text = post(&server, "/v1/chat/completions", Some(TOKEN), &body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let all = events(&text);
+    let content = all
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    let finish = all
+        .iter()
+        .find(|e| e["choices"][0]["finish_reason"] == "stop")
+        .cloned()
+        .unwrap_or_else(|| panic!("no finishing chunk in {text}"));
+    (content, finish)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_merge_that_breaks_off_is_marked_and_the_client_ends_with_the_answer() {
     let mock = Mock::start().await;
@@ -161,30 +173,11 @@ async fn a_merge_that_breaks_off_is_marked_and_the_client_ends_with_the_answer()
             Step::stream("The merged answer."),
         ],
     );
-    let config = write_config(&config(&mock, ""));
-    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
-    let mut body = ask("q");
-    body["stream"] = json!(true);
-    let text = post(&server, "/v1/chat/completions", Some(TOKEN), &body)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let all = events(&text);
-    let content: String = all
-        .iter()
-        .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())
-        .collect();
+    let (content, finish) = streamed_answer(&mock).await;
     assert_eq!(
         content,
         "The merged \n\n[chorus: the answer above broke off; it is being written again]\n\nThe merged answer."
     );
-    let finish = all
-        .iter()
-        .find(|e| e["choices"][0]["finish_reason"] == "stop")
-        .unwrap();
     assert_eq!(finish["chorus"]["streamed"], "replaced");
     assert_eq!(mock.requests_for(SYNTH).len(), 2);
 }
@@ -201,22 +194,7 @@ async fn a_merge_that_fails_falls_back_and_the_answer_says_what_replaced_it() {
     };
     mock.script(SYNTH, [broken(), broken(), broken()]);
     mock.script(SYNTH2, [Step::stream("The second merge.")]);
-    let config = write_config(&config(&mock, ""));
-    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
-    let mut body = ask("q");
-    body["stream"] = json!(true);
-    let text = post(&server, "/v1/chat/completions", Some(TOKEN), &body)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let all = events(&text);
-    let content: String = all
-        .iter()
-        .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())
-        .collect();
+    let (content, finish) = streamed_answer(&mock).await;
     assert!(
         content.ends_with("\n\nThe second merge."),
         "the client's text ends with the answer: {content:?}"
@@ -226,10 +204,6 @@ async fn a_merge_that_fails_falls_back_and_the_answer_says_what_replaced_it() {
         content.contains("[chorus: the answer above broke off"),
         "{content:?}"
     );
-    let finish = all
-        .iter()
-        .find(|e| e["choices"][0]["finish_reason"] == "stop")
-        .unwrap();
     assert_eq!(finish["chorus"]["streamed"], "replaced");
     assert_eq!(finish["chorus"]["kind"], "synthesis");
 }

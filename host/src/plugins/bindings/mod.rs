@@ -7,6 +7,8 @@
 
 #[macro_use]
 mod adapt;
+#[macro_use]
+mod generated;
 
 pub mod v0_1;
 pub mod v0_2;

@@ -2,46 +2,8 @@
 //! unlike later versions (`adapt.rs` has the rest). Completions carry call
 //! ids and answers cite them; settings are validated at load.
 
-mod generated {
-    pub mod selector {
-        wasmtime::component::bindgen!({
-            world: "selector-plugin",
-            path: "../wit/0.2.0",
-            imports: { default: async | trappable },
-            exports: { default: async },
-        });
-    }
+generated!("../wit/0.2.0");
 
-    pub mod prompter {
-        wasmtime::component::bindgen!({
-            world: "prompter-plugin",
-            path: "../wit/0.2.0",
-            imports: { default: async | trappable },
-            exports: { default: async },
-            with: {
-                "chorus:strategy/types": super::selector::chorus::strategy::types,
-                "chorus:strategy/host": super::selector::chorus::strategy::host,
-            },
-        });
-    }
-
-    pub mod synthesizer {
-        wasmtime::component::bindgen!({
-            world: "synthesizer-plugin",
-            path: "../wit/0.2.0",
-            imports: { default: async | trappable },
-            exports: { default: async },
-            with: {
-                "chorus:strategy/types": super::selector::chorus::strategy::types,
-                "chorus:strategy/host": super::selector::chorus::strategy::host,
-            },
-        });
-    }
-}
-
-use generated::selector::chorus::strategy::host;
-use generated::selector::chorus::strategy::types as wit;
-use generated::{prompter, selector, synthesizer};
 use wasmtime::Store;
 use wasmtime::component::{HasSelf, InstancePre, Linker};
 

@@ -1,47 +1,9 @@
-//! `chorus:strategy@0.5.0`, the current contract: 0.4's types and
-//! conversions (shared with `v0_4`), and `host.complete-answer`, a call
+//! `chorus:strategy@0.5.0`, the current contract: 0.4's conversions
+//! (written once, `since_0_4!` in `v0_4`), and `host.complete-answer`, a call
 //! whose reply is the run's answer, streamed where the run is.
 
-mod generated {
-    pub mod selector {
-        wasmtime::component::bindgen!({
-            world: "selector-plugin",
-            path: "../wit/0.5.0",
-            imports: { default: async | trappable },
-            exports: { default: async },
-        });
-    }
+generated!("../wit/0.5.0");
 
-    pub mod prompter {
-        wasmtime::component::bindgen!({
-            world: "prompter-plugin",
-            path: "../wit/0.5.0",
-            imports: { default: async | trappable },
-            exports: { default: async },
-            with: {
-                "chorus:strategy/types": super::selector::chorus::strategy::types,
-                "chorus:strategy/host": super::selector::chorus::strategy::host,
-            },
-        });
-    }
-
-    pub mod synthesizer {
-        wasmtime::component::bindgen!({
-            world: "synthesizer-plugin",
-            path: "../wit/0.5.0",
-            imports: { default: async | trappable },
-            exports: { default: async },
-            with: {
-                "chorus:strategy/types": super::selector::chorus::strategy::types,
-                "chorus:strategy/host": super::selector::chorus::strategy::host,
-            },
-        });
-    }
-}
-
-use generated::selector::chorus::strategy::host;
-use generated::selector::chorus::strategy::types as wit;
-use generated::{prompter, selector, synthesizer};
 use wasmtime::Store;
 use wasmtime::component::{HasSelf, InstancePre, Linker};
 
