@@ -13,6 +13,7 @@ mod chain;
 pub mod formats;
 pub mod guest;
 mod options;
+mod plugin;
 mod reply;
 pub mod seeing;
 mod shape;

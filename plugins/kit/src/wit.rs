@@ -1,17 +1,9 @@
 //! The contract's bindings (`chorus:strategy@0.5.0`), generated once here.
 //! Every plugin reuses these types and host imports through wit-bindgen's
-//! `with`, so a value moves between the kit and a plugin without conversion:
-//!
-//! ```text
-//! wit_bindgen::generate!({
-//!     world: "synthesizer-plugin",
-//!     path: "../../../wit/0.5.0",
-//!     with: {
-//!         "chorus:strategy/types@0.5.0": kit::wit::types,
-//!         "chorus:strategy/host@0.5.0": kit::wit::host,
-//!     },
-//! });
-//! ```
+//! `with`, so a value moves between the kit and a plugin without
+//! conversion; `kit::plugin!(synthesizer, Type)` (`plugin.rs`) writes that
+//! `generate!` for the plugins of chorus's tree, so the contract a built-in
+//! plugin is built for is named in one place, here and there.
 //!
 //! Built for another target than wasm32 (the kit's own tests), the host
 //! imports exist but must not be called.

@@ -26,20 +26,10 @@
 //! temperature = 0.3             # the writer's
 //! ```
 
-wit_bindgen::generate!({
-    world: "synthesizer-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(synthesizer, AnalysisPlugin);
 
-use exports::chorus::strategy::synthesizer::Guest;
 use kit::analysis::{Holder, Reading};
-use kit::wit::types::{
-    Answer, Completion, FormatSent, Plan, Request, Role, Sampling,
-};
+use kit::wit::types::{Answer, Completion, FormatSent, Plan, Request, Role, Sampling};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -238,10 +228,8 @@ fn analyse(question: &str, texts: &[&str], labels: &[String], analysts: &[String
         labels.join(", "),
         kit::analysis::FORMAT
     );
-    let format = kit::formats::json_schema(
-        kit::analysis::SCHEMA_NAME,
-        &kit::analysis::schema(labels),
-    );
+    let format =
+        kit::formats::json_schema(kit::analysis::SCHEMA_NAME, &kit::analysis::schema(labels));
     let mut errors = Vec::new();
     for analyst in analysts {
         let fitted =
@@ -317,5 +305,3 @@ fn parse(settings: &str) -> Result<Settings, String> {
     }
     Ok(settings)
 }
-
-export!(AnalysisPlugin);

@@ -14,16 +14,8 @@
 //! system = "..."                         # replaces the instructions (keep the Confidence line)
 //! ```
 
-wit_bindgen::generate!({
-    world: "prompter-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(prompter, CascadeFirst);
 
-use exports::chorus::strategy::prompter::Guest;
 use kit::wit::host;
 use kit::wit::types::{ModelInfo, Plan, Prompts, Request, Role, Sampling};
 use serde::Deserialize;
@@ -163,5 +155,3 @@ fn parse(settings: &str) -> Result<Settings, String> {
     }
     Ok(settings)
 }
-
-export!(CascadeFirst);

@@ -211,7 +211,10 @@ fn judge(compare: &Compare<'_>, model: &str) -> Judged {
             },
             overlap: 0.0,
             why: if why.is_empty() {
-                format!("{model} judged them {}", if agree { "the same" } else { "different" })
+                format!(
+                    "{model} judged them {}",
+                    if agree { "the same" } else { "different" }
+                )
             } else {
                 why
             },

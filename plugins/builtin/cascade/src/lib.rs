@@ -21,16 +21,8 @@
 
 mod agreement;
 
-wit_bindgen::generate!({
-    world: "synthesizer-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(synthesizer, Cascade);
 
-use exports::chorus::strategy::synthesizer::Guest;
 use kit::adaptive::{Account, Spend};
 use kit::wit::host;
 use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request, Role, Sampling, Seat};
@@ -498,5 +490,3 @@ fn parse(settings: &str) -> Result<Settings, String> {
     }
     Ok(settings)
 }
-
-export!(Cascade);

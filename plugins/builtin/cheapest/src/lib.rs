@@ -12,16 +12,8 @@
 //! synthesizers = ["model"]     # default: the cheapest chosen model
 //! ```
 
-wit_bindgen::generate!({
-    world: "selector-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(selector, Cheapest);
 
-use exports::chorus::strategy::selector::Guest;
 use kit::wit::host;
 use kit::wit::types::{Plan, Request};
 use serde::Deserialize;
@@ -118,5 +110,3 @@ fn parse(settings: &str) -> Result<Settings, String> {
         "budget_usd, count, expected_output_tokens, synthesizers",
     )
 }
-
-export!(Cheapest);

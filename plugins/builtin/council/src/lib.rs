@@ -4,16 +4,8 @@
 //! plan's synthesizers, in order) writes the final answer knowing the
 //! ranking. The ranking and every ballot are in the result.
 
-wit_bindgen::generate!({
-    world: "synthesizer-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(synthesizer, Council);
 
-use exports::chorus::strategy::synthesizer::Guest;
 use kit::wit::types::{Answer, Completion, Plan, Request, Role};
 use serde_json::{Value, json};
 
@@ -253,5 +245,3 @@ fn parse_ranking(reply: &str, shown: usize) -> Option<Vec<usize>> {
     }
     (positions.len() == shown).then_some(positions)
 }
-
-export!(Council);

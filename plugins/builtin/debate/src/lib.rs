@@ -9,16 +9,8 @@
 //! threshold = 0.85    # word-overlap similarity that counts as agreement
 //! ```
 
-wit_bindgen::generate!({
-    world: "synthesizer-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(synthesizer, Debate);
 
-use exports::chorus::strategy::synthesizer::Guest;
 use kit::wit::types::{Answer, Completion, Plan, Request, Role};
 use serde::Deserialize;
 use serde_json::json;
@@ -202,5 +194,3 @@ fn agreement(answers: &[String]) -> f64 {
 fn parse(settings: &str) -> Result<Settings, String> {
     kit::settings(settings, "rounds, threshold")
 }
-
-export!(Debate);

@@ -10,16 +10,8 @@
 //! synthesizers = ["model"]   # default: the first chosen model
 //! ```
 
-wit_bindgen::generate!({
-    world: "selector-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(selector, Diverse);
 
-use exports::chorus::strategy::selector::Guest;
 use kit::wit::host;
 use kit::wit::types::{ModelInfo, Plan, Request};
 use serde::Deserialize;
@@ -98,5 +90,3 @@ fn spread(models: &[&ModelInfo], count: usize) -> Vec<(String, String)> {
 fn parse(settings: &str) -> Result<Settings, String> {
     kit::settings(settings, "count, synthesizers")
 }
-
-export!(Diverse);

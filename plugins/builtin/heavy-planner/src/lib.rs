@@ -13,16 +13,8 @@
 //! agents = 4          # default N; the call's `agents` option wins (1-16)
 //! ```
 
-wit_bindgen::generate!({
-    world: "prompter-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(prompter, HeavyPlanner);
 
-use exports::chorus::strategy::prompter::Guest;
 use kit::wit::types::{Plan, Prompts, Request, Role};
 use serde::Deserialize;
 
@@ -147,5 +139,3 @@ fn fallback(n: usize) -> Vec<String> {
 fn parse(settings: &str) -> Result<Settings, String> {
     kit::settings(settings, "optional `planner` model and `agents`")
 }
-
-export!(HeavyPlanner);

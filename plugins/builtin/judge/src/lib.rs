@@ -11,16 +11,8 @@
 //! criteria = "correctness, completeness and clarity"   # optional
 //! ```
 
-wit_bindgen::generate!({
-    world: "synthesizer-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(synthesizer, Judge);
 
-use exports::chorus::strategy::synthesizer::Guest;
 use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -204,5 +196,3 @@ fn parse_scores(reply: &str, letters: &[String]) -> Option<Vec<f64>> {
 fn parse(settings: &str) -> Result<Settings, String> {
     kit::settings(settings, "optional `criteria`")
 }
-
-export!(Judge);

@@ -8,16 +8,8 @@
 //! layers = 2     # proposer layers, the fan-out included; the call's `layers` option wins (1-4)
 //! ```
 
-wit_bindgen::generate!({
-    world: "synthesizer-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(synthesizer, Mixture);
 
-use exports::chorus::strategy::synthesizer::Guest;
 use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request, Role};
 use serde::Deserialize;
 use serde_json::json;
@@ -212,5 +204,3 @@ impl Guest for Mixture {
 fn parse(settings: &str) -> Result<Settings, String> {
     kit::settings(settings, "layers")
 }
-
-export!(Mixture);

@@ -14,16 +14,8 @@
 //! waves = false                  # true: the first wave only (for the `vote` synthesizer)
 //! ```
 
-wit_bindgen::generate!({
-    world: "prompter-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(prompter, Passthrough);
 
-use exports::chorus::strategy::prompter::Guest;
 use kit::wit::types::{ChatRequest, Plan, Prompts, Request, Role};
 use serde::Deserialize;
 
@@ -103,5 +95,3 @@ impl Guest for Passthrough {
 fn parse(settings: &str) -> Result<Settings, String> {
     kit::settings(settings, "optional `system`, `samples` and `waves`")
 }
-
-export!(Passthrough);

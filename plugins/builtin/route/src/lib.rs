@@ -14,16 +14,8 @@
 //! tags = ["code"]                           # and/or models = [...]
 //! ```
 
-wit_bindgen::generate!({
-    world: "selector-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(selector, Router);
 
-use exports::chorus::strategy::selector::Guest;
 use kit::wit::host;
 use kit::wit::types::{Plan, Request};
 use serde::Deserialize;
@@ -133,5 +125,3 @@ fn parse(settings: &str) -> Result<Settings, String> {
         "routes = [{name, keywords, tags, models}], default, synthesizers",
     )
 }
-
-export!(Router);

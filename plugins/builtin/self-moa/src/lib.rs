@@ -9,16 +9,8 @@
 //! temperature = 0.8
 //! ```
 
-wit_bindgen::generate!({
-    world: "selector-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(selector, SelfMoa);
 
-use exports::chorus::strategy::selector::Guest;
 use kit::wit::types::{Plan, Request, Sampling, Seat};
 use serde::Deserialize;
 
@@ -66,5 +58,3 @@ impl Guest for SelfMoa {
 fn parse(settings: &str) -> Result<Settings, String> {
     kit::settings(settings, "model, samples, temperature")
 }
-
-export!(SelfMoa);

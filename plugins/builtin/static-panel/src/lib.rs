@@ -8,16 +8,8 @@
 //! max_tokens = 4096                       # optional, for every seat
 //! ```
 
-wit_bindgen::generate!({
-    world: "selector-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(selector, StaticPanel);
 
-use exports::chorus::strategy::selector::Guest;
 use kit::wit::types::{Plan, Request, Sampling, Seat};
 use serde::Deserialize;
 
@@ -74,5 +66,3 @@ fn parse(settings: &str) -> Result<Settings, String> {
     }
     Ok(settings)
 }
-
-export!(StaticPanel);

@@ -20,16 +20,8 @@
 //! temperature = 0.3
 //! ```
 
-wit_bindgen::generate!({
-    world: "synthesizer-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(synthesizer, Synthesize);
 
-use exports::chorus::strategy::synthesizer::Guest;
 use kit::wit::types::{Answer, Completion, Plan, Request, Sampling};
 use serde::Deserialize;
 use serde_json::json;
@@ -149,5 +141,3 @@ fn parse(settings: &str) -> Result<Settings, String> {
         "instructions, show_labels, max_tokens, temperature",
     )
 }
-
-export!(Synthesize);

@@ -19,16 +19,8 @@
 //! system = "..."          # the system prompt of later waves: the prompter's, if it sets one
 //! ```
 
-wit_bindgen::generate!({
-    world: "synthesizer-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(synthesizer, Vote);
 
-use exports::chorus::strategy::synthesizer::Guest;
 use kit::adaptive::{Account, Spend};
 use kit::wit::host;
 use kit::wit::types::{
@@ -216,7 +208,9 @@ impl Sampler<'_> {
             ));
             let outcomes = host::complete(&requests);
             let refused = outcomes.iter().find_map(|c| match &c.outcome {
-                Err(f) if f.kind == FailureKind::OverBudget => Some(f.message.contains("max_cost_usd")),
+                Err(f) if f.kind == FailureKind::OverBudget => {
+                    Some(f.message.contains("max_cost_usd"))
+                }
                 _ => None,
             });
             waves.push(wave(&outcomes));
@@ -462,5 +456,3 @@ fn shorten(text: &str) -> String {
 fn parse(settings: &str) -> Result<Settings, String> {
     kit::settings(settings, "optional `samples_per_model` and `system`")
 }
-
-export!(Vote);

@@ -6,16 +6,8 @@
 //! a call that failed), "fake-synthesis" (calls one answer a synthesis),
 //! "bad-details" (details that are not JSON).
 
-wit_bindgen::generate!({
-    world: "synthesizer-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(synthesizer, ChaosSynthesizer);
 
-use exports::chorus::strategy::synthesizer::Guest;
 use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request};
 use serde::Deserialize;
 
@@ -69,5 +61,3 @@ impl Guest for ChaosSynthesizer {
         }
     }
 }
-
-export!(ChaosSynthesizer);

@@ -10,19 +10,11 @@
 //! for `count` requests at once, then behave), "budget" (behave, with
 //! host.budget() in the notes).
 
-wit_bindgen::generate!({
-    world: "selector-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(selector, Chaos);
 
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use exports::chorus::strategy::selector::Guest;
 use kit::wit::host;
 use kit::wit::types::{JsonSchema, LogLevel, Plan, Request, ResponseFormat, Role};
 use serde::Deserialize;
@@ -161,5 +153,3 @@ impl Guest for Chaos {
         }
     }
 }
-
-export!(Chaos);

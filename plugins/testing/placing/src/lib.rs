@@ -7,16 +7,8 @@
 //! request lists, which also proves the request lists them). Its note
 //! lists each attachment as the request has it, pages and pixels too.
 
-wit_bindgen::generate!({
-    world: "prompter-plugin",
-    path: "../../../wit/0.5.0",
-    with: {
-        "chorus:strategy/types@0.5.0": kit::wit::types,
-        "chorus:strategy/host@0.5.0": kit::wit::host,
-    },
-});
+kit::plugin!(prompter, Placing);
 
-use exports::chorus::strategy::prompter::Guest;
 use kit::wit::types::{ChatRequest, ContentPart, Message, Plan, Prompts, Request, Role};
 use serde::Deserialize;
 
@@ -80,5 +72,3 @@ impl Guest for Placing {
 fn parse(settings: &str) -> Result<Settings, String> {
     kit::settings(settings, "ids")
 }
-
-export!(Placing);
