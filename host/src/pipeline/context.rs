@@ -215,10 +215,14 @@ impl RunContext {
 
     /// One call whose reply is the run's answer as its model writes it (a
     /// synthesizer's `host.complete-answer`): a batch of one under the
-    /// same policy and budgets, whose text goes out as it streams.
+    /// same policy and budgets, whose text goes out as it streams — once
+    /// the merge has begun: a selector or prompter that asks for one gets
+    /// an ordinary call, as the contract says, so nothing before the
+    /// synthesizer can write into the answer.
     pub async fn answer_call(&self, stage: &str, request: ChatRequest) -> Completion {
         let (label, model) = (request.label.clone(), request.model.clone());
-        let mut outcomes = self.gather(stage, vec![request], true).await;
+        let streams = self.merging.load(Ordering::Relaxed);
+        let mut outcomes = self.gather(stage, vec![request], streams).await;
         outcomes
             .pop()
             .unwrap_or_else(|| crate::plugins::no_outcome(label, model))

@@ -207,3 +207,43 @@ async fn a_merge_that_fails_falls_back_and_the_answer_says_what_replaced_it() {
     assert_eq!(finish["chorus"]["streamed"], "replaced");
     assert_eq!(finish["chorus"]["kind"], "synthesis");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_selector_that_asks_for_an_answer_call_cannot_write_into_the_answer() {
+    let mock = Mock::start().await;
+    // The chaos selector's own complete-answer call goes to m1 first.
+    mock.script(
+        "m1",
+        [
+            Step::stream("INJECTED BY THE SELECTOR "),
+            Step::answer("ok"),
+        ],
+    );
+    mock.script("m2", [Step::answer("ok")]);
+    mock.script(SYNTH, [Step::stream("The merged answer.")]);
+    let config = write_config(&config(
+        &mock,
+        &chaos_pipeline("chaotic", "answer-call", ""),
+    ));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    let body =
+        json!({"model": "chaotic", "stream": true, "messages": [{"role": "user", "content": "q"}]});
+    let text = post(&server, "/v1/chat/completions", Some(TOKEN), &body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let all = events(&text);
+    let content: String = all
+        .iter()
+        .filter_map(|e| e["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(content, "The merged answer.", "{text}");
+    assert_eq!(
+        mock.requests_for("m1").len(),
+        2,
+        "the selector's call was made"
+    );
+}

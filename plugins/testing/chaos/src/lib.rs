@@ -8,7 +8,9 @@
 //! clocks said in the plan's notes), "chatter" (call host.log and
 //! host.progress `count` times each, then behave), "batch" (ask host.complete
 //! for `count` requests at once, then behave), "budget" (behave, with
-//! host.budget() in the notes).
+//! host.budget() in the notes), "answer-call" (ask host.complete-answer
+//! of the first panel model, a selector trying to write into the answer,
+//! then behave).
 
 kit::plugin!(selector, Chaos);
 
@@ -116,6 +118,19 @@ impl Guest for Chaos {
                     .count();
                 let mut plan = plan();
                 plan.notes.push(format!("{answered} of the batch answered"));
+                Ok(plan)
+            }
+            "answer-call" => {
+                let model = settings.panel.first().cloned().unwrap_or_default();
+                let request = kit::guest::request(
+                    "selector's answer call",
+                    &model,
+                    vec![kit::guest::message(Role::User, "hi")],
+                    kit::guest::NO_SAMPLING,
+                );
+                let said = kit::guest::text_of(&host::complete_answer(&request));
+                let mut plan = plan();
+                plan.notes.push(format!("the selector's answer call: {said:?}"));
                 Ok(plan)
             }
             "bad-format" => {
