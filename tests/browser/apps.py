@@ -1,6 +1,6 @@
 """chorus's MCP App in a real browser, hosted by the MCP Apps SDK's AppBridge.
 
-Started by tests/e2e/apps.rs with one JSON argument (the HTTP endpoint of a
+Started by tests/e2e/mcp/apps.rs with one JSON argument (the HTTP endpoint of a
 real `chorus serve --http` and its token, the answers the mock gives, where
 chromium and the bundled bridge are). As an MCP Apps client does, it lists
 the tools (declaring the extension), reads `ui://chorus/run` over MCP, calls

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what the browser tests (tests/e2e/viewer.rs, tests/browser/viewer.py;
-# tests/e2e/apps.rs, tests/browser/apps.py) need besides Debian's chromium, at
+# Installs what the browser tests (tests/e2e/web/viewer.rs, tests/browser/viewer.py;
+# tests/e2e/mcp/apps.rs, tests/browser/apps.py) need besides Debian's chromium, at
 # the pins of requirements.txt and package-lock.json, into DIR (default:
 # target/tmp/browser): Playwright for Python in a venv, axe-core, and the MCP
 # Apps SDK's host bridge bundled with its peers into DIR/app-bridge.js by

@@ -1,6 +1,6 @@
 """The run viewer in a real browser: Debian's chromium driven by Playwright.
 
-Started by tests/e2e/viewer.rs with one JSON argument (the server's origin
+Started by tests/e2e/web/viewer.rs with one JSON argument (the server's origin
 and token, the ids of a finished run and of a run held in flight, the
 hostile answer one member gave, where chromium and axe-core are). Prints
 `open-gate` when the test should let the slow run finish, and `ok` last

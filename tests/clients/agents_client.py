@@ -1,5 +1,5 @@
 """The OpenAI Agents SDK's default model (the Responses API) against
-chorus's /v1/responses (tests/e2e/openai.rs).
+chorus's /v1/responses (tests/e2e/web/openai/).
 
 usage: agents_client.py BASE_URL TOKEN
 

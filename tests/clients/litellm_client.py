@@ -1,4 +1,4 @@
-"""LiteLLM's SDK as a client of chorus's /v1 (tests/e2e/openai.rs).
+"""LiteLLM's SDK as a client of chorus's /v1 (tests/e2e/web/openai/).
 
 usage: litellm_client.py BASE_URL TOKEN
 

@@ -1,4 +1,4 @@
-"""The official OpenAI Python SDK against chorus's /v1 (tests/e2e/openai.rs).
+"""The official OpenAI Python SDK against chorus's /v1 (tests/e2e/web/openai/).
 
 usage: openai_client.py BASE_URL TOKEN
 

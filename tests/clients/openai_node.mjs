@@ -1,4 +1,4 @@
-// The official OpenAI Node SDK against chorus's /v1 (tests/e2e/openai.rs).
+// The official OpenAI Node SDK against chorus's /v1 (tests/e2e/web/openai/).
 // usage: node openai_node.mjs BASE_URL TOKEN
 // A chat completion, a streamed one, the model list and a refusal; prints
 // one JSON object saying what each saw.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the OpenAI-compatible gateways the test suite puts between chorus
-# and its mock provider (tests/e2e/gateways.rs): LiteLLM's proxy, at the
+# and its mock provider (tests/e2e/providers/gateways.rs): LiteLLM's proxy, at the
 # versions pinned in requirements.txt, into DIR (default: target/gateways).
 # Does nothing when DIR is already up to date. Needs python3 (with venv);
 # reaches only PyPI.

@@ -1,0 +1,9 @@
+//! Attachments: images, PDFs (PDF bombs too), audio and text files, by
+//! bytes and by URL, and kept in the history.
+
+pub(crate) mod attachment_history;
+pub(crate) mod attachments;
+pub(crate) mod pdf_bombs;
+pub(crate) mod pdf_text;
+pub(crate) mod single_attachments;
+pub(crate) mod url_attachments;

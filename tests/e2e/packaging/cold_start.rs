@@ -1,0 +1,158 @@
+//! A first start with nothing compiled (issue 37, defect 19): a client may
+//! send its first request without waiting long for chorus, so `chorus
+//! serve` answers `initialize` and `tools/list` from the configuration at
+//! once while the plugins compile in the background. A call waits for the
+//! plugins it needs; a plugin that fails to compile fails only its
+//! pipelines' calls, with the error a failed start used to give.
+
+use std::time::Duration;
+
+use rmcp::model::CallToolRequestParams;
+
+use crate::support::*;
+
+/// Each test starts with a compile cache of its own, empty.
+fn cold_cache() -> tempfile::TempDir {
+    tempfile::tempdir().expect("a temporary directory")
+}
+
+fn tool_names(tools: &[rmcp::model::Tool]) -> Vec<String> {
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cold_start_answers_before_its_plugins_are_compiled() {
+    // A Python plugin: many seconds of compiling, on any machine.
+    let wasm = tokio::task::spawn_blocking(crate::strategies::polyglot::medoid)
+        .await
+        .unwrap();
+    let mock = Mock::start().await;
+    mock.script("m1", [Step::answer("The capital of France is Paris")]);
+    mock.script("m2", [Step::answer("Paris is the capital of France")]);
+    mock.script("m3", [Step::answer("The capital of France is Paris")]);
+    mock.script("m4", [Step::answer("Lyon")]);
+    mock.script("m5", [Step::answer("Paris")]);
+    let extra = format!(
+        r#"
+[plugins.medoid]
+path = "{}"
+max_memory_mib = 64
+cpu_time = "5s"
+settings = {{ min_agreement = 0.2 }}
+
+[pipelines.consensus]
+description = "The answer that agrees most with the others."
+selector = "panel"
+prompter = "passthrough"
+synthesizer = "medoid"
+run_timeout = "300s"
+"#,
+        wasm.display()
+    );
+    let cache = cold_cache();
+    let server = Server::start_with_env(
+        &config(&mock, &extra),
+        &[("XDG_CACHE_HOME", cache.path().to_str().unwrap())],
+    )
+    .await;
+    // `initialize` is answered (Server::start waited for it); now the tools.
+    let tools = server.client.list_all_tools().await.expect("tools/list");
+    let compiled = server.stderr();
+    assert!(
+        !compiled.contains("compiled plugin `medoid`"),
+        "initialize and tools/list were answered only once the plugin was compiled:\n{compiled}"
+    );
+    let names = tool_names(&tools);
+    for pipeline in ["ask", "consensus", "resynthesize"] {
+        assert!(
+            names.iter().any(|n| n == pipeline),
+            "{pipeline} in {names:?}"
+        );
+    }
+    let resynthesize = tools.iter().find(|t| t.name == "resynthesize").unwrap();
+    assert_eq!(
+        resynthesize.input_schema["properties"]["synthesizer"]["enum"],
+        serde_json::json!(["medoid", "synthesize"]),
+        "a synthesizer still compiling is offered too"
+    );
+
+    // A call made right away waits for the plugin it needs.
+    let arguments = serde_json::json!({"prompt": "What is the capital of France?"});
+    let call = server.client.call_tool(
+        CallToolRequestParams::new("consensus")
+            .with_arguments(arguments.as_object().unwrap().clone()),
+    );
+    let result = tokio::time::timeout(Duration::from_secs(300), call)
+        .await
+        .expect("the call finished")
+        .expect("the call got a response");
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    assert_eq!(structured(&result)["kind"], "pick");
+    assert_eq!(
+        structured(&result)["answer"],
+        "The capital of France is Paris"
+    );
+    server
+        .wait_for_stderr("chorus: compiling plugin `medoid`", 1)
+        .await;
+    server
+        .wait_for_stderr("chorus: compiled plugin `medoid`", 1)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_that_fails_to_compile_fails_only_its_pipelines() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer("an answer")]);
+    }
+    mock.script(SYNTH, [Step::answer("merged")]);
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.wasm");
+    // The magic number of a component, then nonsense.
+    std::fs::write(&broken, b"\0asm\x0d\0\x01\0this is not a component").unwrap();
+    let extra = format!(
+        r#"
+[plugins.broken]
+path = "{}"
+
+[pipelines.broken]
+description = "A selector that does not compile."
+selector = "broken"
+prompter = "passthrough"
+synthesizer = "synthesize"
+"#,
+        broken.display()
+    );
+    let cache = cold_cache();
+    // Before, chorus refused to start at all.
+    let server = Server::start_with_env(
+        &config(&mock, &extra),
+        &[("XDG_CACHE_HOME", cache.path().to_str().unwrap())],
+    )
+    .await;
+    let tools = server.client.list_all_tools().await.expect("tools/list");
+    let names = tool_names(&tools);
+    assert!(names.iter().any(|n| n == "broken"), "{names:?}");
+
+    let failed = server.ask("broken", "Anything?").await;
+    assert_eq!(failed.is_error, Some(true));
+    let message = text(&failed);
+    for expected in [
+        "plugin `broken` did not load",
+        "plugins.broken.path",
+        "broken.wasm is not a loadable WebAssembly component",
+    ] {
+        assert!(message.contains(expected), "{expected:?} in {message}");
+    }
+    assert_eq!(structured(&failed)["error"]["kind"], "plugin-failed");
+    // Said on stderr too, for whoever runs chorus.
+    server
+        .wait_for_stderr("chorus: plugin `broken` did not load", 1)
+        .await;
+
+    // Every other pipeline serves.
+    let answered = server.ask("ask", "Anything?").await;
+    assert_eq!(answered.is_error, Some(false), "{}", text(&answered));
+    assert_eq!(structured(&answered)["answer"], "merged");
+}
