@@ -14,6 +14,7 @@ mod broken_stderr;
 mod cancel;
 mod catalog;
 mod cli;
+mod cli_door;
 mod clients;
 mod cold_start;
 mod conformance;

@@ -1,6 +1,6 @@
 //! Who may see the run viewer, decided before a page is made:
 //!
-//! 1. the Host and Origin rules of HTTP mode (`mcp::http::Access`): the
+//! 1. the Host and Origin rules of HTTP mode (`http::Access`): the
 //!    `Host` header names this server; a browser's `Origin`, when sent, is
 //!    this server itself or an allowed origin (a form posted from another
 //!    site is refused);
@@ -32,7 +32,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use sha2::{Digest, Sha256};
 
 use crate::client::Client;
-use crate::mcp::http::{Access, Token};
+use crate::http::{Access, Token};
 use crate::text::hex;
 
 /// The session cookie's name.
@@ -259,7 +259,7 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut request: Request, next: 
                 response.headers_mut().append(header::SET_COOKIE, cookie);
             }
             if proven {
-                response.extensions_mut().insert(crate::mcp::http::Proven);
+                response.extensions_mut().insert(crate::http::Proven);
             }
             response
         }
@@ -356,7 +356,7 @@ impl Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::http::{Clients, Hosts, Origins};
+    use crate::http::{Clients, Hosts, Origins};
 
     fn guard(token: Option<&str>, one_time: Option<&str>) -> Guard {
         let bob = crate::config::HttpClient {

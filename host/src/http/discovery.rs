@@ -27,7 +27,7 @@ use axum::response::Response;
 use axum::routing::{any, get};
 use serde::Serialize;
 
-use super::PATH;
+use super::MCP_PATH as PATH;
 use super::access::{self, Access};
 use super::clients::Clients;
 
