@@ -328,7 +328,7 @@ impl Access {
                 tracing::info!(target: AUDIT, client = "-", reason = "unknown or revoked token", "refused a request with a wrong bearer token");
                 Some(unauthorized(
                     headers,
-                    super::discovery::challenge(
+                    super::challenge::challenge(
                         headers,
                         "The bearer token sent is wrong or revoked.",
                         true,
@@ -340,7 +340,7 @@ impl Access {
                 tracing::info!(target: AUDIT, client = "-", reason = "no token", "refused a request without a bearer token");
                 unauthorized(
                     headers,
-                    super::discovery::challenge(headers, "No bearer token was sent.", false),
+                    super::challenge::challenge(headers, "No bearer token was sent.", false),
                     "chorus: this server needs a bearer token: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
                 )
             }),

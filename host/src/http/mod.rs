@@ -9,6 +9,7 @@
 //!
 //! - [`access`]: the Host and Origin checks and the bearer token, and the
 //!   refusals in the form the client reads;
+//! - [`challenge`]: the `WWW-Authenticate` of a 401;
 //! - [`clients`]: which client a token names;
 //! - [`discovery`]: the OAuth discovery documents clients ask for after a
 //!   401, saying chorus takes a static bearer token;
@@ -20,6 +21,7 @@
 //!   is stopped, each door closes, the listener closes, the process exits.
 
 mod access;
+mod challenge;
 mod clients;
 mod discovery;
 mod drain;
