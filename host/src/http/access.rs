@@ -28,8 +28,6 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::clients::Clients;
-#[cfg(test)]
-use super::clients::Token;
 use crate::app::AUDIT;
 use crate::client::Client;
 
