@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::config::Overrides;
-use crate::mcp;
+use crate::{http, mcp};
 
 #[derive(clap::Args, Default)]
 pub struct Args {
@@ -82,7 +82,7 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
         Err(code) => return code,
     };
     // Clients are read at startup: a reload keeps the ones it started with.
-    let options = match mcp::http::Options::with_clients(
+    let options = match http::Options::with_clients(
         &listen,
         token.as_deref(),
         &chorus.runner().loaded.config.http.clients,
@@ -103,11 +103,14 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // The doors beside MCP: the viewer and OpenAI's API, each behind the
-    // same Host, Origin and token rules.
-    let pages =
-        crate::web::router(viewer).merge(crate::openai::routes(chorus.clone(), options.access()));
-    match mcp::http::serve(chorus, options, pages).await {
+    // The doors: MCP, the viewer and OpenAI's API, each behind the same
+    // Host, Origin and token rules.
+    let doors = vec![
+        mcp::http::door(chorus.clone(), options.access()),
+        http::Door::routes(crate::web::router(viewer)),
+        http::Door::routes(crate::openai::routes(chorus.clone(), options.access())),
+    ];
+    match http::serve(chorus, options, doors).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             notice!("chorus: {e:#}");
@@ -149,7 +152,7 @@ async fn load(
 ) -> Result<std::sync::Arc<crate::app::Chorus>, ExitCode> {
     let chorus = super::load_serving(config, overrides)?;
     if let Some(addr) = metrics {
-        let served = match mcp::http::metrics_hosts(allow_hosts) {
+        let served = match http::metrics_hosts(allow_hosts) {
             Ok(allows) => crate::metrics::serve(addr, chorus.metrics.clone(), allows).await,
             Err(e) => Err(e.to_string()),
         };

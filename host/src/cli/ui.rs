@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::app::Chorus;
-use crate::mcp;
+use crate::http;
 use crate::web;
 
 #[derive(clap::Args)]
@@ -39,7 +39,7 @@ async fn serve(chorus: Arc<Chorus>, args: Args) -> Result<(), String> {
     // CHORUS_TOKEN, when set, also works as `Authorization: Bearer` (scripts).
     let token = std::env::var("CHORUS_TOKEN").ok();
     let options =
-        mcp::http::Options::new(&listen, token.as_deref(), &[], &[]).map_err(|e| e.to_string())?;
+        http::Options::new(&listen, token.as_deref(), &[], &[]).map_err(|e| e.to_string())?;
     let one_time = crate::text::hex(&web::random()?);
     let viewer = web::Viewer::new(chorus.clone(), options.access(), Some(&one_time))?;
     let listener = tokio::net::TcpListener::bind(options.addr)
@@ -54,6 +54,6 @@ async fn serve(chorus: Arc<Chorus>, args: Args) -> Result<(), String> {
     let _ = writeln!(out, "http://{local}/sign-in?token={one_time}");
     let _ = out.flush();
     drop(out);
-    mcp::http::serve_pages(listener, web::router(viewer), &chorus).await;
+    http::serve_pages(listener, web::router(viewer), &chorus).await;
     Ok(())
 }

@@ -2,11 +2,11 @@
 //! --http` knows, each with a token of its own, the pipelines it may run,
 //! its budgets and rate limits, and whether it may read everyone's runs.
 //! Here: the schema and the checks that need no environment. Tokens are
-//! read (from `token_env`) when the server starts, in `mcp::http::clients`.
+//! read (from `token_env`) when the server starts, in `http::clients`.
 
 use serde::Deserialize;
 
-use super::Config;
+use super::{Config, Invalid};
 
 /// The name runs made with `CHORUS_TOKEN` are recorded under.
 pub const SHARED_TOKEN: &str = "admin";
@@ -78,8 +78,8 @@ pub fn sha256_hex(text: &str) -> Result<[u8; 32], String> {
     Ok(digest)
 }
 
-/// The checks on `[[http.clients]]`: `(key, message)` on the first failure.
-pub(super) fn validate(config: &Config) -> Result<(), (String, String)> {
+/// The checks on `[[http.clients]]` (the pipelines each names among them): `(key, message)` on the first failure.
+pub(super) fn check(config: &Config) -> Result<(), Invalid> {
     let clients = &config.http.clients;
     let mut names: Vec<&str> = Vec::new();
     let mut digests: Vec<([u8; 32], &str)> = Vec::new();

@@ -5,11 +5,11 @@
 
 use std::collections::HashMap;
 
-use super::Config;
+use super::{Config, Invalid};
 
 /// Every chain names models of [models], none twice, and not the model
 /// itself: `Err((key, message))` for the first that does not.
-pub(super) fn check(config: &Config) -> Result<(), (String, String)> {
+pub(super) fn check(config: &Config) -> Result<(), Invalid> {
     for (id, model) in &config.models {
         chain(
             config,
@@ -30,12 +30,7 @@ pub(super) fn check(config: &Config) -> Result<(), (String, String)> {
     Ok(())
 }
 
-fn chain(
-    config: &Config,
-    key: &str,
-    id: &str,
-    fallbacks: &[String],
-) -> Result<(), (String, String)> {
+fn chain(config: &Config, key: &str, id: &str, fallbacks: &[String]) -> Result<(), Invalid> {
     for (i, fallback) in fallbacks.iter().enumerate() {
         if fallback == id {
             return Err((key.to_owned(), format!("`{id}` cannot be its own fallback")));

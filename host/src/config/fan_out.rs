@@ -8,6 +8,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
+use super::check::{Invalid, MAX_TIMEOUT, duration_or_zero};
+
 /// `[fan_out]`: the defaults every pipeline uses.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -46,6 +48,12 @@ pub struct FanOutOverride {
 }
 
 impl FanOut {
+    /// `Err((key, message))` when a key is out of its bounds (a pipeline's
+    /// overrides are checked with the pipeline).
+    pub(super) fn check(&self) -> Result<(), Invalid> {
+        duration_or_zero("fan_out.straggler_grace", self.straggler_grace, MAX_TIMEOUT)
+    }
+
     /// These defaults with a pipeline's overrides applied.
     pub fn with(&self, over: &FanOutOverride) -> Self {
         Self {

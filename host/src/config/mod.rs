@@ -3,18 +3,26 @@
 //! Every error names the file, the key and what would be valid, because the
 //! person reading it is usually looking at an MCP client's log, not a debugger.
 
-mod attachments;
+mod cache;
+mod check;
 mod clients;
 mod fallbacks;
 mod fan_out;
 mod files;
 mod follow;
+mod http;
+mod limits;
 mod locate;
+mod models;
 pub mod oci_reference;
 mod origin;
 mod overrides;
+mod pipelines;
+mod plugins;
+mod providers;
 mod schema;
 mod search;
+mod store;
 mod telemetry;
 mod tls;
 mod validate;
@@ -24,19 +32,30 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use attachments::MODALITIES;
+pub use cache::Cache;
+pub use check::Invalid;
 pub use clients::{HttpClient, LOCAL, SHARED_TOKEN, reserved, sha256_hex};
 pub use fallbacks::chains as fallback_chains;
+pub use fan_out::{FanOut, FanOutOverride, MergeReserve, Quorum};
 pub use files::{MAX_CONFIG_BYTES, MAX_PLUGIN_BYTES, read_regular_file};
+pub use http::Http;
+pub use limits::Limits;
+pub use models::{MODALITIES, Model};
 pub use origin::{Source, user_config_path};
 pub use overrides::{
     BASE_URL_ENV, MODELS_ENV, Overrides, PANEL_PLUGIN, PIPELINE_ENV, SYNTHESIZER_ENV, model_list,
 };
-pub use schema::*;
+pub use pipelines::{
+    BUILTIN_OPTIONS, ForTextModels, OptionSpec, OptionType, Pipeline, RESERVED_TOOLS, check_option,
+    integral,
+};
+pub use plugins::PluginSpec;
+pub use providers::{FORBIDDEN_HEADERS, Provider, Retry};
+pub use schema::Config;
 pub use search::{SearchContext, SearchStyle};
+pub use store::Store;
 pub use telemetry::{Telemetry, otlp_url};
 pub use tls::Tls;
-pub use validate::{BUILTIN_OPTIONS, FORBIDDEN_HEADERS, RESERVED_TOOLS, check_option, integral};
 
 /// The default configuration compiled into the binary: the repository's
 /// plugins.toml, so `chorus serve` works from any working directory.
@@ -297,3 +316,5 @@ fn position_of(text: &str, span: Option<std::ops::Range<usize>>) -> Option<(usiz
 
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+mod tests_sections;

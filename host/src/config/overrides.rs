@@ -5,7 +5,7 @@
 //! read (built-in or a file) and again on every reload, then validated like
 //! the file itself.
 
-use super::{Config, Model, PluginSpec};
+use super::{Config, Invalid, Model, PluginSpec};
 
 pub const MODELS_ENV: &str = "CHORUS_MODELS";
 pub const SYNTHESIZER_ENV: &str = "CHORUS_SYNTHESIZER";
@@ -57,7 +57,7 @@ impl Overrides {
 
     /// Changes `config`; `(key, message)` when it cannot, the message saying
     /// which flag or variable to fix.
-    pub fn apply(&self, config: &mut Config) -> Result<(), (String, String)> {
+    pub fn apply(&self, config: &mut Config) -> Result<(), Invalid> {
         for dir in &self.attachment_dirs {
             let dir = std::path::absolute(dir).map_err(|e| {
                 (
@@ -107,7 +107,7 @@ impl Overrides {
     }
 }
 
-fn set_base_url(config: &mut Config, url: &str) -> Result<(), (String, String)> {
+fn set_base_url(config: &mut Config, url: &str) -> Result<(), Invalid> {
     let parsed = url::Url::parse(url).map_err(|e| {
         (
             "providers".to_owned(),
@@ -138,7 +138,7 @@ fn set_base_url(config: &mut Config, url: &str) -> Result<(), (String, String)> 
 
 /// Adds the ids that `[models]` lacks, served by the only provider: what is
 /// left out (context window, prices) comes from its model list.
-fn add_models(config: &mut Config, ids: &[&str]) -> Result<(), (String, String)> {
+fn add_models(config: &mut Config, ids: &[&str]) -> Result<(), Invalid> {
     for id in ids {
         if config.models.contains_key(*id) {
             continue;
@@ -166,7 +166,7 @@ fn set_panel(
     pipeline: &str,
     models: &[String],
     synthesizers: &[String],
-) -> Result<(), (String, String)> {
+) -> Result<(), Invalid> {
     let list = |ids: &[String]| toml::Value::Array(ids.iter().cloned().map(Into::into).collect());
     let selector = config.pipelines[pipeline].selector.clone();
     let spec = config.plugins.get_mut(&selector);

@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use url::Url;
 
-use super::Config;
+use super::{Config, Invalid};
 
 /// `[telemetry]`: OpenTelemetry traces of every run, exported over
 /// OTLP/HTTP. Off unless an endpoint is given (here or in
@@ -49,7 +49,7 @@ pub fn otlp_url(url: &str) -> Result<Url, String> {
 }
 
 /// `Err((key, message))` when `[telemetry]` is wrong.
-pub(super) fn check(config: &Config) -> Result<(), (String, String)> {
+pub(super) fn check(config: &Config) -> Result<(), Invalid> {
     if let Some(url) = &config.telemetry.otlp_endpoint {
         otlp_url(url).map_err(|e| ("telemetry.otlp_endpoint".to_owned(), e))?;
     }

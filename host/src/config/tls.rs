@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::Invalid;
 use super::files::read_regular_file;
 
 /// The largest CA file read (a system bundle is ~250 KB).
@@ -26,7 +27,7 @@ pub struct Tls {
 impl Tls {
     /// The extra roots, read from `ca_files` (relative to `base_dir`), or
     /// `(key, message)` naming the file that cannot be used.
-    pub fn roots(&self, base_dir: &Path) -> Result<Vec<reqwest::Certificate>, (String, String)> {
+    pub fn roots(&self, base_dir: &Path) -> Result<Vec<reqwest::Certificate>, Invalid> {
         let mut roots = Vec::new();
         for file in &self.ca_files {
             let path = base_dir.join(file);

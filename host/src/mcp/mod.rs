@@ -6,7 +6,8 @@
 //!
 //! - [`transport`]: stdio framing, malformed input, request ids, the end of
 //!   the session;
-//! - [`http`]: the same server over Streamable HTTP, with its access checks;
+//! - [`http`]: the same server over Streamable HTTP, a door of the HTTP
+//!   front door (`crate::http`, which checks access);
 //! - [`server`]: the handler; [`tools`], [`resources`], [`tasks`] and
 //!   [`progress`] what it serves; [`logging`] the log messages it sends
 //!   (`logging/setLevel`); [`changes`] tells clients when a reload
@@ -21,7 +22,6 @@ mod logging;
 mod progress;
 mod resources;
 mod server;
-mod signal;
 mod tasks;
 mod tools;
 pub mod transport;
@@ -48,7 +48,7 @@ pub async fn serve(chorus: Arc<Chorus>) -> anyhow::Result<()> {
     let transport = LineTransport::new(stdin, stdout, session.clone());
     let server = Server::new(chorus.clone(), session.clone());
     let signalled = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(signal::on_signal(signalled.clone()));
+    tokio::spawn(crate::signal::on_signal(signalled.clone()));
     // The transport ends rmcp's loop as soon as the session ends; every
     // call and task watches the session too, so rmcp's drain of in-flight
     // responses finds them already stopped.

@@ -6,8 +6,8 @@
 //! and the build. Fed by the same run events the store and MCP progress
 //! see ([`Metrics::watcher`]) and by each run's end ([`Flight`]); rendered
 //! in the OpenMetrics text format Prometheus scrapes ([`Metrics::render`]),
-//! served by `mcp::http` at `/metrics` (behind the token) and by [`serve`]
-//! on `--metrics ADDR`.
+//! served by the HTTP front door (`http`) at `/metrics` (behind the
+//! token) and by [`serve`] on `--metrics ADDR`.
 //!
 //! Labels stay bounded: pipeline names, model ids, provider and client
 //! names come from the configuration and the provider's catalog, outcomes

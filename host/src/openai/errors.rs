@@ -6,7 +6,7 @@
 //! run comes from the one gate (`app`) as a typed [`RunError`]; this only
 //! says it the way these clients read it.
 //!
-//! The access checks (`mcp::http::access`) answer in plain text or
+//! The access checks (`http::access`) answer in plain text or
 //! JSON-RPC; [`reshape`] turns those refusals into this shape on the
 //! OpenAI routes, keeping their status and headers.
 

@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 
 use crate::app::Chorus;
 use crate::client::Client;
-use crate::mcp::http::Access;
+use crate::http::Access;
 use errors::ApiError;
 use request::Asked;
 
@@ -65,7 +65,7 @@ pub fn routes(chorus: Arc<Chorus>, access: Arc<Access>) -> Router {
         .with_state(shared)
         .layer(axum::middleware::from_fn_with_state(
             access,
-            crate::mcp::http::check,
+            crate::http::check,
         ))
         .layer(axum::middleware::from_fn(errors::reshape))
 }

@@ -1,6 +1,6 @@
 //! Who may see the run viewer, decided before a page is made:
 //!
-//! 1. the Host and Origin rules of HTTP mode (`mcp::http::Access`): the
+//! 1. the Host and Origin rules of HTTP mode (`http::Access`): the
 //!    `Host` header names this server; a browser's `Origin`, when sent, is
 //!    this server itself or an allowed origin (a form posted from another
 //!    site is refused);
@@ -32,7 +32,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use sha2::{Digest, Sha256};
 
 use crate::client::Client;
-use crate::mcp::http::{Access, Token};
+use crate::http::{Access, Token, plain};
 use crate::text::hex;
 
 /// The session cookie's name.
@@ -232,15 +232,6 @@ fn cookie_session(headers: &HeaderMap) -> Option<String> {
 
 use crate::token::bearer;
 
-fn refused(status: StatusCode, message: String) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        message,
-    )
-        .into_response()
-}
-
 /// The middleware: refuses what the rules above do not allow; passes the
 /// rest on with a [`Who`] in its extensions.
 pub async fn check(State(guard): State<Arc<Guard>>, mut request: Request, next: Next) -> Response {
@@ -259,7 +250,7 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut request: Request, next: 
                 response.headers_mut().append(header::SET_COOKIE, cookie);
             }
             if proven {
-                response.extensions_mut().insert(crate::mcp::http::Proven);
+                response.extensions_mut().insert(crate::http::Proven);
             }
             response
         }
@@ -279,7 +270,7 @@ impl Guard {
             .unwrap_or_default();
         if !self.access.hosts.allows(host) {
             tracing::info!(%host, "the run viewer refused a request for a host name not allowed");
-            return Err(Box::new(refused(
+            return Err(Box::new(plain(
                 StatusCode::FORBIDDEN,
                 format!(
                     "chorus: Host `{host}` is not one of this server's names ({}); this guards against DNS rebinding. \
@@ -292,7 +283,7 @@ impl Guard {
             let origin = String::from_utf8_lossy(origin.as_bytes());
             if !self.access.allows_origin(&origin, host) {
                 tracing::info!(%origin, "the run viewer refused a request from another web origin");
-                return Err(Box::new(refused(
+                return Err(Box::new(plain(
                     StatusCode::FORBIDDEN,
                     format!(
                         "chorus: requests from the web origin `{origin}` are not allowed; open the viewer at this server's own address.\n"
@@ -312,7 +303,7 @@ impl Guard {
                 Some(client) => Ok((Who::Bearer, Some(client), None)),
                 None => {
                     tracing::info!("the run viewer refused a wrong bearer token");
-                    let mut response = refused(
+                    let mut response = plain(
                         StatusCode::UNAUTHORIZED,
                         "chorus: the bearer token is wrong: send `Authorization: Bearer <token>` with your client's token (or the server's CHORUS_TOKEN).\n".into(),
                     );
@@ -334,7 +325,7 @@ impl Guard {
         if !self.sign_in {
             let client = self.access.open.clone();
             let id = self.new_session(client.clone()).map_err(|e| {
-                Box::new(refused(
+                Box::new(plain(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     format!("chorus: {e}\n"),
                 ))
@@ -345,7 +336,7 @@ impl Guard {
         if request.method() == Method::GET {
             return Err(Box::new(Redirect::to("/sign-in").into_response()));
         }
-        Err(Box::new(refused(
+        Err(Box::new(plain(
             StatusCode::UNAUTHORIZED,
             "chorus: sign in first (open /sign-in), or send `Authorization: Bearer <token>`.\n"
                 .into(),
@@ -356,7 +347,7 @@ impl Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::http::{Clients, Hosts, Origins};
+    use crate::http::{Clients, Hosts, Origins};
 
     fn guard(token: Option<&str>, one_time: Option<&str>) -> Guard {
         let bob = crate::config::HttpClient {

@@ -34,7 +34,7 @@ use axum::Router;
 use axum::routing::get;
 
 use crate::app::Chorus;
-use crate::mcp::http::Access;
+use crate::http::Access;
 pub use auth::random;
 
 /// What every page's handler gets.

@@ -4,6 +4,8 @@
 
 pub(crate) mod adaptive;
 pub(crate) mod analysis;
+// wait4 measures the CPU a run took: Unix only.
+#[cfg(unix)]
 pub(crate) mod deadlines;
 pub(crate) mod dry_run;
 pub(crate) mod eval;

@@ -34,8 +34,8 @@ use futures::{Stream, StreamExt};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::access::refuse;
 use super::message::{self, Message};
+use crate::http::refuse;
 use crate::mcp::server::StopCall;
 
 /// How long an ended call's key makes a cancellation naming it ambiguous.
@@ -243,7 +243,7 @@ pub async fn track(
             if tool_call {
                 request
                     .extensions_mut()
-                    .insert(super::clients::ToolCall { id: id.clone() });
+                    .insert(super::per_minute::ToolCall { id: id.clone() });
             }
             request
                 .extensions_mut()

@@ -7,15 +7,6 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::Response;
-
-use super::access::Token;
-use super::message::error_response;
-use crate::app::AUDIT;
-use crate::budget::Gate;
 use crate::client::Client;
 use crate::config::{HttpClient, sha256_hex};
 
@@ -110,51 +101,39 @@ impl Clients {
     }
 }
 
-/// A `tools/call` request (its id as JSON text), marked by `cancel::track`
-/// that reads each message's envelope.
-#[derive(Debug, Clone)]
-pub struct ToolCall {
-    pub id: String,
+/// The server's bearer token. Only its digest is kept, so the secret is in
+/// no struct, log or error; comparing digests also hides its length.
+pub struct Token {
+    digest: [u8; 32],
 }
 
-/// JSON-RPC's range for errors a server defines: the per-minute limit.
-const RATE_LIMITED: i64 = -32029;
+impl Token {
+    pub fn new(secret: &str) -> Result<Self, String> {
+        if secret.trim().is_empty() {
+            return Err("CHORUS_TOKEN is set but empty: set it to a long random secret (e.g. `openssl rand -hex 32`), or unset it".into());
+        }
+        if secret.trim() != secret {
+            return Err("CHORUS_TOKEN starts or ends with whitespace; clients would have to send it too — remove it".into());
+        }
+        Ok(Self {
+            digest: crate::token::digest(secret),
+        })
+    }
 
-/// The middleware: a `tools/call` past its client's `max_runs_per_minute`
-/// is answered 429 with `Retry-After`, before MCP reads it. The count is
-/// the gate's (`budget::Gate`): the run this call becomes is not counted
-/// twice, and every other door is held to the same limit at admission.
-pub async fn per_minute(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
-    let asked = match (
-        request.extensions().get::<ToolCall>(),
-        request.extensions().get::<Arc<Client>>(),
-    ) {
-        (Some(call), Some(client)) => Some((call.id.clone(), client.clone())),
-        _ => None,
-    };
-    let over = match asked {
-        Some((id, client)) => gate
-            .per_minute_early(&client)
-            .await
-            .err()
-            .map(|over| (id, over)),
-        None => None,
-    };
-    let Some((id, over)) = over else {
-        return next.run(request).await;
-    };
-    let seconds = over.retry_after_s();
-    tracing::info!(target: AUDIT, client = %over.client, reason = "max_runs_per_minute", retry_after_s = seconds, "refused a run");
-    let mut response = error_response(
-        StatusCode::TOO_MANY_REQUESTS,
-        Some(&id),
-        RATE_LIMITED,
-        &over.to_string(),
-    );
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
-    response
+    pub(super) fn digest(&self) -> [u8; 32] {
+        self.digest
+    }
+
+    /// Whether `given` is the token, in time independent of where they differ.
+    pub fn matches(&self, given: &str) -> bool {
+        crate::token::matches(&self.digest, given)
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(…)")
+    }
 }
 
 #[cfg(test)]

@@ -31,41 +31,6 @@ use super::clients::Clients;
 use crate::app::AUDIT;
 use crate::client::Client;
 
-/// The server's bearer token. Only its digest is kept, so the secret is in
-/// no struct, log or error; comparing digests also hides its length.
-pub struct Token {
-    digest: [u8; 32],
-}
-
-impl Token {
-    pub fn new(secret: &str) -> Result<Self, String> {
-        if secret.trim().is_empty() {
-            return Err("CHORUS_TOKEN is set but empty: set it to a long random secret (e.g. `openssl rand -hex 32`), or unset it".into());
-        }
-        if secret.trim() != secret {
-            return Err("CHORUS_TOKEN starts or ends with whitespace; clients would have to send it too — remove it".into());
-        }
-        Ok(Self {
-            digest: crate::token::digest(secret),
-        })
-    }
-
-    pub(super) fn digest(&self) -> [u8; 32] {
-        self.digest
-    }
-
-    /// Whether `given` is the token, in time independent of where they differ.
-    pub fn matches(&self, given: &str) -> bool {
-        crate::token::matches(&self.digest, given)
-    }
-}
-
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(…)")
-    }
-}
-
 /// The names a client may use to reach the server (the `Host` header).
 #[derive(Debug, Clone)]
 pub struct Hosts {
@@ -361,7 +326,7 @@ impl Access {
                 tracing::info!(target: AUDIT, client = "-", reason = "unknown or revoked token", "refused a request with a wrong bearer token");
                 Some(unauthorized(
                     headers,
-                    super::discovery::challenge(
+                    super::challenge::challenge(
                         headers,
                         "The bearer token sent is wrong or revoked.",
                         true,
@@ -373,7 +338,7 @@ impl Access {
                 tracing::info!(target: AUDIT, client = "-", reason = "no token", "refused a request without a bearer token");
                 unauthorized(
                     headers,
-                    super::discovery::challenge(headers, "No bearer token was sent.", false),
+                    super::challenge::challenge(headers, "No bearer token was sent.", false),
                     "chorus: this server needs a bearer token: send `Authorization: Bearer <token>` with the token the server was started with (its CHORUS_TOKEN).\n",
                 )
             }),

@@ -1,4 +1,5 @@
 use super::*;
+use crate::http::Token;
 
 #[test]
 fn a_token_matches_itself_only() {
