@@ -210,6 +210,7 @@ impl Postgres {
             lost: 0,
             last_prune: Instant::now(),
             ended_since_prune: 0,
+            pruning: Default::default(),
             retry: Duration::from_millis(250),
             lag: store.lag.clone(),
         };

@@ -352,3 +352,72 @@ async fn runs_refused_by_a_read_only_database_are_written_once_it_takes_writes()
     drop(admin);
     let _ = connection.await;
 }
+
+/// Retention removes a long history in slices, walking each rule's index
+/// from where the last slice stopped: every run past the bounds goes, the
+/// newest stay, a live one among the old is kept, and the size bound's
+/// walk (newest first) stops at what is kept.
+#[tokio::test]
+async fn retention_removes_a_long_history_in_slices() {
+    let Some(cluster) = shared() else { return };
+    let url = cluster.database();
+    let store = open(&url).unwrap();
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    // 2,345 runs of 100 bytes, the 7th still running (its deadline far
+    // off), each with a call.
+    client
+        .batch_execute(
+            "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options, bytes)
+             SELECT 'old-' || i, 'ask', CASE WHEN i = 7 THEN 'running' ELSE 'done' END, i,
+                    CASE WHEN i = 7 THEN 9000000000000 ELSE i END, 'q', '{}', 100
+             FROM generate_series(1, 2345) AS i;
+             INSERT INTO calls (run_seq, id, stage, label, model, status)
+             SELECT seq, 0, 'fan-out', 'm', 'm1', 'ok' FROM runs;",
+        )
+        .await
+        .unwrap();
+    let prune = |retention: Retention| {
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || store.prune(&retention))
+    };
+    let pruned = prune(Retention {
+        max_runs: 1200,
+        ..retention()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!((pruned.removed, pruned.kept), (2345 - 1201, 1201));
+    let count = |sql: &'static str| {
+        let client = &client;
+        async move { client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
+    };
+    assert_eq!(
+        count("SELECT MIN(started_at) FROM runs WHERE id <> 'old-7'").await,
+        1146
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) FROM runs WHERE id = 'old-7'").await,
+        1
+    );
+    assert_eq!(count("SELECT COUNT(*) FROM calls").await, 1201);
+    // By size: 1,000 runs' worth from the newest, the live one kept.
+    let pruned = prune(Retention {
+        max_runs: 100_000,
+        max_age: None,
+        max_bytes: 100 * 1000,
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!((pruned.removed, pruned.kept), (200, 1001));
+    assert_eq!(
+        count("SELECT MIN(started_at) FROM runs WHERE id <> 'old-7'").await,
+        1346
+    );
+    drop(client);
+    let _ = connection.await;
+}
