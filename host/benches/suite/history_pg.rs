@@ -283,11 +283,16 @@ async fn prune_while_writing(
         cache,
         &["runs", "prune", "--max-runs", &keep],
     );
-    let status = tokio::task::spawn_blocking(move || prune.status().unwrap())
+    prune.stderr(std::process::Stdio::piped());
+    let output = tokio::task::spawn_blocking(move || prune.output().unwrap())
         .await
         .unwrap();
     let took = started.elapsed();
-    assert!(status.success(), "chorus runs prune failed");
+    assert!(
+        output.status.success(),
+        "chorus runs prune failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     (took, writer.await.unwrap())
 }

@@ -3,7 +3,7 @@
 //! cost what is kept, not the whole history, then removed `SLICE` runs per
 //! transaction, so no transaction holds many rows (or a new run with
 //! attachments, which waits on the retention lock) for long. One instance
-//! at a time: a pass that finds the lock taken leaves the work to the
+//! at a time: a pass that finds `LOCK_PRUNE` taken leaves the work to the
 //! instance holding it. A run's size counts the attachment bytes it is the
 //! newest to refer to; bytes no kept run refers to are freed.
 
@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use tokio_postgres::{Client, Transaction};
 
-use super::{Failure, LOCK_RETENTION, attachments};
+use super::{Failure, LOCK_PRUNE, LOCK_RETENTION, attachments};
 use crate::store::retention::{Pruned, Retention};
 
 /// A run is live while it is running and its deadline has not passed.
@@ -22,20 +22,32 @@ const SLICE: i64 = 500;
 const WALK: i64 = 2000;
 
 /// Applies `retention` at `now`; `None` when another instance is applying
-/// it at this moment.
+/// it at this moment. The pass holds `LOCK_PRUNE` on its session (given
+/// back at its end whatever happened; a connection lost mid-pass loses it
+/// with the session).
 pub async fn prune(
     client: &mut Client,
     retention: &Retention,
     now: i64,
 ) -> Result<Option<Pruned>, Failure> {
-    let tx = client.transaction().await?;
-    let locked: bool = tx
-        .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&LOCK_RETENTION])
+    let locked: bool = client
+        .query_one("SELECT pg_try_advisory_lock($1)", &[&LOCK_PRUNE])
         .await?
         .get(0);
     if !locked {
         return Ok(None);
     }
+    let pruned = pass(client, retention, now).await;
+    let unlocked = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_PRUNE])
+        .await;
+    let pruned = pruned?;
+    unlocked?;
+    Ok(Some(pruned))
+}
+
+async fn pass(client: &mut Client, retention: &Retention, now: i64) -> Result<Pruned, Failure> {
+    let tx = client.transaction().await?;
     // Interrupted runs never reached the end that measures a run (found
     // through the index of running runs).
     tx.execute(
@@ -90,12 +102,12 @@ pub async fn prune(
         )
         .await?;
     let unsigned = |v: i64| u64::try_from(v).unwrap_or(0);
-    Ok(Some(Pruned {
+    Ok(Pruned {
         removed,
         removed_bytes: unsigned(removed_bytes) + unsigned(freed),
         kept: unsigned(kept.get(0)),
         kept_bytes: unsigned(kept.get(1)) + unsigned(attachment_bytes),
-    }))
+    })
 }
 
 /// Which runs retention removes: those at or below the first value (past

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::LOCK_RETENTION;
+use super::{LOCK_PRUNE, LOCK_RETENTION};
 use crate::plugins::Request;
 use crate::record::{AnswerKind, RunRecord, RunStatus, Totals};
 use crate::store::pg_cluster::{Cluster, shared};
@@ -91,9 +91,8 @@ async fn retention_is_applied_by_one_instance_at_a_time() {
         .unwrap();
     let connection = tokio::spawn(connection);
     // Another instance is in the middle of its retention pass.
-    client.batch_execute("BEGIN").await.unwrap();
     client
-        .execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_RETENTION])
+        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_PRUNE])
         .await
         .unwrap();
     let prune = {
@@ -106,7 +105,24 @@ async fn retention_is_applied_by_one_instance_at_a_time() {
         .err()
         .unwrap();
     assert!(error.to_string().contains("another chorus"), "{error}");
+    client
+        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_PRUNE])
+        .await
+        .unwrap();
+    // A run with attachments starting (it holds the retention lock
+    // shared) does not make a pass give up.
+    client.batch_execute("BEGIN").await.unwrap();
+    client
+        .execute(
+            "SELECT pg_advisory_xact_lock_shared($1)",
+            &[&LOCK_RETENTION],
+        )
+        .await
+        .unwrap();
+    let pass = tokio::task::spawn_blocking(prune.clone());
+    tokio::time::sleep(Duration::from_millis(300)).await;
     client.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(pass.await.unwrap().unwrap().removed, 0);
     let pruned = tokio::task::spawn_blocking(prune).await.unwrap().unwrap();
     assert_eq!(pruned.removed, 0);
     drop(client);
