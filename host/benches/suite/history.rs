@@ -74,8 +74,25 @@ pub async fn run(binary: &Path, quick: bool) -> String {
 pub const HEAD: &str = "| runs kept | start (empty store) | start | first page p95 | \
     page for a client, mid-history p95 | show by id p95 | by prefix p95 | chain p95 | \
     `chorus runs` | `chorus runs show` | prune 90% | writer's longest wait | \
-    store before → after |\n\
-    | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+    writes that waited > 100 ms | store before → after |\n\
+    | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+
+/// The writes a writer made during a prune: how many, how many waited
+/// over 100 ms, the longest wait.
+#[derive(Default)]
+pub struct Writes {
+    pub all: usize,
+    pub over: usize,
+    pub longest: Duration,
+}
+
+impl Writes {
+    pub fn add(&mut self, waited: Duration) {
+        self.all += 1;
+        self.over += usize::from(waited > Duration::from_millis(100));
+        self.longest = self.longest.max(waited);
+    }
+}
 
 /// One row of the table.
 pub struct Row {
@@ -86,7 +103,7 @@ pub struct Row {
     pub listed: Duration,
     pub shown: Duration,
     pub pruned: Duration,
-    pub longest: Duration,
+    pub writes: Writes,
     pub before: u64,
     pub after: u64,
 }
@@ -95,7 +112,7 @@ impl Row {
     pub fn line(&self) -> String {
         let r = &self.reads;
         format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} → {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} of {} | {} → {} |\n",
             self.n,
             ms(self.empty),
             ms(self.start),
@@ -107,7 +124,9 @@ impl Row {
             ms(self.listed),
             ms(self.shown),
             ms(self.pruned),
-            ms(self.longest),
+            ms(self.writes.longest),
+            self.writes.over,
+            self.writes.all,
             mb(self.before),
             mb(self.after),
         )
@@ -140,7 +159,7 @@ async fn sqlite(binary: &Path, quick: bool) -> String {
             &["runs", "show", &run_id(n / 2)[..12]],
         );
         let before = size(&store);
-        let (pruned, longest) = prune_while_writing(binary, &config, cache.path(), &store, n);
+        let (pruned, writes) = prune_while_writing(binary, &config, cache.path(), &store, n);
         let after = size(&store);
         out += &Row {
             n,
@@ -150,7 +169,7 @@ async fn sqlite(binary: &Path, quick: bool) -> String {
             listed,
             shown,
             pruned,
-            longest,
+            writes,
             before,
             after,
         }
@@ -375,7 +394,7 @@ fn prune_while_writing(
     cache: &Path,
     store: &Path,
     n: usize,
-) -> (Duration, Duration) {
+) -> (Duration, Writes) {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let log = std::env::var_os("CHORUS_BENCH_PRUNE_LOG");
     let writer = {
@@ -400,14 +419,14 @@ fn prune_while_writing(
             conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
             conn.execute_batch("CREATE TABLE IF NOT EXISTS bench_beats (at INTEGER)")
                 .unwrap();
-            let mut longest = Duration::ZERO;
+            let mut writes = Writes::default();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 looks.store(0, std::sync::atomic::Ordering::Relaxed);
                 let (at, started) = (SystemTime::now(), Instant::now());
                 // A write refused after the 5 s wait counts as that wait.
                 let _ = conn.execute("INSERT INTO bench_beats (at) VALUES (1)", []);
                 let waited = started.elapsed();
-                longest = longest.max(waited);
+                writes.add(waited);
                 if diagnose && waited > Duration::from_millis(20) {
                     let since = at.duration_since(SystemTime::UNIX_EPOCH).unwrap();
                     eprintln!(
@@ -421,7 +440,7 @@ fn prune_while_writing(
                 std::thread::sleep(Duration::from_millis(5));
             }
             let _ = conn.execute_batch("DROP TABLE bench_beats");
-            longest
+            writes
         })
     };
     std::thread::sleep(Duration::from_millis(100));

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use chorus::store::{Store, Target};
 use tokio_postgres::{Client, NoTls};
 
-use super::history::{self, HEAD, Row, best_cli, best_start, keep_all, keep_everything, run_id};
+use super::history::{
+    self, HEAD, Row, Writes, best_cli, best_start, keep_all, keep_everything, run_id,
+};
 use super::postgres::Cluster;
 use super::server;
 
@@ -56,7 +58,7 @@ pub async fn run(binary: &Path, quick: bool) -> String {
             &["runs", "show", &run_id(n / 2)[..12]],
         );
         let before = database_size(&client).await;
-        let (pruned, longest) = prune_while_writing(binary, &config, cache.path(), &url, n).await;
+        let (pruned, writes) = prune_while_writing(binary, &config, cache.path(), &url, n).await;
         let after = database_size(&client).await;
         out += &Row {
             n,
@@ -66,7 +68,7 @@ pub async fn run(binary: &Path, quick: bool) -> String {
             listed,
             shown,
             pruned,
-            longest,
+            writes,
             before,
             after,
         }
@@ -191,16 +193,36 @@ async fn explain(client: &Client, n: usize) {
                 .to_owned(),
         ),
         (
-            "retention: the newest past max_runs",
+            "retention: the count bound (max_runs = N/10)",
             format!(
-                "SELECT seq FROM (SELECT seq, status, deadline_at FROM runs ORDER BY seq DESC
-                                  OFFSET {}) t
-                 WHERE NOT (status = 'running' AND deadline_at > 1800000000000)",
+                "SELECT seq FROM runs ORDER BY seq DESC LIMIT 1 OFFSET {}",
                 n / 10
+            ),
+        ),
+        (
+            "retention: a step of the size bound's walk, newest first",
+            format!(
+                "SELECT seq, bytes FROM runs WHERE seq < {} ORDER BY seq DESC LIMIT 2000",
+                n / 2
+            ),
+        ),
+        (
+            "retention: one slice removed (rolled back)",
+            format!(
+                "WITH gone AS (DELETE FROM runs WHERE seq IN (
+                                   SELECT seq FROM runs
+                                   WHERE NOT (status = 'running' AND deadline_at > 1800000000000)
+                                     AND seq >= {} AND seq <= {} ORDER BY seq LIMIT 500)
+                               RETURNING bytes, seq AS key)
+                 SELECT COUNT(*)::BIGINT, COALESCE(SUM(bytes), 0)::BIGINT, MAX(key) FROM gone",
+                n / 4,
+                n / 2
             ),
         ),
     ];
     for (what, sql) in queries {
+        // What a plan of a DELETE did is undone.
+        client.batch_execute("BEGIN").await.unwrap();
         let plan: Vec<String> = client
             .query(&format!("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) {sql}"), &[])
             .await
@@ -208,6 +230,7 @@ async fn explain(client: &Client, n: usize) {
             .iter()
             .map(|row| row.get(0))
             .collect();
+        client.batch_execute("ROLLBACK").await.unwrap();
         eprintln!("  EXPLAIN {what} ({n} runs):\n    {}", plan.join("\n    "));
     }
 }
@@ -224,13 +247,13 @@ async fn prune_while_writing(
     cache: &Path,
     url: &str,
     n: usize,
-) -> (Duration, Duration) {
+) -> (Duration, Writes) {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
         let (stop, client) = (stop.clone(), connect(url).await);
         tokio::spawn(async move {
             let mut client = client;
-            let mut longest = Duration::ZERO;
+            let mut writes = Writes::default();
             let mut beat = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 beat += 1;
@@ -264,14 +287,14 @@ async fn prune_while_writing(
                 .await
                 .unwrap();
                 tx.commit().await.unwrap();
-                longest = longest.max(started.elapsed());
+                writes.add(started.elapsed());
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             client
                 .execute("DELETE FROM runs WHERE id LIKE 'beat-%'", &[])
                 .await
                 .unwrap();
-            longest
+            writes
         })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
