@@ -25,16 +25,21 @@
 //!
 //! History mode: `cargo bench --bench suite -- history` measures what a
 //! kept history costs — start, reads, pruning — at 10,000 and 1,000,000
-//! runs (`suite/history.rs`), and writes nothing.
+//! runs, on SQLite (`suite/history.rs`) and PostgreSQL
+//! (`suite/history_pg.rs`), and writes nothing.
 //!
 //! `CHORUS_BENCH_QUICK=1` runs fewer iterations (for a smoke test).
 
 #[path = "suite/history.rs"]
 mod history;
+#[path = "suite/history_pg.rs"]
+mod history_pg;
 #[path = "suite/measure.rs"]
 mod measure;
 #[path = "suite/plugin_calls.rs"]
 mod plugin_calls;
+#[path = "../../tests/support/postgres.rs"]
+mod postgres;
 #[path = "suite/server.rs"]
 mod server;
 

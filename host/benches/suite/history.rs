@@ -2,64 +2,155 @@
 //! kept history costs. A synthetic history of N runs — each with two calls,
 //! every tenth a follow-up of the one before — is written straight into a
 //! SQLite store's tables (as `chorus serve` would have left them after a
-//! clean exit: no write-ahead log). Then, at each N:
+//! clean exit: no write-ahead log), and into a PostgreSQL database
+//! (`history_pg.rs`). Then, at each N:
 //! - spawn → `initialize` of `chorus serve` on that store (warm plugin
 //!   cache, best of 3), against the same with an empty store;
-//! - reads through the store's API, p95 of 50: the first page of runs (what
-//!   `chorus runs`, the viewer's `/` and `resources/list` read), a run by a
-//!   unique prefix of its id (`chorus runs show`, `/runs/ID`), a follow-up's
-//!   chain;
+//! - reads through the store's API, p95 of 50 (`reads`);
 //! - `chorus runs` and `chorus runs show PREFIX` as a person types them
 //!   (wall time of the process, best of 3);
 //! - `chorus runs prune --max-runs N/10` while a writer commits a small
 //!   transaction every 5 ms: the prune's time, the writer's longest wait,
-//!   and the file's size before and after.
+//!   and the store's size before and after.
 //!
-//! N = 10,000 and 1,000,000 (`CHORUS_BENCH_QUICK=1`: 10,000 only).
+//! N = 10,000 and 1,000,000 (`CHORUS_BENCH_QUICK=1`: 10,000 only;
+//! `CHORUS_BENCH_HISTORY_SIZES=10000,1000000` to choose). Backends:
+//! `CHORUS_BENCH_HISTORY_BACKENDS=sqlite,postgres` (both by default;
+//! PostgreSQL needs Debian's server binaries, else it is skipped, said).
+//! `CHORUS_BENCH_PRUNE_LOG=FILE`: the prune's trace log (each slice's
+//! timings) goes to FILE, and every wait of the writer over 20 ms is
+//! printed with its time and how much of it was spent waiting for a lock,
+//! to see which step of the prune held it up.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use chorus::store::{Query, Retention, Store};
+use chorus::store::{Cursor, Query, Retention, Store};
 use rusqlite::{Connection, params};
 
 use super::measure::percentile;
 use super::server;
 
-/// What `history` prints: a markdown table, one row per measure and size.
-pub async fn run(binary: &Path, quick: bool) -> String {
-    let sizes: &[usize] = if quick {
-        &[10_000]
+/// The sizes of history measured.
+pub fn sizes(quick: bool) -> Vec<usize> {
+    if let Ok(list) = std::env::var("CHORUS_BENCH_HISTORY_SIZES") {
+        return list
+            .split(',')
+            .map(|n| {
+                n.trim()
+                    .parse()
+                    .expect("CHORUS_BENCH_HISTORY_SIZES: numbers")
+            })
+            .collect();
+    }
+    if quick {
+        vec![10_000]
     } else {
-        &[10_000, 1_000_000]
-    };
+        vec![10_000, 1_000_000]
+    }
+}
+
+/// Whether `backend` (`sqlite`, `postgres`) is to be measured.
+fn wanted(backend: &str) -> bool {
+    std::env::var("CHORUS_BENCH_HISTORY_BACKENDS")
+        .map_or(true, |list| list.split(',').any(|b| b.trim() == backend))
+}
+
+/// What `history` prints: a markdown table per backend, one row per size.
+pub async fn run(binary: &Path, quick: bool) -> String {
+    let mut out = String::new();
+    if wanted("sqlite") {
+        out += "SQLite\n\n";
+        out += &sqlite(binary, quick).await;
+    }
+    if wanted("postgres") {
+        out += "\nPostgreSQL\n\n";
+        out += &super::history_pg::run(binary, quick).await;
+    }
+    out
+}
+
+/// The table's head (the backends' tables have the same columns).
+pub const HEAD: &str = "| runs kept | start (empty store) | start | first page p95 | \
+    page for a client, mid-history p95 | show by id p95 | by prefix p95 | chain p95 | \
+    `chorus runs` | `chorus runs show` | prune 90% | writer's longest wait | \
+    writes that waited > 100 ms | store before → after |\n\
+    | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+
+/// The writes a writer made during a prune: how many, how many waited
+/// over 100 ms, the longest wait.
+#[derive(Default)]
+pub struct Writes {
+    pub all: usize,
+    pub over: usize,
+    pub longest: Duration,
+}
+
+impl Writes {
+    pub fn add(&mut self, waited: Duration) {
+        self.all += 1;
+        self.over += usize::from(waited > Duration::from_millis(100));
+        self.longest = self.longest.max(waited);
+    }
+}
+
+/// One row of the table.
+pub struct Row {
+    pub n: usize,
+    pub empty: Duration,
+    pub start: Duration,
+    pub reads: Reads,
+    pub listed: Duration,
+    pub shown: Duration,
+    pub pruned: Duration,
+    pub writes: Writes,
+    pub before: u64,
+    pub after: u64,
+}
+
+impl Row {
+    pub fn line(&self) -> String {
+        let r = &self.reads;
+        format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} of {} | {} → {} |\n",
+            self.n,
+            ms(self.empty),
+            ms(self.start),
+            ms(r.page),
+            ms(r.client_page),
+            ms(r.show),
+            ms(r.prefix),
+            ms(r.chain),
+            ms(self.listed),
+            ms(self.shown),
+            ms(self.pruned),
+            ms(self.writes.longest),
+            self.writes.over,
+            self.writes.all,
+            mb(self.before),
+            mb(self.after),
+        )
+    }
+}
+
+async fn sqlite(binary: &Path, quick: bool) -> String {
     let provider = server::provider().await;
     let cache = tempfile::tempdir().unwrap();
-    let mut out = String::from(
-        "| runs kept | start (empty store) | start | first page p95 | by prefix p95 | \
-         chain p95 | `chorus runs` | `chorus runs show` | prune 90% | writer's longest wait | \
-         file before → after |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
-    );
-    for &n in sizes {
+    let mut out = String::from(HEAD);
+    for n in sizes(quick) {
         let dir = tempfile::tempdir().unwrap();
         let config = server::config(&provider.url, dir.path(), server::Flavor::Full);
-        // Retention of the server left at its defaults would prune the
-        // synthetic history a few seconds after a start: keep everything.
-        let text = std::fs::read_to_string(&config).unwrap().replace(
-            "[store]\n",
-            "[store]\nmax_runs = 100000000\nmax_bytes = 1000000000000\n",
-        );
-        std::fs::write(&config, text).unwrap();
+        keep_everything(&config, None);
         let store = dir.path().join("store/runs.sqlite3");
         std::fs::create_dir_all(store.parent().unwrap()).unwrap();
         // The empty store first (made by a start), then the history.
         let empty = best_start(binary, &config, cache.path()).await;
-        eprintln!("  writing {n} runs…");
+        eprintln!("  SQLite: writing {n} runs…");
         let written = Instant::now();
         fill(&store, n);
         eprintln!("  written in {:.1} s", written.elapsed().as_secs_f64());
         let start = best_start(binary, &config, cache.path()).await;
-        let (page, prefix, chain) = reads(&store, n);
+        let reads = reads(&Store::open_at(&store, keep_all()).unwrap(), n);
         let listed = best_cli(binary, &config, cache.path(), &["runs"]);
         let shown = best_cli(
             binary,
@@ -68,31 +159,48 @@ pub async fn run(binary: &Path, quick: bool) -> String {
             &["runs", "show", &run_id(n / 2)[..12]],
         );
         let before = size(&store);
-        let (pruned, longest) = prune_while_writing(binary, &config, cache.path(), &store, n);
+        let (pruned, writes) = prune_while_writing(binary, &config, cache.path(), &store, n);
         let after = size(&store);
-        out += &format!(
-            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} → {} |\n",
-            ms(empty),
-            ms(start),
-            ms(page),
-            ms(prefix),
-            ms(chain),
-            ms(listed),
-            ms(shown),
-            ms(pruned),
-            ms(longest),
-            mb(before),
-            mb(after),
-        );
+        out += &Row {
+            n,
+            empty,
+            start,
+            reads,
+            listed,
+            shown,
+            pruned,
+            writes,
+            before,
+            after,
+        }
+        .line();
     }
     out
 }
 
-fn ms(d: Duration) -> String {
+/// Retention of the server left at its defaults would prune the synthetic
+/// history a few seconds after a start: keep everything (in the database
+/// at `url` when given, instead of the SQLite file).
+pub fn keep_everything(config: &Path, url: Option<&str>) {
+    let mut text = std::fs::read_to_string(config).unwrap();
+    if let Some(url) = url {
+        let from = text.find("[store]\n").unwrap() + "[store]\n".len();
+        let to = from + text[from..].find('\n').unwrap() + 1;
+        assert!(text[from..to].starts_with("path = "), "{}", &text[from..to]);
+        text.replace_range(from..to, &format!("url = \"{url}\"\n"));
+    }
+    let text = text.replace(
+        "[store]\n",
+        "[store]\nmax_runs = 100000000\nmax_bytes = 1000000000000\n",
+    );
+    std::fs::write(config, text).unwrap();
+}
+
+pub fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn mb(bytes: u64) -> String {
+pub fn mb(bytes: u64) -> String {
     format!("{:.1} MB", bytes as f64 / 1e6)
 }
 
@@ -101,7 +209,7 @@ fn size(store: &Path) -> u64 {
     std::fs::metadata(store).map_or(0, |m| m.len()) + std::fs::metadata(wal).map_or(0, |m| m.len())
 }
 
-fn run_id(i: usize) -> String {
+pub fn run_id(i: usize) -> String {
     format!("{:08x}-{:04x}-7000-8000-{:012x}", i, i % 0xffff, i)
 }
 
@@ -159,7 +267,7 @@ fn fill(store: &Path, n: usize) {
     let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
 }
 
-fn keep_all() -> Retention {
+pub fn keep_all() -> Retention {
     Retention {
         max_runs: u64::MAX,
         max_age: None,
@@ -167,7 +275,7 @@ fn keep_all() -> Retention {
     }
 }
 
-async fn best_start(binary: &Path, config: &Path, cache: &Path) -> Duration {
+pub async fn best_start(binary: &Path, config: &Path, cache: &Path) -> Duration {
     let mut best = Duration::MAX;
     for _ in 0..3 {
         let (server, took) = server::Server::start(binary, config, cache).await.unwrap();
@@ -179,9 +287,23 @@ async fn best_start(binary: &Path, config: &Path, cache: &Path) -> Duration {
     best
 }
 
-/// p95 of 50 of each read, in this process.
-fn reads(store: &Path, n: usize) -> (Duration, Duration, Duration) {
-    let store = Store::open_at(store, keep_all()).unwrap();
+/// The reads of a kept history, each p95 of 50, in this process.
+pub struct Reads {
+    /// The first page of runs: `chorus runs`, the viewer's `/`.
+    pub page: Duration,
+    /// A page of one client's runs from the middle of the history: what
+    /// `resources/list` reads for a client following a cursor (50 runs).
+    pub client_page: Duration,
+    /// A run by its whole id, with its calls: `/runs/ID`, `chorus://runs/ID`.
+    pub show: Duration,
+    /// A run by a unique prefix of its id: `chorus runs show`.
+    pub prefix: Duration,
+    /// A follow-up's chain of ten exchanges.
+    pub chain: Duration,
+}
+
+/// p95 of 50 of each read through `store`, whose runs are `run_id(0..n)`.
+pub fn reads(store: &Store, n: usize) -> Reads {
     let time = |read: &dyn Fn(usize)| {
         let mut samples: Vec<Duration> = (0..50)
             .map(|k| {
@@ -197,6 +319,25 @@ fn reads(store: &Path, n: usize) -> (Duration, Duration, Duration) {
         let page = store.list(&Query::default()).unwrap();
         assert_eq!(page.runs.len(), 20);
     });
+    let client_page = time(&|k| {
+        let before: Cursor = ((k * 7919) % (n / 2) + n / 4).to_string().parse().unwrap();
+        let page = store
+            .list(&Query {
+                before: Some(before),
+                client: Some("local:bench".into()),
+                limit: 50,
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(page.runs.len(), 50);
+    });
+    let show = time(&|k| {
+        let id = run_id((k * 7919) % n);
+        let chorus::store::Lookup::Found(run) = store.find(&id, false).unwrap() else {
+            panic!("run {id} not found");
+        };
+        assert_eq!(run.calls.len(), 2);
+    });
     let prefix = time(&|k| {
         let id = run_id((k * 7919) % n);
         assert!(matches!(
@@ -209,10 +350,16 @@ fn reads(store: &Path, n: usize) -> (Duration, Duration, Duration) {
         let id = run_id(((k * 7919) % (n / 10)) * 10 + 9);
         assert_eq!(store.exchanges(&id, 10).unwrap().len(), 10);
     });
-    (page, prefix, chain)
+    Reads {
+        page,
+        client_page,
+        show,
+        prefix,
+        chain,
+    }
 }
 
-fn cli(binary: &Path, config: &Path, cache: &Path, args: &[&str]) -> std::process::Command {
+pub fn cli(binary: &Path, config: &Path, cache: &Path, args: &[&str]) -> std::process::Command {
     let mut command = std::process::Command::new(binary);
     command
         .args(args)
@@ -226,7 +373,7 @@ fn cli(binary: &Path, config: &Path, cache: &Path, args: &[&str]) -> std::proces
     command
 }
 
-fn best_cli(binary: &Path, config: &Path, cache: &Path, args: &[&str]) -> Duration {
+pub fn best_cli(binary: &Path, config: &Path, cache: &Path, args: &[&str]) -> Duration {
     (0..3)
         .map(|_| {
             let started = Instant::now();
@@ -247,14 +394,23 @@ fn prune_while_writing(
     cache: &Path,
     store: &Path,
     n: usize,
-) -> (Duration, Duration) {
+) -> (Duration, Writes) {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let log = std::env::var_os("CHORUS_BENCH_PRUNE_LOG");
     let writer = {
-        let (store, stop) = (store.to_owned(), stop.clone());
+        let (store, stop, diagnose) = (store.to_owned(), stop.clone(), log.is_some());
         std::thread::spawn(move || {
             let mut conn = Connection::open(&store).unwrap();
-            // Waiting for locks as chorus's connections do.
-            chorus::store::wait_for_locks(&mut conn).unwrap();
+            // Waiting for locks as chorus's connections do (a look every
+            // millisecond, `wait_for_locks`), counting the looks.
+            let looks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+            let counted = looks.clone();
+            conn.busy_handler(Some(move |tries: i32| {
+                counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(1));
+                tries < 5000
+            }))
+            .unwrap();
             // As chorus's writer: no checkpoint in a commit (the
             // checkpoint's own work would count as a wait here), and no
             // fsync per commit (under the prune's gigabytes of log, one
@@ -263,29 +419,45 @@ fn prune_while_writing(
             conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
             conn.execute_batch("CREATE TABLE IF NOT EXISTS bench_beats (at INTEGER)")
                 .unwrap();
-            let mut longest = Duration::ZERO;
+            let mut writes = Writes::default();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let started = Instant::now();
+                looks.store(0, std::sync::atomic::Ordering::Relaxed);
+                let (at, started) = (SystemTime::now(), Instant::now());
                 // A write refused after the 5 s wait counts as that wait.
                 let _ = conn.execute("INSERT INTO bench_beats (at) VALUES (1)", []);
-                longest = longest.max(started.elapsed());
+                let waited = started.elapsed();
+                writes.add(waited);
+                if diagnose && waited > Duration::from_millis(20) {
+                    let since = at.duration_since(SystemTime::UNIX_EPOCH).unwrap();
+                    eprintln!(
+                        "  writer waited {} from {}.{:06} (unix s), {} lock looks of 1 ms",
+                        ms(waited),
+                        since.as_secs(),
+                        since.subsec_micros(),
+                        looks.load(std::sync::atomic::Ordering::Relaxed)
+                    );
+                }
                 std::thread::sleep(Duration::from_millis(5));
             }
             let _ = conn.execute_batch("DROP TABLE bench_beats");
-            longest
+            writes
         })
     };
     std::thread::sleep(Duration::from_millis(100));
     let keep = (n / 10).to_string();
     let started = Instant::now();
-    let status = cli(
+    let mut prune = cli(
         binary,
         config,
         cache,
         &["runs", "prune", "--max-runs", &keep],
-    )
-    .status()
-    .unwrap();
+    );
+    if let Some(log) = &log {
+        prune
+            .env("CHORUS_LOG", "chorus::store=trace")
+            .stderr(std::fs::File::create(log).unwrap());
+    }
+    let status = prune.status().unwrap();
     let took = started.elapsed();
     assert!(status.success(), "chorus runs prune failed");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

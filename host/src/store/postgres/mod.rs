@@ -36,9 +36,11 @@ use super::retention::Retention;
 pub use target::Target;
 use writer::{Health, Writer};
 
-/// Advisory lock keys: migrations, and retention (one instance at a time).
+/// Advisory lock keys: migrations; retention's freeing of attachment
+/// bytes against their keeping; a retention pass (one instance at a time).
 const LOCK_MIGRATE: i64 = 0x0063_686f_7275_0001;
 const LOCK_RETENTION: i64 = 0x0063_686f_7275_0002;
+const LOCK_PRUNE: i64 = 0x0063_686f_7275_0003;
 /// The database's clock, in unix ms: leases are compared on one clock.
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::BIGINT";
 /// How often an instance renews its lease, and how long a lease lasts: a
@@ -210,6 +212,7 @@ impl Postgres {
             lost: 0,
             last_prune: Instant::now(),
             ended_since_prune: 0,
+            pruning: Default::default(),
             retry: Duration::from_millis(250),
             lag: store.lag.clone(),
         };

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::LOCK_RETENTION;
+use super::{LOCK_PRUNE, LOCK_RETENTION};
 use crate::plugins::Request;
 use crate::record::{AnswerKind, RunRecord, RunStatus, Totals};
 use crate::store::pg_cluster::{Cluster, shared};
@@ -91,9 +91,8 @@ async fn retention_is_applied_by_one_instance_at_a_time() {
         .unwrap();
     let connection = tokio::spawn(connection);
     // Another instance is in the middle of its retention pass.
-    client.batch_execute("BEGIN").await.unwrap();
     client
-        .execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_RETENTION])
+        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_PRUNE])
         .await
         .unwrap();
     let prune = {
@@ -106,7 +105,24 @@ async fn retention_is_applied_by_one_instance_at_a_time() {
         .err()
         .unwrap();
     assert!(error.to_string().contains("another chorus"), "{error}");
+    client
+        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_PRUNE])
+        .await
+        .unwrap();
+    // A run with attachments starting (it holds the retention lock
+    // shared) does not make a pass give up.
+    client.batch_execute("BEGIN").await.unwrap();
+    client
+        .execute(
+            "SELECT pg_advisory_xact_lock_shared($1)",
+            &[&LOCK_RETENTION],
+        )
+        .await
+        .unwrap();
+    let pass = tokio::task::spawn_blocking(prune.clone());
+    tokio::time::sleep(Duration::from_millis(300)).await;
     client.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(pass.await.unwrap().unwrap().removed, 0);
     let pruned = tokio::task::spawn_blocking(prune).await.unwrap().unwrap();
     assert_eq!(pruned.removed, 0);
     drop(client);
@@ -350,5 +366,74 @@ async fn runs_refused_by_a_read_only_database_are_written_once_it_takes_writes()
         ]
     );
     drop(admin);
+    let _ = connection.await;
+}
+
+/// Retention removes a long history in slices, walking each rule's index
+/// from where the last slice stopped: every run past the bounds goes, the
+/// newest stay, a live one among the old is kept, and the size bound's
+/// walk (newest first) stops at what is kept.
+#[tokio::test]
+async fn retention_removes_a_long_history_in_slices() {
+    let Some(cluster) = shared() else { return };
+    let url = cluster.database();
+    let store = open(&url).unwrap();
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    // 2,345 runs of 100 bytes, the 7th still running (its deadline far
+    // off), each with a call.
+    client
+        .batch_execute(
+            "INSERT INTO runs (id, pipeline, status, started_at, deadline_at, prompt, options, bytes)
+             SELECT 'old-' || i, 'ask', CASE WHEN i = 7 THEN 'running' ELSE 'done' END, i,
+                    CASE WHEN i = 7 THEN 9000000000000 ELSE i END, 'q', '{}', 100
+             FROM generate_series(1, 2345) AS i;
+             INSERT INTO calls (run_seq, id, stage, label, model, status)
+             SELECT seq, 0, 'fan-out', 'm', 'm1', 'ok' FROM runs;",
+        )
+        .await
+        .unwrap();
+    let prune = |retention: Retention| {
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || store.prune(&retention))
+    };
+    let pruned = prune(Retention {
+        max_runs: 1200,
+        ..retention()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!((pruned.removed, pruned.kept), (2345 - 1201, 1201));
+    let count = |sql: &'static str| {
+        let client = &client;
+        async move { client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
+    };
+    assert_eq!(
+        count("SELECT MIN(started_at) FROM runs WHERE id <> 'old-7'").await,
+        1146
+    );
+    assert_eq!(
+        count("SELECT COUNT(*) FROM runs WHERE id = 'old-7'").await,
+        1
+    );
+    assert_eq!(count("SELECT COUNT(*) FROM calls").await, 1201);
+    // By size: 1,000 runs' worth from the newest, the live one kept.
+    let pruned = prune(Retention {
+        max_runs: 100_000,
+        max_age: None,
+        max_bytes: 100 * 1000,
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!((pruned.removed, pruned.kept), (200, 1001));
+    assert_eq!(
+        count("SELECT MIN(started_at) FROM runs WHERE id <> 'old-7'").await,
+        1346
+    );
+    drop(client);
     let _ = connection.await;
 }

@@ -12,6 +12,7 @@
 //! in the log once when it goes, once when it comes back.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,9 @@ const BACKLOG_BYTES: u64 = 128 << 20;
 /// Retention runs this often, and after this many runs ended.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 const PRUNE_AFTER_RUNS: u32 = 200;
+/// The first pass, this long after the store opens (after a server has
+/// answered `initialize`).
+const FIRST_PRUNE: Duration = Duration::from_secs(5);
 /// Waits between attempts to reach a database that is down.
 const RETRY_FIRST: Duration = Duration::from_millis(250);
 const RETRY_MAX: Duration = Duration::from_secs(5);
@@ -69,13 +73,15 @@ pub struct Writer {
     pub lost: u64,
     pub last_prune: Instant,
     pub ended_since_prune: u32,
+    /// Whether a retention pass is going (see `prune`).
+    pub pruning: Arc<AtomicBool>,
     pub retry: Duration,
     pub lag: crate::store::WriteLag,
 }
 
 impl Writer {
     pub async fn run(mut self, mut receiver: mpsc::Receiver<Msg>) {
-        self.prune().await;
+        self.prune(FIRST_PRUNE).await;
         loop {
             let next = if self.pending.is_empty() {
                 receiver.recv().await
@@ -109,7 +115,7 @@ impl Writer {
                 && (self.ended_since_prune >= PRUNE_AFTER_RUNS
                     || self.last_prune.elapsed() >= PRUNE_EVERY)
             {
-                self.prune().await;
+                self.prune(Duration::ZERO).await;
             }
         }
         let left = self.pending.len();
@@ -312,21 +318,39 @@ impl Writer {
         self.lost += (let_go.events + let_go.ends_stripped) as u64;
     }
 
-    async fn prune(&mut self) {
+    /// Starts a retention pass beside the writer (on its own pooled
+    /// connection) `after` this long, unless one is still going: the
+    /// writes of the runs never wait on it.
+    async fn prune(&mut self, after: Duration) {
         self.last_prune = Instant::now();
         self.ended_since_prune = 0;
-        let pruned = match self.connect().await {
-            Ok(mut client) => retention::prune(&mut client, &self.retention, now_ms()).await,
-            Err(failure) => Err(failure),
-        };
-        match pruned {
-            Ok(Some(p)) if p.removed > 0 => tracing::info!(
-                store = %self.shown,
-                "retention removed {} runs ({} bytes); {} kept",
-                p.removed, p.removed_bytes, p.kept
-            ),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(store = %self.shown, "retention failed: {e}"),
+        if self.pruning.swap(true, Ordering::AcqRel) {
+            return;
         }
+        // The tables made first, if this process has not yet.
+        if let Err(e) = self.connect().await {
+            tracing::warn!(store = %self.shown, "retention failed: {e}");
+            self.pruning.store(false, Ordering::Release);
+            return;
+        }
+        let (pool, retention) = (self.pool.clone(), self.retention.clone());
+        let (shown, pruning) = (self.shown.clone(), self.pruning.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let pruned = match pool.get().await {
+                Ok(mut client) => retention::prune(&mut client, &retention, now_ms()).await,
+                Err(e) => Err(Failure::Pool(e.to_string())),
+            };
+            match pruned {
+                Ok(Some(p)) if p.removed > 0 => tracing::info!(
+                    store = %shown,
+                    "retention removed {} runs ({} bytes); {} kept",
+                    p.removed, p.removed_bytes, p.kept
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(store = %shown, "retention failed: {e}"),
+            }
+            pruning.store(false, Ordering::Release);
+        });
     }
 }
