@@ -103,6 +103,12 @@ class Server:
 
 
 def measure(binary, provider, runs):
+    # The binary's pages in the page cache, all of them: a page fault maps
+    # its cached neighbours too (fault-around), so file-backed RSS depends
+    # on what is cached; read whole, each binary is measured alike.
+    with open(os.path.realpath(binary), "rb") as f:
+        while f.read(1 << 20):
+            pass
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CHORUS_")}
         env.update(XDG_CACHE_HOME=f"{tmp}/cache", XDG_DATA_HOME=f"{tmp}/data",
