@@ -21,6 +21,7 @@
 #[allow(dead_code)]
 mod engine_config;
 
+use sha2::Digest as _;
 use std::env;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -70,14 +71,22 @@ fn main() {
     );
     source.push_str("pub const BUILTINS: &[Builtin] = &[\n");
     for ((name, path), code) in builtins.iter().zip(&precompiled) {
+        // Digested here, not at every start: reading the component to hash
+        // it would bring all of it into the process's memory (and cost a
+        // hash of every built-in on each start), where it is needed only
+        // when the compile cache misses.
+        let digest = sha2::Sha256::digest(
+            std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display())),
+        );
         let code = match code {
             Some(code) => format!("Some(include_bytes!({:?}))", code.display().to_string()),
             None => "None".to_owned(),
         };
         writeln!(
             source,
-            "    Builtin {{ name: {name:?}, component: include_bytes!({:?}), precompiled: {code} }},",
-            path.display().to_string()
+            "    Builtin {{ name: {name:?}, component: include_bytes!({:?}), digest: {:?}, precompiled: {code} }},",
+            path.display().to_string(),
+            <[u8; 32]>::from(digest)
         )
         .unwrap();
     }

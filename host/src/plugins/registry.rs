@@ -4,6 +4,7 @@
 //! contract version and choosing the bindings that serve it, linking against
 //! the host's imports, and validating each plugin's settings.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
@@ -28,6 +29,9 @@ mod builtin {
         pub name: &'static str,
         /// The WebAssembly component.
         pub component: &'static [u8],
+        /// Its SHA-256, computed by the build: a start need not read the
+        /// component (which would bring it into memory) to key the cache.
+        pub digest: [u8; 32],
         /// Its code, precompiled for this target by the build, where the
         /// build could.
         pub precompiled: Option<&'static [u8]>,
@@ -41,7 +45,9 @@ pub fn builtin_names() -> impl Iterator<Item = &'static str> {
     builtin::BUILTINS.iter().map(|b| b.name)
 }
 
-/// The component of a built-in plugin.
+/// The component of a built-in plugin (loading borrows it from the
+/// `Builtin` itself: see `component_of`).
+#[cfg(test)]
 pub(super) fn builtin_bytes(name: &str) -> Option<&'static [u8]> {
     builtin(name).map(|b| b.component)
 }
@@ -348,7 +354,9 @@ fn settings_refused(loaded: &Loaded, name: &str, error: PluginError) -> ConfigEr
 /// One plugin to load: its component and what it is configured with.
 struct Job {
     name: String,
-    wasm: Vec<u8>,
+    /// A built-in's is borrowed from the binary: untouched (not paged in)
+    /// unless it must be compiled.
+    wasm: Cow<'static, [u8]>,
     digest: [u8; 32],
     /// `builtin:NAME` or the file path, for messages.
     origin: String,
@@ -365,10 +373,10 @@ impl Job {
         name: &str,
         spec: &crate::config::PluginSpec,
     ) -> Result<Self, Unavailable> {
-        let (wasm, origin, key) = component_of(loaded, name, spec)?;
+        let (wasm, digest, origin, key) = component_of(loaded, name, spec)?;
         Ok(Self {
             name: name.to_owned(),
-            digest: Sha256::digest(&wasm).into(),
+            digest,
             wasm,
             origin,
             key,
@@ -601,20 +609,28 @@ fn one_line(message: &str) -> String {
     message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// A plugin's component bytes, where they came from (for messages), and
-/// the config key that names them.
+/// A plugin's component bytes, their SHA-256, where they came from (for
+/// messages), and the config key that names them.
+type Sourced = (Cow<'static, [u8]>, [u8; 32], String, String);
+
+/// A plugin's component, as [`Sourced`] says.
 fn component_of(
     loaded: &Loaded,
     name: &str,
     spec: &crate::config::PluginSpec,
-) -> Result<(Vec<u8>, String, String), Unavailable> {
+) -> Result<Sourced, Unavailable> {
+    let digested = |(bytes, origin, key): (Vec<u8>, String, String)| {
+        let digest = Sha256::digest(&bytes).into();
+        (Cow::Owned(bytes), digest, origin, key)
+    };
     if let Some(source) = &spec.source {
-        return super::oci_source::component(loaded, name, source);
+        return super::oci_source::component(loaded, name, source).map(digested);
     }
     match (&spec.builtin, &spec.path) {
         (Some(builtin), _) => {
             let key = format!("plugins.{name}.builtin");
-            let bytes = builtin_bytes(builtin).map(<[u8]>::to_vec).ok_or_else(|| {
+            let found = builtin::BUILTINS.iter().find(|b| b.name == *builtin);
+            let found = found.ok_or_else(|| {
                 let known: Vec<_> = builtin_names().collect();
                 loaded.error(
                     &key,
@@ -624,14 +640,19 @@ fn component_of(
                     ),
                 )
             })?;
-            Ok((bytes, format!("builtin:{builtin}"), key))
+            Ok((
+                Cow::Borrowed(found.component),
+                found.digest,
+                format!("builtin:{builtin}"),
+                key,
+            ))
         }
         (None, Some(path)) => {
             let full: PathBuf = loaded.base_dir.join(path);
             let key = format!("plugins.{name}.path");
             let bytes = crate::config::read_regular_file(&full, crate::config::MAX_PLUGIN_BYTES)
                 .map_err(|e| loaded.error(&key, format!("cannot read {}: {e}", full.display())))?;
-            Ok((bytes, full.display().to_string(), key))
+            Ok(digested((bytes, full.display().to_string(), key)))
         }
         (None, None) => unreachable!("validated: a plugin has builtin, path or source"),
     }

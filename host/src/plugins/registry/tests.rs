@@ -56,3 +56,11 @@ fn every_builtin_plugin_is_embedded_and_no_test_plugin_is() {
         assert!(b.component.starts_with(b"\0asm"), "a WebAssembly binary");
     }
 }
+
+#[test]
+fn each_builtin_carries_the_digest_of_its_component() {
+    for b in builtin::BUILTINS {
+        let digest: [u8; 32] = Sha256::digest(b.component).into();
+        assert_eq!(b.digest, digest, "{}: the build's digest", b.name);
+    }
+}
