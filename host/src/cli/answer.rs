@@ -6,6 +6,9 @@
 //! kept it: what streamed can only be amended, never taken back (see
 //! `events::live`).
 
+// A terminal command: its answer on stdout, its progress on stderr.
+#![allow(clippy::print_stderr)]
+
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::attachments::attachments::b64;
+use crate::attachments::sent::b64;
 use crate::support::*;
 
 const SEES: &str = "v/sees";

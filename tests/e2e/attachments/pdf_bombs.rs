@@ -7,7 +7,7 @@
 use lopdf::{Stream, dictionary};
 use serde_json::json;
 
-use crate::attachments::attachments::{b64, catalog, config, script};
+use crate::attachments::sent::{b64, catalog, config, script};
 use crate::attachments::pdf_text::pdf;
 use crate::support::*;
 

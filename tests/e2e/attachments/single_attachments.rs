@@ -2,7 +2,7 @@
 //! that sees images gets the image itself; a text-only one gets the
 //! description a model that sees them wrote, as a pipeline's default.
 
-use crate::attachments::attachments::{
+use crate::attachments::sent::{
     BLIND, EYE, GIF, SEES, catalog, config, eval_json, image_parts, last_user, script,
 };
 use crate::support::*;

@@ -9,7 +9,7 @@
 
 use serde_json::json;
 
-use crate::attachments::attachments::{
+use crate::attachments::sent::{
     BLIND, GIF, SEES, b64, catalog, config, image_parts, last_user, script,
 };
 use crate::support::https::{Https, Reply};

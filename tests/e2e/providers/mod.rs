@@ -10,7 +10,7 @@ pub(crate) mod first_token;
 pub(crate) mod gateways;
 pub(crate) mod money;
 pub(crate) mod prompt_cache;
-pub(crate) mod providers;
+pub(crate) mod several;
 pub(crate) mod secrets;
 pub(crate) mod streaming;
 pub(crate) mod timeouts;

@@ -18,5 +18,5 @@ pub(crate) mod sandbox;
 pub(crate) mod scaffold;
 pub(crate) mod selectors;
 pub(crate) mod stragglers;
-pub(crate) mod strategies;
+pub(crate) mod ensembles;
 pub(crate) mod toolchains;

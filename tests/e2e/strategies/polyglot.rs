@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
-use crate::attachments::attachments::{GIF, b64};
+use crate::attachments::sent::{GIF, b64};
 use crate::strategies::toolchains::{self, componentize_js, componentize_py, fresh, root};
 use crate::support::*;
 

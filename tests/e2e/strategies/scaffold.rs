@@ -10,7 +10,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::attachments::attachments::{GIF, b64};
+use crate::attachments::sent::{GIF, b64};
 use crate::strategies::toolchains::{self, componentize_js_modules, componentize_py};
 use crate::support::*;
 

@@ -50,6 +50,9 @@ enum Admission {
 /// A request with what admission decided for it.
 type Admitted = (Admission, Arc<ChatRequest>);
 
+/// What is sent: (position in the batch, call id, its reservation).
+type Sending = Vec<(usize, u32, Reservation)>;
+
 impl RunContext {
     /// Runs `requests` at once under the fan-out policy and the budgets;
     /// their outcomes in request order. `answer`: the batch is the one
@@ -108,7 +111,7 @@ impl RunContext {
         &self,
         stage: &Arc<str>,
         admitted: &[Admitted],
-    ) -> (Vec<Option<Completion>>, Vec<(usize, u32, Reservation)>) {
+    ) -> (Vec<Option<Completion>>, Sending) {
         let mut outcomes = Vec::with_capacity(admitted.len());
         let mut sending = Vec::new();
         let mut skipped = Vec::new();
@@ -151,7 +154,7 @@ impl RunContext {
         &self,
         stage: &Arc<str>,
         admitted: &[Admitted],
-        sending: &[(usize, u32, Reservation)],
+        sending: &Sending,
         live: &[Live],
         outcomes: &mut [Option<Completion>],
     ) {

@@ -130,7 +130,8 @@ impl Guest for Chaos {
                 );
                 let said = kit::guest::text_of(&host::complete_answer(&request));
                 let mut plan = plan();
-                plan.notes.push(format!("the selector's answer call: {said:?}"));
+                plan.notes
+                    .push(format!("the selector's answer call: {said:?}"));
                 Ok(plan)
             }
             "bad-format" => {
