@@ -2,8 +2,8 @@
 //! bytes and by URL, and kept in the history.
 
 pub(crate) mod attachment_history;
-pub(crate) mod sent;
 pub(crate) mod pdf_bombs;
 pub(crate) mod pdf_text;
+pub(crate) mod sent;
 pub(crate) mod single_attachments;
 pub(crate) mod url_attachments;

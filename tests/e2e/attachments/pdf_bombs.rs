@@ -7,8 +7,8 @@
 use lopdf::{Stream, dictionary};
 use serde_json::json;
 
-use crate::attachments::sent::{b64, catalog, config, script};
 use crate::attachments::pdf_text::pdf;
+use crate::attachments::sent::{b64, catalog, config, script};
 use crate::support::*;
 
 /// A valid one-page PDF, 31 KB, whose only object stream holds the

@@ -8,9 +8,7 @@ use lopdf::content::{Content, Operation};
 use lopdf::{Document, Object, Stream, dictionary};
 use serde_json::json;
 
-use crate::attachments::sent::{
-    BLIND, EYE, MERGER, SEES, b64, catalog, config, last_user, script,
-};
+use crate::attachments::sent::{BLIND, EYE, MERGER, SEES, b64, catalog, config, last_user, script};
 use crate::support::*;
 
 /// A PDF of one page per entry, each showing its lines in Courier (a page

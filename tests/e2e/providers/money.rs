@@ -260,8 +260,8 @@ synthesizer = "synthesize"
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pdf_sent_as_a_file_counts_its_pages_against_max_cost_usd() {
-    use crate::attachments::sent::b64;
     use crate::attachments::pdf_text::pdf;
+    use crate::attachments::sent::b64;
     let line: &[&str] = &["Clause: the tenant pays the rent."];
     for (pages, sent) in [(1, true), (40, false)] {
         let mock = Mock::start().await;

@@ -8,6 +8,7 @@ pub(crate) mod analysis;
 #[cfg(unix)]
 pub(crate) mod deadlines;
 pub(crate) mod dry_run;
+pub(crate) mod ensembles;
 pub(crate) mod eval;
 pub(crate) mod fallbacks;
 pub(crate) mod fitting;
@@ -18,5 +19,4 @@ pub(crate) mod sandbox;
 pub(crate) mod scaffold;
 pub(crate) mod selectors;
 pub(crate) mod stragglers;
-pub(crate) mod ensembles;
 pub(crate) mod toolchains;
