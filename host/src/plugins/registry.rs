@@ -6,22 +6,26 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::Linker;
 
-use super::bindings::{self, CONTRACT, Guest, VERSIONS};
+use super::bindings;
 use super::engine::{self, Sizing, Slots};
 use super::oci_source::Unavailable;
-use super::sandbox::{CallLimits, State};
-use super::{Kind, Plugin, PluginError, cache};
+use super::sandbox::State;
+use super::{Plugin, PluginError, cache};
 use crate::config::{ConfigError, Loaded};
 use crate::notice::notice;
+
+mod component;
+mod loader;
+
+pub(super) use component::contract_of;
+use loader::{Job, Loader, compile_in_background, in_parallel};
 
 mod builtin {
     /// A plugin compiled into chorus (host/build.rs lists them).
@@ -351,229 +355,6 @@ fn settings_refused(loaded: &Loaded, name: &str, error: PluginError) -> ConfigEr
     loaded.error(format!("plugins.{name}.settings"), message)
 }
 
-/// One plugin to load: its component and what it is configured with.
-struct Job {
-    name: String,
-    /// A built-in's is borrowed from the binary: untouched (not paged in)
-    /// unless it must be compiled.
-    wasm: Cow<'static, [u8]>,
-    digest: [u8; 32],
-    /// `builtin:NAME` or the file path, for messages.
-    origin: String,
-    /// The config key that names the component.
-    key: String,
-    builtin: Option<String>,
-    settings: String,
-    limits: CallLimits,
-}
-
-impl Job {
-    fn of(
-        loaded: &Loaded,
-        name: &str,
-        spec: &crate::config::PluginSpec,
-    ) -> Result<Self, Unavailable> {
-        let (wasm, digest, origin, key) = component_of(loaded, name, spec)?;
-        Ok(Self {
-            name: name.to_owned(),
-            digest,
-            wasm,
-            origin,
-            key,
-            builtin: spec.builtin.clone(),
-            settings: serde_json::to_string(&spec.settings).unwrap_or_else(|_| "{}".to_owned()),
-            limits: CallLimits {
-                cpu_time: spec.cpu_time,
-                wall_time: spec.wall_time,
-                max_memory_mib: spec.max_memory_mib,
-                max_batch: loaded.config.limits.max_calls_per_run,
-            },
-        })
-    }
-}
-
-/// What loading a plugin needs, shared by the threads that load them.
-#[derive(Clone)]
-struct Loader {
-    loaded: Loaded,
-    engine: Engine,
-    slots: Slots,
-    linker: Arc<Linker<State>>,
-    cache: cache::CompileCache,
-}
-
-impl Loader {
-    /// `job`'s component without compiling it: the code the build
-    /// precompiled, or a verified cache entry.
-    fn ready_made(&self, job: &Job) -> Option<(Component, cache::Source)> {
-        let precompiled = job.builtin.as_deref().and_then(builtin_precompiled);
-        if let Some(component) =
-            precompiled.and_then(|code| cache::from_precompiled(&self.engine, &job.name, code))
-        {
-            return Some((component, cache::Source::Precompiled));
-        }
-        let component = self.cache.cached(&self.engine, &job.digest)?;
-        Some((component, cache::Source::Cached))
-    }
-
-    /// Compiles `job` (and caches it), and links it.
-    fn compile(&self, job: &Job, started: Instant) -> Result<Arc<Plugin>, ConfigError> {
-        let (component, source) = self
-            .cache
-            .compile(&self.engine, &job.name, &job.wasm, &job.digest)
-            .map_err(|e| {
-                self.loaded.error(
-                    &job.key,
-                    format!(
-                        "{} is not a loadable WebAssembly component: {}",
-                        job.origin,
-                        one_line(&format!("{e:#}"))
-                    ),
-                )
-            })?;
-        self.finish(job, component, source, started)
-    }
-
-    /// The plugin from its compiled component: its contract read, the
-    /// bindings that serve it chosen, linked against the host's imports.
-    fn finish(
-        &self,
-        job: &Job,
-        component: Component,
-        source: cache::Source,
-        started: Instant,
-    ) -> Result<Arc<Plugin>, ConfigError> {
-        let (name, origin, key) = (&job.name, &job.origin, &job.key);
-        cache::prepare_images(&component, name);
-        let (kind, contract) = contract_of(&self.engine, &component)
-            .map_err(|m| self.loaded.error(key, format!("{origin}: {m}")))?;
-        let serving =
-            serving(&contract).map_err(|m| self.loaded.error(key, format!("{origin}: {m}")))?;
-        let guest = self
-            .linker
-            .instantiate_pre(&component)
-            .and_then(|pre| Guest::new(pre, kind, serving))
-            .map_err(|e| {
-                let why = one_line(&format!("{e:#}"));
-                self.loaded
-                    .error(key, format!("{origin} cannot be linked: {why}"))
-            })?;
-        let plugin = Plugin {
-            name: name.clone(),
-            kind,
-            contract,
-            origin: origin.clone(),
-            source,
-            load_time: started.elapsed(),
-            settings: job.settings.clone(),
-            limits: job.limits,
-            engine: self.engine.clone(),
-            slots: self.slots.clone(),
-            guest,
-        };
-        tracing::debug!(plugin = %name, kind = %kind, source = ?source, "loaded in {:?}", plugin.load_time);
-        Ok(Arc::new(plugin))
-    }
-}
-
-/// Compiles, links and validates each of `jobs` on a thread of its own
-/// (a few at once), settling each one's slot as it is done. A plugin that
-/// fails says so on stderr as a failed start would have: only the calls
-/// that need it fail.
-fn compile_in_background(loader: Loader, jobs: Vec<(Job, Arc<Deferred>)>) {
-    let waiting: Vec<(String, String, Arc<Deferred>)> = jobs
-        .iter()
-        .map(|(job, deferred)| (job.name.clone(), job.key.clone(), deferred.clone()))
-        .collect();
-    let loaded = loader.loaded.clone();
-    let spawned = std::thread::Builder::new()
-        .name("chorus-compile".into())
-        .spawn(move || {
-            let started = Instant::now();
-            let count = jobs.len();
-            in_parallel(jobs, |(job, deferred)| {
-                let load = || {
-                    let plugin = loader.compile(&job, Instant::now())?;
-                    match validate_settings(std::slice::from_ref(&plugin)) {
-                        Some((name, error)) => Err(settings_refused(&loader.loaded, &name, error)),
-                        None => Ok(plugin),
-                    }
-                };
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(load))
-                    .unwrap_or_else(|_| {
-                        Err(loader
-                            .loaded
-                            .error(&job.key, "loading it failed unexpectedly (a panic)"))
-                    });
-                if let Err(error) = &outcome {
-                    notice!(
-                        "chorus: plugin `{}` did not load; the pipelines that use it fail: {error}",
-                        job.name
-                    );
-                }
-                deferred.settle(outcome);
-            });
-            tracing::debug!(
-                "compiled {count} plugin(s) in the background in {:?}",
-                started.elapsed()
-            );
-        });
-    if let Err(e) = spawned {
-        // Nothing will compile them: their calls fail rather than wait.
-        for (name, key, deferred) in waiting {
-            let error = loaded.error(&key, format!("cannot start a thread to compile it: {e}"));
-            notice!("chorus: plugin `{name}` did not load: {error}");
-            deferred.settle(Err(error));
-        }
-    }
-}
-
-/// How many components compile at once: one per core. (wasmtime spreads
-/// the functions of one component over cores too, but a small component
-/// has few, and its parse and link are serial.) `CHORUS_COMPILE_JOBS`
-/// overrides it, to measure.
-fn compile_jobs() -> usize {
-    std::env::var("CHORUS_COMPILE_JOBS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n: &usize| n > 0)
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map(std::num::NonZeroUsize::get)
-                .unwrap_or(1)
-        })
-}
-
-/// `f` of each of `items`, in their order, on up to `compile_jobs()`
-/// threads.
-fn in_parallel<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
-    let threads = compile_jobs().min(items.len());
-    if threads <= 1 {
-        return items.into_iter().map(f).collect();
-    }
-    let count = items.len();
-    let queue = std::sync::Mutex::new(items.into_iter().enumerate());
-    let results = std::sync::Mutex::new(Vec::with_capacity(count));
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                loop {
-                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
-                    let Some((i, item)) = next else { break };
-                    let result = f(item);
-                    results
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push((i, result));
-                }
-            });
-        }
-    });
-    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-    results.sort_by_key(|(i, _)| *i);
-    results.into_iter().map(|(_, r)| r).collect()
-}
-
 /// Has each of `plugins` check its settings (a 0.1 plugin is instantiated
 /// instead); the first refusal, if any. Runs on a short-lived runtime of its
 /// own, so loading stays callable from plain code (`chorus check`) and from
@@ -612,118 +393,6 @@ fn one_line(message: &str) -> String {
 /// A plugin's component bytes, their SHA-256, where they came from (for
 /// messages), and the config key that names them.
 type Sourced = (Cow<'static, [u8]>, [u8; 32], String, String);
-
-/// A plugin's component, as [`Sourced`] says.
-fn component_of(
-    loaded: &Loaded,
-    name: &str,
-    spec: &crate::config::PluginSpec,
-) -> Result<Sourced, Unavailable> {
-    let digested = |(bytes, origin, key): (Vec<u8>, String, String)| {
-        let digest = Sha256::digest(&bytes).into();
-        (Cow::Owned(bytes), digest, origin, key)
-    };
-    if let Some(source) = &spec.source {
-        return super::oci_source::component(loaded, name, source).map(digested);
-    }
-    match (&spec.builtin, &spec.path) {
-        (Some(builtin), _) => {
-            let key = format!("plugins.{name}.builtin");
-            let found = builtin::BUILTINS.iter().find(|b| b.name == *builtin);
-            let found = found.ok_or_else(|| {
-                let known: Vec<_> = builtin_names().collect();
-                loaded.error(
-                    &key,
-                    format!(
-                        "no built-in plugin `{builtin}` (built in: {})",
-                        known.join(", ")
-                    ),
-                )
-            })?;
-            Ok((
-                Cow::Borrowed(found.component),
-                found.digest,
-                format!("builtin:{builtin}"),
-                key,
-            ))
-        }
-        (None, Some(path)) => {
-            let full: PathBuf = loaded.base_dir.join(path);
-            let key = format!("plugins.{name}.path");
-            let bytes = crate::config::read_regular_file(&full, crate::config::MAX_PLUGIN_BYTES)
-                .map_err(|e| loaded.error(&key, format!("cannot read {}: {e}", full.display())))?;
-            Ok(digested((bytes, full.display().to_string(), key)))
-        }
-        (None, None) => unreachable!("validated: a plugin has builtin, path or source"),
-    }
-}
-
-/// Reads which world a component implements and which contract version it
-/// was built for.
-pub(super) fn contract_of(
-    engine: &Engine,
-    component: &Component,
-) -> Result<(Kind, String), String> {
-    let ty = component.component_type();
-    let exports: Vec<String> = ty
-        .exports(engine)
-        .map(|(name, _)| name.to_owned())
-        .collect();
-    for name in &exports {
-        let Some(rest) = name.strip_prefix("chorus:strategy/") else {
-            continue;
-        };
-        let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));
-        if let Some(kind) = Kind::ALL.into_iter().find(|k| k.interface() == interface) {
-            return Ok((kind, version.to_owned()));
-        }
-    }
-    Err(format!(
-        "it is not a chorus strategy plugin: it exports none of chorus:strategy/{{selector,prompter,synthesizer}} (it exports: {})",
-        if exports.is_empty() {
-            "nothing".to_owned()
-        } else {
-            exports.join(", ")
-        }
-    ))
-}
-
-/// The contract version whose bindings serve a plugin built for `guest`:
-/// the known version with the same major and minor and a patch at least
-/// the guest's. Anything else is refused, naming both versions.
-fn serving(guest: &str) -> Result<&'static str, String> {
-    let parse = |v: &str| -> Option<(u64, u64, u64)> {
-        let mut parts = v.split('.');
-        let version = (
-            parts.next()?.parse().ok()?,
-            parts.next()?.parse().ok()?,
-            parts.next()?.parse().ok()?,
-        );
-        parts.next().is_none().then_some(version)
-    };
-    let served = VERSIONS.join(", ");
-    let Some((major, minor, patch)) = parse(guest) else {
-        return Err(format!(
-            "it was built for chorus:strategy@{guest}, which is not a version chorus knows (this chorus speaks chorus:strategy@{CONTRACT}; it serves {served})"
-        ));
-    };
-    let newest = parse(CONTRACT).expect("CONTRACT is a version");
-    for known in VERSIONS.iter().rev() {
-        let (kmajor, kminor, kpatch) = parse(known).expect("VERSIONS are versions");
-        if (kmajor, kminor) == (major, minor) && kpatch >= patch {
-            return Ok(known);
-        }
-    }
-    if (major, minor, patch) > newest {
-        Err(format!(
-            "it was built for chorus:strategy@{guest}, but this chorus speaks chorus:strategy@{CONTRACT} (and serves {served}); upgrade chorus, or rebuild the plugin against wit/{CONTRACT}"
-        ))
-    } else {
-        Err(format!(
-            "it was built for chorus:strategy@{guest}, which this chorus no longer serves (it speaks chorus:strategy@{CONTRACT} and serves {served}); rebuild the plugin against wit/{CONTRACT}"
-        ))
-    }
-}
 
 #[cfg(test)]
 mod tests;

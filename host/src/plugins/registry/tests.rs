@@ -1,3 +1,6 @@
+use sha2::{Digest, Sha256};
+
+use super::component::serving;
 use super::*;
 
 #[test]
