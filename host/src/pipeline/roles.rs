@@ -79,15 +79,16 @@ impl Runner {
         Ok([selector?, prompter?, synthesizer?])
     }
 
-    /// The synthesizer plugins' names: those loaded, and those still
-    /// compiling (or that failed to) which a pipeline names as its
-    /// synthesizer — a plugin's kind is known once it is compiled.
+    /// The synthesizer plugins' names, compiled or not: the same list for
+    /// a runner's whole life (the tool list offers it, and a client hears
+    /// when it changes). A plugin whose component could not be read counts
+    /// where a pipeline names it as its synthesizer.
     pub fn synthesizer_names(&self) -> Vec<&str> {
         self.registry
             .names()
-            .filter(|name| match self.registry.availability(name) {
-                Some(Availability::Ready(plugin)) => plugin.kind == Kind::Synthesizer,
-                _ => self.pipelines().any(|(_, p)| p.synthesizer == *name),
+            .filter(|name| match self.registry.kind(name) {
+                Some(kind) => kind == Kind::Synthesizer,
+                None => self.pipelines().any(|(_, p)| p.synthesizer == *name),
             })
             .collect()
     }

@@ -17,7 +17,7 @@ use super::bindings;
 use super::engine::{self, Sizing, Slots};
 use super::oci_source::Unavailable;
 use super::sandbox::State;
-use super::{Plugin, PluginError, cache};
+use super::{Kind, Plugin, PluginError, cache};
 use crate::config::{ConfigError, Loaded};
 use crate::notice::notice;
 
@@ -87,13 +87,18 @@ enum Slot {
 
 /// A plugin compiling in the background: settles once, loaded or failed.
 struct Deferred {
+    /// What its exports declare, known before the compile ends (or fails):
+    /// so what chorus offers (say, `resynthesize`'s synthesizers) does not
+    /// depend on how far compiling has got.
+    kind: Option<Kind>,
     outcome: OnceLock<Result<Arc<Plugin>, ConfigError>>,
     settled: watch::Sender<bool>,
 }
 
 impl Deferred {
-    fn new() -> Arc<Self> {
+    fn new(kind: Option<Kind>) -> Arc<Self> {
         Arc::new(Self {
+            kind,
             outcome: OnceLock::new(),
             settled: watch::Sender::new(false),
         })
@@ -221,7 +226,7 @@ impl Registry {
                     notice!(
                         "chorus: plugin `{name}` did not load; the pipelines that use it fail: {error}"
                     );
-                    let failed = Deferred::new();
+                    let failed = Deferred::new(None);
                     failed.settle(Err(error));
                     plugins.insert(name.clone(), Slot::Deferred(failed));
                     continue;
@@ -260,7 +265,7 @@ impl Registry {
                     plugins.insert(plugin.name.clone(), Slot::Ready(plugin));
                 }
                 Step::Later(job) => {
-                    let deferred = Deferred::new();
+                    let deferred = Deferred::new(component::declared_kind(&job.wasm));
                     plugins.insert(job.name.clone(), Slot::Deferred(deferred.clone()));
                     background.push((*job, deferred));
                 }
@@ -321,6 +326,15 @@ impl Registry {
                 Some(Err(error)) => Availability::Failed(error),
             },
         })
+    }
+
+    /// The kind of plugin `name` is, whether or not it has finished
+    /// compiling; `None` for one whose component could not be read.
+    pub fn kind(&self, name: &str) -> Option<Kind> {
+        match self.plugins.get(name)? {
+            Slot::Ready(plugin) => Some(plugin.kind),
+            Slot::Deferred(deferred) => deferred.kind,
+        }
     }
 
     /// Waits until each of `names` is loaded or has failed to (at once for

@@ -40,6 +40,10 @@ max_memory_mib = 64
 cpu_time = "5s"
 settings = {{ min_agreement = 0.2 }}
 
+# A synthesizer no pipeline names, compiling too.
+[plugins.spare]
+path = "{}"
+
 [pipelines.consensus]
 description = "The answer that agrees most with the others."
 selector = "panel"
@@ -47,7 +51,8 @@ prompter = "passthrough"
 synthesizer = "medoid"
 run_timeout = "300s"
 "#,
-        wasm.display()
+        wasm.display(),
+        plugin_dir().join("legacy_longest.wasm").display()
     );
     let cache = cold_cache();
     let server = Server::start_with_env(
@@ -69,11 +74,14 @@ run_timeout = "300s"
             "{pipeline} in {names:?}"
         );
     }
-    let resynthesize = tools.iter().find(|t| t.name == "resynthesize").unwrap();
+    let synthesizers = |tools: &[rmcp::model::Tool]| {
+        let resynthesize = tools.iter().find(|t| t.name == "resynthesize").unwrap();
+        resynthesize.input_schema["properties"]["synthesizer"]["enum"].clone()
+    };
     assert_eq!(
-        resynthesize.input_schema["properties"]["synthesizer"]["enum"],
-        serde_json::json!(["medoid", "synthesize"]),
-        "a synthesizer still compiling is offered too"
+        synthesizers(&tools),
+        serde_json::json!(["medoid", "spare", "synthesize"]),
+        "a synthesizer still compiling is offered too, named by a pipeline or not"
     );
 
     // A call made right away waits for the plugin it needs.
@@ -98,6 +106,10 @@ run_timeout = "300s"
     server
         .wait_for_stderr("chorus: compiled plugin `medoid`", 1)
         .await;
+    // Compiled, the tools are what they were: nothing for a client to hear.
+    let compiled = server.client.list_all_tools().await.expect("tools/list");
+    assert_eq!(synthesizers(&compiled), synthesizers(&tools));
+    assert_eq!(server.tool_list_changes(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]

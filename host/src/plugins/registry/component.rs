@@ -72,14 +72,8 @@ pub(in crate::plugins) fn contract_of(
         .exports(engine)
         .map(|(name, _)| name.to_owned())
         .collect();
-    for name in &exports {
-        let Some(rest) = name.strip_prefix("chorus:strategy/") else {
-            continue;
-        };
-        let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));
-        if let Some(kind) = Kind::ALL.into_iter().find(|k| k.interface() == interface) {
-            return Ok((kind, version.to_owned()));
-        }
+    if let Some((kind, version)) = exports.iter().find_map(|name| strategy_export(name)) {
+        return Ok((kind, version.to_owned()));
     }
     Err(format!(
         "it is not a chorus strategy plugin: it exports none of chorus:strategy/{{selector,prompter,synthesizer}} (it exports: {})",
@@ -89,6 +83,49 @@ pub(in crate::plugins) fn contract_of(
             exports.join(", ")
         }
     ))
+}
+
+/// The kind and contract version an export named `name` (say
+/// `chorus:strategy/synthesizer@0.5.0`) implements, if it is a strategy's.
+fn strategy_export(name: &str) -> Option<(Kind, &str)> {
+    let rest = name.strip_prefix("chorus:strategy/")?;
+    let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));
+    let kind = Kind::ALL.into_iter().find(|k| k.interface() == interface)?;
+    Some((kind, version))
+}
+
+/// The kind a component's own exports declare, read from its outer
+/// sections without compiling it (the core modules inside are skipped
+/// unread): what a plugin still compiling in the background is. `None`
+/// when the bytes are no component or export no strategy; compiling then
+/// says why.
+pub(super) fn declared_kind(wasm: &[u8]) -> Option<Kind> {
+    use wasmparser::{Chunk, Parser, Payload};
+    let mut parser = Parser::new(0);
+    let mut at = 0;
+    loop {
+        let Chunk::Parsed { consumed, payload } = parser.parse(wasm.get(at..)?, true).ok()? else {
+            return None; // not possible at end of input
+        };
+        at += consumed;
+        match payload {
+            Payload::ModuleSection {
+                unchecked_range, ..
+            }
+            | Payload::ComponentSection {
+                unchecked_range, ..
+            } => at = unchecked_range.end,
+            Payload::ComponentExportSection(exports) => {
+                for export in exports {
+                    if let Some((kind, _)) = strategy_export(export.ok()?.name.name) {
+                        return Some(kind);
+                    }
+                }
+            }
+            Payload::End(_) => return None,
+            _ => {}
+        }
+    }
 }
 
 /// The contract version whose bindings serve a plugin built for `guest`:

@@ -67,3 +67,35 @@ fn each_builtin_carries_the_digest_of_its_component() {
         assert_eq!(b.digest, digest, "{}: the build's digest", b.name);
     }
 }
+
+#[test]
+fn a_components_exports_say_its_kind_without_compiling_it() {
+    let kind = |name: &str| {
+        let b = builtin::BUILTINS.iter().find(|b| b.name == name).unwrap();
+        component::declared_kind(b.component)
+    };
+    assert_eq!(kind("static-panel"), Some(Kind::Selector));
+    assert_eq!(kind("passthrough"), Some(Kind::Prompter));
+    for synthesizer in ["synthesize", "vote"] {
+        assert_eq!(kind(synthesizer), Some(Kind::Synthesizer), "{synthesizer}");
+    }
+    for b in builtin::BUILTINS {
+        assert!(
+            component::declared_kind(b.component).is_some(),
+            "{}",
+            b.name
+        );
+    }
+    // Not a component, a truncated one, a core module: no kind to declare.
+    let synthesize = builtin::BUILTINS
+        .iter()
+        .find(|b| b.name == "synthesize")
+        .unwrap();
+    for bytes in [
+        &b"not wasm at all"[..],
+        &synthesize.component[..synthesize.component.len() / 2],
+        b"\0asm\x01\0\0\0",
+    ] {
+        assert_eq!(component::declared_kind(bytes), None);
+    }
+}

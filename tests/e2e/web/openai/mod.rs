@@ -417,13 +417,20 @@ async fn a_client_that_hangs_up_stops_the_run_and_its_upstream_requests() {
         let mut body = ask("q");
         body["stream"] = json!(stream);
         let request = post(&server, "/v1/chat/completions", None, &body).send();
-        let pending = tokio::spawn(request);
+        // The client reads until it hangs up: a streamed answer's headers come
+        // at once, so the hang-up must drop the body being read, not only the
+        // request being sent.
+        let pending = tokio::spawn(async move { request.await?.bytes().await });
         assert!(
             mock.wait_until(Duration::from_secs(20), |m| m.in_flight() == PANEL.len())
                 .await,
             "the panel was asked"
         );
         pending.abort();
+        assert!(
+            pending.await.unwrap_err().is_cancelled(),
+            "the client hung up"
+        );
         assert!(
             mock.wait_until(Duration::from_secs(10), |m| m.in_flight() == 0)
                 .await,
