@@ -25,11 +25,17 @@ const PAUSE: Duration = Duration::from_millis(5);
 /// time a step aims to hold the write lock: a step's pages are halved or
 /// doubled to stay near it. A page's cost varies a thousandfold: a free
 /// page at the end of the file is dropped, a page in use there is moved
-/// into a free one found through the free list (tens of thousands of
-/// pages long after a big prune) — 512 pages took 0.3–0.85 s at
-/// 1,000,000 runs.
+/// into a free one found through the free list.
 const VACUUM_STEP: i64 = 512;
 const VACUUM_HOLD: Duration = Duration::from_millis(10);
+/// Free pages left after each slice; the rest go back to the file system
+/// before the next slice. Every page a vacuum moves searches the free
+/// list's trunk pages, so its cost grows with the list: vacuuming only
+/// after the last slice of a 900,000-run prune (700,000 free pages: a
+/// trunk chain longer than SQLite's page cache, re-read for every page
+/// moved) made steps of 1–8 pages hold writers up 130–240 ms. Kept to a
+/// trunk page's worth, the list stays in the cache and a step stays short.
+const FREE_KEPT: i64 = 1024;
 /// The write-ahead log's length (frames: pages written) past which a pass
 /// rewinds it (`bound_log`): 16 MB with 4 KiB pages.
 const REWIND_AT: i64 = 4096;
@@ -91,7 +97,8 @@ pub fn prune_until(
     )?;
     tx.commit()?;
     if removed > 0 || freed > 0 {
-        vacuum(conn, stop)?;
+        Vacuum::default().down_to(conn, 0, stop)?;
+        bound_log(conn)?;
     }
     Ok(Pruned {
         removed,
@@ -113,6 +120,7 @@ fn remove_slices(
 ) -> rusqlite::Result<(u64, u64)> {
     let (mut removed, mut removed_bytes) = (0u64, 0u64);
     let find = format!("SELECT seq, bytes FROM runs WHERE {NOT_LIVE} AND {rule} LIMIT {SLICE}");
+    let mut vacuum = Vacuum::default();
     while !stop() {
         bound_log(conn)?;
         let began = Instant::now();
@@ -137,6 +145,7 @@ fn remove_slices(
             break;
         }
         yield_to_writers(began.elapsed());
+        vacuum.down_to(conn, FREE_KEPT, stop)?;
     }
     Ok((removed, removed_bytes))
 }
@@ -220,45 +229,64 @@ fn cut(conn: &mut Connection, retention: &Retention, now: i64) -> rusqlite::Resu
     Ok((cut, older_than))
 }
 
-/// Returns the freed pages to the file system, a step per write (each its
+/// Returns freed pages to the file system, a step per write (each its
 /// own short transaction, sized to hold the lock about `VACUUM_HOLD`); the
 /// file shrinks when a checkpoint has copied the WAL back.
-fn vacuum(conn: &mut Connection, stop: &dyn Fn() -> bool) -> rusqlite::Result<()> {
-    let mut before = i64::MAX;
-    let mut pages = 8;
-    while !stop() {
-        // None left, or none given back (a store made without
-        // incremental auto-vacuum keeps its free pages).
-        let free: i64 = conn.query_row("PRAGMA freelist_count", [], |row| row.get(0))?;
-        if free == 0 || free >= before {
-            break;
-        }
-        before = free;
-        bound_log(conn)?;
-        let began = Instant::now();
-        // A pragma takes no bound values (`pages` is one of ten powers of 2).
-        let mut statement = conn.prepare_cached(&format!("PRAGMA incremental_vacuum({pages})"))?;
-        let mut steps = statement.query([])?;
-        while steps.next()?.is_some() {}
-        drop(steps);
-        drop(statement);
-        let held = began.elapsed();
-        trace_step(
-            "vacuum",
-            began,
-            Instant::now(),
-            usize::try_from(pages).unwrap_or(0),
-        );
-        pages = if held > VACUUM_HOLD {
-            (pages / 2).max(1)
-        } else if held < VACUUM_HOLD / 2 {
-            (pages * 2).min(VACUUM_STEP)
-        } else {
-            pages
-        };
-        yield_to_writers(held);
+struct Vacuum {
+    /// The next step's pages, adapted to the time steps take.
+    pages: i64,
+}
+
+impl Default for Vacuum {
+    fn default() -> Self {
+        Self { pages: 8 }
     }
-    bound_log(conn)
+}
+
+impl Vacuum {
+    /// Steps until at most `kept` pages are free (or none are given back:
+    /// a store made without incremental auto-vacuum keeps its free pages).
+    fn down_to(
+        &mut self,
+        conn: &mut Connection,
+        kept: i64,
+        stop: &dyn Fn() -> bool,
+    ) -> rusqlite::Result<()> {
+        let mut before = i64::MAX;
+        while !stop() {
+            let free: i64 = conn.query_row("PRAGMA freelist_count", [], |row| row.get(0))?;
+            if free <= kept || free >= before {
+                return Ok(());
+            }
+            before = free;
+            let pages = self.pages.min(free - kept);
+            bound_log(conn)?;
+            let began = Instant::now();
+            // A pragma takes no bound values (`pages` is a number), and
+            // is not cached: its many sizes would push out what is.
+            let mut statement = conn.prepare(&format!("PRAGMA incremental_vacuum({pages})"))?;
+            let mut steps = statement.query([])?;
+            while steps.next()?.is_some() {}
+            drop(steps);
+            drop(statement);
+            let held = began.elapsed();
+            trace_step(
+                "vacuum",
+                began,
+                Instant::now(),
+                usize::try_from(pages).unwrap_or(0),
+            );
+            self.pages = if held > VACUUM_HOLD {
+                (self.pages / 2).max(1)
+            } else if held < VACUUM_HOLD / 2 {
+                (self.pages * 2).min(VACUUM_STEP)
+            } else {
+                self.pages
+            };
+            yield_to_writers(held);
+        }
+        Ok(())
+    }
 }
 
 /// Copies the log back into the database without taking a lock (a
