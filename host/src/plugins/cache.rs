@@ -6,11 +6,19 @@
 //! unchecked: each entry `KEY.cwasm` has a sidecar `KEY.sha256` with the
 //! digest of its bytes, written after the entry (both atomically). An entry
 //! whose bytes do not match — truncated or corrupted — is recompiled and
-//! replaced, with a warning. The digest guards against accidents, not
-//! attacks: whoever can write the entry can write its digest too, so the
-//! cache directory must be writable by its owner alone (it is created so). Keys are the component's SHA-256
-//! and the engine's compatibility hash (wasmtime version, target, settings);
-//! entries for other engines, and entries unused for `MAX_AGE`, are pruned.
+//! replaced, with a warning. A check passed is remembered in `KEY.checked`
+//! with what the file system says of the entry (inode, size, modified and
+//! changed times): the next start hashes it again only if any of those
+//! moved, which any write, truncation or replacement does. (Hashing every
+//! entry on every start was most of a warm start's CPU; what it alone
+//! would catch is corruption below the file system.) The digest guards
+//! against accidents, not attacks: whoever can write the entry can write
+//! its digest too, so the cache directory must be writable by its owner
+//! alone (it is created so). Keys are the component's SHA-256 and the
+//! engine's compatibility hash (wasmtime version, target, settings);
+//! entries for other engines, and entries unused for `MAX_AGE` (their
+//! sidecar's modified time: using an entry never changes the entry itself),
+//! are pruned.
 //!
 //! The built-in plugins do not need the cache where the build precompiled
 //! them (host/build.rs): [`from_precompiled`] loads that code, and only a
@@ -30,6 +38,13 @@ use crate::text::hex;
 
 /// Entries not used for this long are removed.
 const MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+/// How often an entry in use is marked so (its sidecar touched).
+const MARK_EVERY: Duration = Duration::from_secs(24 * 3600);
+/// A check is remembered only for an entry written at least this long
+/// before it: file times tick coarsely (milliseconds), so a write in the
+/// same tick as the entry's last one would leave its stamp as it was.
+/// Once the entry is older than a tick, any later write moves its times.
+const SETTLED: Duration = Duration::from_secs(2);
 /// Components at least this large take seconds to compile: say so.
 const ANNOUNCE_BYTES: usize = 1 << 20;
 
@@ -128,29 +143,40 @@ impl CompileCache {
         };
         let engine_suffix = engine_key(engine);
         let now = SystemTime::now();
+        // Decided for every file before any goes: an entry's files are
+        // judged by its sidecar, which may be among those removed.
+        let mut stale_files = Vec::new();
         for file in files.flatten() {
             let path = file.path();
             let name = file.file_name().to_string_lossy().into_owned();
             let Some((stem, ext)) = name.rsplit_once('.') else {
                 continue;
             };
-            let age = file
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|m| now.duration_since(m).ok())
-                .unwrap_or_default();
+            let age_of = |path: &Path| {
+                std::fs::metadata(path)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|m| now.duration_since(m).ok())
+            };
+            let age = age_of(&path).unwrap_or_default();
             let stale = match ext {
-                "cwasm" | "sha256" => !stem.ends_with(&engine_suffix) || age > MAX_AGE,
+                // An entry is as old as its sidecar, which use marks.
+                "cwasm" | "sha256" | "checked" => {
+                    let used = age_of(&dir.join(format!("{stem}.sha256"))).unwrap_or(age);
+                    !stem.ends_with(&engine_suffix) || used > MAX_AGE
+                }
                 // tempfile's leftovers from an interrupted write
                 _ if name.starts_with(".tmp") => age > Duration::from_secs(3600),
                 _ => false,
             };
             if stale {
-                match std::fs::remove_file(&path) {
-                    Ok(()) => tracing::debug!("pruned {} from the plugin cache", path.display()),
-                    Err(e) => tracing::debug!("cannot prune {}: {e}", path.display()),
-                }
+                stale_files.push(path);
+            }
+        }
+        for path in stale_files {
+            match std::fs::remove_file(&path) {
+                Ok(()) => tracing::debug!("pruned {} from the plugin cache", path.display()),
+                Err(e) => tracing::debug!("cannot prune {}: {e}", path.display()),
             }
         }
     }
@@ -230,11 +256,13 @@ fn key(engine: &Engine, digest: &[u8; 32]) -> String {
     format!("{}{}", hex(&digest[..16]), engine_key(engine))
 }
 
-/// One cache entry: the compiled bytes and their digest.
+/// One cache entry: the compiled bytes, their digest, and the record of
+/// the last check of one against the other.
 struct Entry {
     dir: PathBuf,
     code: PathBuf,
     digest: PathBuf,
+    checked: PathBuf,
 }
 
 impl Entry {
@@ -243,19 +271,38 @@ impl Entry {
             dir: dir.to_owned(),
             code: dir.join(format!("{key}.cwasm")),
             digest: dir.join(format!("{key}.sha256")),
+            checked: dir.join(format!("{key}.checked")),
         }
     }
 
     /// The entry's component, if it is there and its bytes are the ones
     /// that were written.
     fn read(&self, engine: &Engine) -> Option<Component> {
-        let expected = std::fs::read_to_string(&self.digest).unwrap_or_default();
-        if file_digest(&self.code).ok()? != expected.trim() {
-            tracing::warn!(
-                "the cached compiled plugin {} does not match its digest (truncated, corrupted or altered); recompiling it",
-                self.code.display()
-            );
-            return None;
+        self.read_settled(engine, SETTLED)
+    }
+
+    /// `read`, remembering a check of an entry last written `settled` ago.
+    fn read_settled(&self, engine: &Engine, settled: Duration) -> Option<Component> {
+        let meta = std::fs::metadata(&self.code).ok()?;
+        let stamp = stamp(&meta);
+        let known = std::fs::read_to_string(&self.checked).is_ok_and(|c| c == stamp);
+        if !known {
+            let expected = std::fs::read_to_string(&self.digest).unwrap_or_default();
+            if file_digest(&self.code).ok()? != expected.trim() {
+                tracing::warn!(
+                    "the cached compiled plugin {} does not match its digest (truncated, corrupted or altered); recompiling it",
+                    self.code.display()
+                );
+                return None;
+            }
+            // Not remembered (a read-only cache, an entry just written):
+            // checked again next time.
+            if last_written(&meta)
+                .elapsed()
+                .is_ok_and(|age| age >= settled)
+            {
+                let _ = persist(&self.dir, &self.checked, stamp.as_bytes());
+            }
         }
         // Mapped, not read: the code is used from the page cache where it
         // lies (shared by every chorus on the machine) instead of copied
@@ -270,11 +317,7 @@ impl Entry {
         // a complete entry and stays as mapped.
         match unsafe { Component::deserialize_file(engine, &self.code) } {
             Ok(component) => {
-                // Mark it used, so pruning keeps it.
-                let _ = std::fs::File::options()
-                    .append(true)
-                    .open(&self.code)
-                    .and_then(|f| f.set_modified(SystemTime::now()));
+                self.mark_used();
                 Some(component)
             }
             Err(e) => {
@@ -285,6 +328,20 @@ impl Entry {
                 None
             }
         }
+    }
+
+    /// Touches the sidecar (at most daily), so pruning keeps the entry;
+    /// the entry itself is left as it is, so its stamp still holds.
+    fn mark_used(&self) {
+        let now = SystemTime::now();
+        let marked = std::fs::metadata(&self.digest).and_then(|m| m.modified());
+        if marked.is_ok_and(|m| now.duration_since(m).unwrap_or_default() < MARK_EVERY) {
+            return;
+        }
+        let _ = std::fs::File::options()
+            .append(true)
+            .open(&self.digest)
+            .and_then(|f| f.set_modified(now));
     }
 
     fn write(&self, component: &Component) -> anyhow::Result<()> {
@@ -298,6 +355,44 @@ impl Entry {
         )?;
         Ok(())
     }
+}
+
+/// What the file system says of a file that any change to it changes:
+/// where it lies, its size, when it was written and (where the platform
+/// has it) when its metadata last changed — a rename over it, a
+/// truncation or a write moves one of these.
+fn stamp(meta: &std::fs::Metadata) -> String {
+    let nanos = |t: std::io::Result<SystemTime>| {
+        t.ok()
+            .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos())
+    };
+    let written = nanos(meta.modified());
+    #[cfg(unix)]
+    let place = {
+        use std::os::unix::fs::MetadataExt;
+        let changed = i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec());
+        format!("dev {} inode {} changed {changed}", meta.dev(), meta.ino())
+    };
+    #[cfg(not(unix))]
+    let place = format!("created {}", nanos(meta.created()));
+    format!("{place} size {} written {written}\n", meta.len())
+}
+
+/// The later of a file's modified and (where the platform has it)
+/// metadata-changed times.
+fn last_written(meta: &std::fs::Metadata) -> SystemTime {
+    let modified = meta.modified().unwrap_or_else(|_| SystemTime::now());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let changed = u64::try_from(meta.ctime()).ok().map(|s| {
+            SystemTime::UNIX_EPOCH + Duration::new(s, u32::try_from(meta.ctime_nsec()).unwrap_or(0))
+        });
+        return changed.map_or(modified, |c| c.max(modified));
+    }
+    #[cfg(not(unix))]
+    modified
 }
 
 /// The hex SHA-256 of the file at `path`, read a block at a time.

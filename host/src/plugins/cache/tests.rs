@@ -55,6 +55,50 @@ fn a_cached_plugin_is_loaded_only_if_its_digest_matches() {
 }
 
 #[test]
+fn a_check_passed_is_remembered_until_the_entry_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("chorus");
+    let cache = CompileCache::new(Some(cache_dir.clone()));
+    let engine = Engine::default();
+    cache.load(&engine, "p", wasm(), &digest()).unwrap();
+    let entry = Entry::new(&cache_dir, &key(&engine, &digest()));
+
+    // Just written: checked every time, nothing remembered.
+    assert!(entry.read(&engine).is_some());
+    assert!(
+        !entry.checked.exists(),
+        "a check of a fresh entry is remembered"
+    );
+
+    // Settled (here: at once), the check is remembered: the next read does
+    // not hash the entry, as a digest that no longer matches shows.
+    assert!(entry.read_settled(&engine, Duration::ZERO).is_some());
+    assert!(entry.checked.exists());
+    let digest_file = entry.digest.clone();
+    let written = std::fs::read(&digest_file).unwrap();
+    std::fs::write(&digest_file, "0".repeat(64)).unwrap();
+    assert!(
+        entry.read(&engine).is_some(),
+        "a remembered check hashes again"
+    );
+
+    // Truncated, the entry's stamp moved: hashed again, and refused.
+    let whole = std::fs::read(&entry.code).unwrap();
+    std::fs::write(&digest_file, written).unwrap();
+    std::fs::write(&entry.code, &whole[..whole.len() - 1]).unwrap();
+    assert!(entry.read(&engine).is_none(), "a changed entry was loaded");
+    // Replaced whole by a copy (another inode): hashed again, and loaded.
+    let copy = cache_dir.join("copy");
+    std::fs::write(&copy, &whole).unwrap();
+    std::fs::rename(&copy, &entry.code).unwrap();
+    std::fs::write(&digest_file, "0".repeat(64)).unwrap();
+    assert!(
+        entry.read(&engine).is_none(),
+        "a replaced entry was not hashed"
+    );
+}
+
+#[test]
 fn pruning_removes_entries_of_other_engines_and_keeps_this_ones() {
     let dir = tempfile::tempdir().unwrap();
     let cache_dir = dir.path().join("chorus");
@@ -79,6 +123,31 @@ fn pruning_removes_entries_of_other_engines_and_keeps_this_ones() {
     assert!(!left.iter().any(|f| f.starts_with("00ff-")), "{left:?}");
     let (_, source) = cache.load(&engine, "p", wasm(), &digest()).unwrap();
     assert_eq!(source, Source::Cached);
+
+    // An entry is as old as its sidecar, which use marks (the entry itself
+    // is never touched): unused for longer than MAX_AGE, it goes whole.
+    let entry = Entry::new(&cache_dir, &key(&engine, &digest()));
+    assert!(entry.read_settled(&engine, Duration::ZERO).is_some());
+    let long_ago = SystemTime::now() - MAX_AGE - Duration::from_secs(3600);
+    let set_modified = |path: &Path, when| {
+        std::fs::File::options()
+            .append(true)
+            .open(path)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    };
+    set_modified(&entry.code, long_ago);
+    cache.prune(&engine);
+    assert!(
+        entry.code.exists() && entry.checked.exists(),
+        "a used entry was pruned"
+    );
+    set_modified(&entry.digest, long_ago);
+    cache.prune(&engine);
+    for file in [&entry.code, &entry.digest, &entry.checked] {
+        assert!(!file.exists(), "{} was kept", file.display());
+    }
 }
 
 /// What the build does with the built-ins (host/build.rs), for one of them:
