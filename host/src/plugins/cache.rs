@@ -20,10 +20,13 @@
 //! sidecar's modified time: using an entry never changes the entry itself),
 //! are pruned.
 //!
-//! The built-in plugins do not need the cache where the build precompiled
-//! them (host/build.rs): [`from_precompiled`] loads that code, and only a
-//! machine that refuses it (a CPU without the baseline features) compiles
-//! and caches them.
+//! The built-in plugins are never compiled where the build precompiled
+//! them (host/build.rs, the packages): the first start writes that code to
+//! the cache as the entry a compile would have made, and every start maps
+//! it from there ([`CompileCache::precompiled`]) — shared page cache, where
+//! loading it from the binary copied all of it into anonymous executable
+//! memory of each process. Only a machine that refuses the code (a CPU
+//! without the baseline features) compiles and caches them.
 
 use crate::notice::notice;
 use std::hash::{Hash, Hasher};
@@ -97,6 +100,38 @@ impl CompileCache {
     pub fn cached(&self, engine: &Engine, digest: &[u8; 32]) -> Option<Component> {
         let dir = self.dir.as_ref()?;
         Entry::new(dir, &key(engine, digest)).read(engine)
+    }
+
+    /// A built-in's component from `code`, the build's precompiled code for
+    /// it (the component's SHA-256 is `digest`): mapped from its cache
+    /// entry, written from `code` if there is none yet. With no cache (off,
+    /// or not writable) it is loaded from `code` in memory. `None` (logged)
+    /// where this engine refuses the code: the caller compiles it.
+    pub fn precompiled(
+        &self,
+        engine: &Engine,
+        name: &str,
+        digest: &[u8; 32],
+        code: &'static [u8],
+    ) -> Option<Component> {
+        let Some(dir) = &self.dir else {
+            return from_precompiled(engine, name, code);
+        };
+        let entry = Entry::new(dir, &key(engine, digest));
+        if let Some(component) = entry.read(engine) {
+            return Some(component);
+        }
+        // Once per machine (and engine): whether this engine takes the
+        // code at all, before it becomes an entry.
+        let in_memory = from_precompiled(engine, name, code)?;
+        if let Err(e) = entry.write_code(code) {
+            tracing::debug!(
+                "cannot write the plugin cache in {} ({e:#}); `{name}` is loaded from the binary",
+                dir.display()
+            );
+            return Some(in_memory);
+        }
+        entry.read(engine).or(Some(in_memory))
     }
 
     /// Compiles `wasm` (announced on stderr when it takes a while) and
@@ -345,13 +380,18 @@ impl Entry {
     }
 
     fn write(&self, component: &Component) -> anyhow::Result<()> {
+        self.write_code(&component.serialize()?)
+    }
+
+    /// Writes `code` (a serialized component) as the entry, then its
+    /// digest: an entry is never readable before it is whole.
+    fn write_code(&self, code: &[u8]) -> anyhow::Result<()> {
         create_private_dir(&self.dir)?;
-        let bytes = component.serialize()?;
-        persist(&self.dir, &self.code, &bytes)?;
+        persist(&self.dir, &self.code, code)?;
         persist(
             &self.dir,
             &self.digest,
-            hex(&Sha256::digest(&bytes)).as_bytes(),
+            hex(&Sha256::digest(code)).as_bytes(),
         )?;
         Ok(())
     }

@@ -179,6 +179,49 @@ fn code_precompiled_as_the_build_does_loads_in_the_running_engine_and_other_code
     assert!(from_precompiled(&engine, "passthrough", b"\0asm not code").is_none());
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn a_precompiled_built_in_is_written_to_the_cache_once_and_mapped_from_it() {
+    let (engine, _) =
+        crate::plugins::engine::engine(crate::plugins::engine::Sizing::for_runs(2, 64));
+    let code = precompiled_portably(wasm());
+    let dir = tempfile::tempdir().unwrap();
+    let cache_dir = dir.path().join("chorus");
+    let cache = CompileCache::new(Some(cache_dir.clone()));
+    for _ in 0..2 {
+        let component = cache.precompiled(&engine, "p", &digest(), code).unwrap();
+        let entry = entries(&cache_dir, "cwasm").pop().unwrap();
+        assert_eq!(
+            std::fs::read(&entry).unwrap(),
+            code,
+            "the build's code, as it is"
+        );
+        let image = component.image_range().start as usize;
+        assert!(
+            mappings_of(&entry).iter().any(|m| m.contains(&image)),
+            "the code at {image:#x} is not mapped from {}",
+            entry.display()
+        );
+    }
+    assert_eq!(entries(&cache_dir, "cwasm").len(), 1);
+
+    // No cache: from the binary's bytes, as before.
+    assert!(
+        CompileCache::new(None)
+            .precompiled(&engine, "p", &digest(), code)
+            .is_some()
+    );
+    // Code this engine refuses: none, and no entry made of it.
+    let other = tempfile::tempdir().unwrap();
+    let refusing = CompileCache::new(Some(other.path().to_owned()));
+    assert!(
+        refusing
+            .precompiled(&engine, "p", &digest(), b"\0asm not code")
+            .is_none()
+    );
+    assert_eq!(std::fs::read_dir(other.path()).unwrap().count(), 0);
+}
+
 #[cfg(feature = "precompiled-builtins")]
 #[test]
 fn every_built_in_is_precompiled_and_loads_without_compiling() {

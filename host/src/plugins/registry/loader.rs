@@ -72,12 +72,13 @@ pub(super) struct Loader {
 
 impl Loader {
     /// `job`'s component without compiling it: the code the build
-    /// precompiled, or a verified cache entry.
+    /// precompiled (through the cache), or a verified cache entry.
     pub(super) fn ready_made(&self, job: &Job) -> Option<(Component, cache::Source)> {
         let precompiled = job.builtin.as_deref().and_then(builtin_precompiled);
-        if let Some(component) =
-            precompiled.and_then(|code| cache::from_precompiled(&self.engine, &job.name, code))
-        {
+        if let Some(component) = precompiled.and_then(|code| {
+            self.cache
+                .precompiled(&self.engine, &job.name, &job.digest, code)
+        }) {
             return Some((component, cache::Source::Precompiled));
         }
         let component = self.cache.cached(&self.engine, &job.digest)?;
