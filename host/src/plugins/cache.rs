@@ -424,14 +424,14 @@ fn stamp(meta: &std::fs::Metadata) -> String {
 fn last_written(meta: &std::fs::Metadata) -> SystemTime {
     let modified = meta.modified().unwrap_or_else(|_| SystemTime::now());
     #[cfg(unix)]
-    {
+    let modified = {
         use std::os::unix::fs::MetadataExt;
-        let changed = u64::try_from(meta.ctime()).ok().map(|s| {
-            SystemTime::UNIX_EPOCH + Duration::new(s, u32::try_from(meta.ctime_nsec()).unwrap_or(0))
-        });
-        return changed.map_or(modified, |c| c.max(modified));
-    }
-    #[cfg(not(unix))]
+        let nanos = u32::try_from(meta.ctime_nsec()).unwrap_or(0);
+        let changed = u64::try_from(meta.ctime())
+            .ok()
+            .map(|secs| SystemTime::UNIX_EPOCH + Duration::new(secs, nanos));
+        changed.map_or(modified, |c| c.max(modified))
+    };
     modified
 }
 
