@@ -26,7 +26,9 @@
 //! History mode: `cargo bench --bench suite -- history` measures what a
 //! kept history costs — start, reads, pruning — at 10,000 and 1,000,000
 //! runs, on SQLite (`suite/history.rs`) and PostgreSQL
-//! (`suite/history_pg.rs`), and writes nothing.
+//! (`suite/history_pg.rs`), and writes nothing. `history --binary PATH`
+//! measures another chorus binary (say a release build, without building
+//! the bench in release) against the store this build writes.
 //!
 //! `CHORUS_BENCH_QUICK=1` runs fewer iterations (for a smoke test).
 
@@ -52,6 +54,8 @@ struct Args {
     baseline: Option<PathBuf>,
     rounds: usize,
     history: bool,
+    /// The binary `history` measures (this build's by default).
+    binary: Option<PathBuf>,
 }
 
 /// `cargo bench` adds `--bench`; anything else unknown is an error.
@@ -60,23 +64,24 @@ fn args() -> Args {
         baseline: None,
         rounds: 2,
         history: false,
+        binary: None,
     };
     let mut given = std::env::args().skip(1);
     while let Some(arg) = given.next() {
         match arg.as_str() {
             "--bench" => {}
             "history" => args.history = true,
-            "--baseline" => {
+            "--baseline" | "--binary" => {
                 let path = given
                     .next()
-                    .expect("--baseline takes a path to a chorus binary");
+                    .unwrap_or_else(|| panic!("{arg} takes a path to a chorus binary"));
                 let path = PathBuf::from(path);
-                assert!(
-                    path.is_file(),
-                    "--baseline {}: no such file",
-                    path.display()
-                );
-                args.baseline = Some(path);
+                assert!(path.is_file(), "{arg} {}: no such file", path.display());
+                if arg == "--binary" {
+                    args.binary = Some(path);
+                } else {
+                    args.baseline = Some(path);
+                }
             }
             "--rounds" => {
                 args.rounds = given
@@ -87,7 +92,7 @@ fn args() -> Args {
             }
             other => {
                 panic!(
-                    "unknown argument {other:?}: the suite takes --baseline PATH, --rounds N, or history"
+                    "unknown argument {other:?}: the suite takes --baseline PATH, --rounds N, or history [--binary PATH]"
                 )
             }
         }
@@ -103,7 +108,8 @@ fn main() {
         .build()
         .unwrap();
     if args.history {
-        println!("{}", runtime.block_on(history::run(this_build(), quick)));
+        let binary = args.binary.as_deref().unwrap_or(this_build());
+        println!("{}", runtime.block_on(history::run(binary, quick)));
         return;
     }
     match args.baseline {

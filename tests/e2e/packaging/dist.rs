@@ -127,42 +127,59 @@ async fn ask_through_sdk(command: &Path, args: &[&str], env: &[(&str, &str)], mo
 
 /// The packaged binary, on a machine that never ran chorus (an empty cache),
 /// loads every built-in plugin from the code its build precompiled: nothing
-/// is compiled, nothing written to the cache.
+/// is compiled. The first start writes that code to the cache, and later
+/// starts map it from there without writing it again.
 async fn loads_its_built_ins_precompiled(chorus: &Path) {
     let mock = provider().await;
     let home = tempfile::tempdir().expect("a temporary directory");
     let cache = home.path().join("cache");
-    let output = Command::new(chorus)
-        .arg("check")
-        .env("CHORUS_BASE_URL", &mock.base_url)
-        .env("OPENROUTER_API_KEY", CANARY)
-        .env("HOME", home.path())
-        .env("XDG_CONFIG_HOME", home.path().join("config"))
-        .env("XDG_CACHE_HOME", &cache)
-        .env("XDG_DATA_HOME", home.path().join("data"))
-        .env_remove("CHORUS_CONFIG")
-        .output()
-        .expect("run chorus check");
-    let report = String::from_utf8_lossy(&output.stdout);
-    let plugins: Vec<&str> = report
-        .lines()
-        .skip_while(|l| *l != "plugins:")
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        .collect();
-    assert!(plugins.len() >= 10, "the built-ins are listed:\n{report}");
-    for line in &plugins {
-        assert!(line.contains("(precompiled,"), "{line}\n{report}");
-    }
-    let compiled = std::fs::read_dir(cache.join("chorus"))
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
-                .count()
-        })
-        .unwrap_or(0);
-    assert_eq!(compiled, 0, "nothing was compiled into the cache");
+    let check = || {
+        let output = Command::new(chorus)
+            .arg("check")
+            .env("CHORUS_BASE_URL", &mock.base_url)
+            .env("OPENROUTER_API_KEY", CANARY)
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path().join("config"))
+            .env("XDG_CACHE_HOME", &cache)
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .env_remove("CHORUS_CONFIG")
+            .output()
+            .expect("run chorus check");
+        let report = String::from_utf8_lossy(&output.stdout).into_owned();
+        let plugins: Vec<String> = report
+            .lines()
+            .skip_while(|l| *l != "plugins:")
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .map(str::to_owned)
+            .collect();
+        assert!(plugins.len() >= 10, "the built-ins are listed:\n{report}");
+        for line in &plugins {
+            assert!(line.contains("(precompiled,"), "{line}\n{report}");
+        }
+        plugins.len()
+    };
+    // Each entry by name, with what says whether it was written again.
+    let entries = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+        let mut entries: Vec<_> = std::fs::read_dir(cache.join("chorus"))
+            .map(|dir| {
+                dir.flatten()
+                    .filter(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+                    .map(|e| (e.path(), e.metadata().unwrap().modified().unwrap()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        entries.sort();
+        entries
+    };
+    let plugins = check();
+    let written = entries();
+    assert!(
+        !written.is_empty() && written.len() <= plugins,
+        "one entry per built-in component: {written:?}"
+    );
+    check();
+    assert_eq!(entries(), written, "a later start wrote the cache again");
 }
 
 #[tokio::test]
