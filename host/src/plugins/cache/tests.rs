@@ -54,13 +54,21 @@ fn a_cached_plugin_is_loaded_only_if_its_digest_matches() {
     assert_eq!(source, Source::Cached);
 }
 
-#[test]
-fn a_check_passed_is_remembered_until_the_entry_changes() {
+/// A cache in a temporary directory holding one compiled entry: the
+/// directory (kept while it lives), the cache's own folder, the cache and
+/// its engine.
+fn one_entry() -> (tempfile::TempDir, PathBuf, CompileCache, Engine) {
     let dir = tempfile::tempdir().unwrap();
     let cache_dir = dir.path().join("chorus");
     let cache = CompileCache::new(Some(cache_dir.clone()));
     let engine = Engine::default();
     cache.load(&engine, "p", wasm(), &digest()).unwrap();
+    (dir, cache_dir, cache, engine)
+}
+
+#[test]
+fn a_check_passed_is_remembered_until_the_entry_changes() {
+    let (_dir, cache_dir, _, engine) = one_entry();
     let entry = Entry::new(&cache_dir, &key(&engine, &digest()));
 
     // Just written: checked every time, nothing remembered.
@@ -100,11 +108,7 @@ fn a_check_passed_is_remembered_until_the_entry_changes() {
 
 #[test]
 fn pruning_removes_entries_of_other_engines_and_keeps_this_ones() {
-    let dir = tempfile::tempdir().unwrap();
-    let cache_dir = dir.path().join("chorus");
-    let cache = CompileCache::new(Some(cache_dir.clone()));
-    let engine = Engine::default();
-    cache.load(&engine, "p", wasm(), &digest()).unwrap();
+    let (_dir, cache_dir, cache, engine) = one_entry();
     for stale in [
         "00ff-0123456789abcdef.cwasm",
         "00ff-0123456789abcdef.sha256",
