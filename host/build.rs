@@ -75,16 +75,16 @@ fn main() {
         // it would bring all of it into the process's memory (and cost a
         // hash of every built-in on each start), where it is needed only
         // when the compile cache misses.
-        let digest = sha2::Sha256::digest(
-            std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display())),
-        );
+        let wasm = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let digest = sha2::Sha256::digest(&wasm);
+        let kind = kind_of(name, &wasm);
         let code = match code {
             Some(code) => format!("Some(include_bytes!({:?}))", code.display().to_string()),
             None => "None".to_owned(),
         };
         writeln!(
             source,
-            "    Builtin {{ name: {name:?}, component: include_bytes!({:?}), digest: {:?}, precompiled: {code} }},",
+            "    Builtin {{ name: {name:?}, kind: crate::plugins::Kind::{kind}, component: include_bytes!({:?}), digest: {:?}, precompiled: {code} }},",
             path.display().to_string(),
             <[u8; 32]>::from(digest)
         )
@@ -99,6 +99,33 @@ fn main() {
         "cargo:rustc-env=CHORUS_BUILD_TARGET={}",
         env::var("TARGET").expect("cargo sets TARGET")
     );
+}
+
+/// Which strategy world the built-in `name` implements, by the one
+/// `chorus:strategy/{selector,prompter,synthesizer}@` export name its
+/// component carries: known without reading the component at start, so a
+/// built-in loaded on first use is held to its roles from the start. (A
+/// host test checks this against the component's parsed exports.)
+fn kind_of(name: &str, wasm: &[u8]) -> &'static str {
+    let worlds = [
+        ("selector", "Selector"),
+        ("prompter", "Prompter"),
+        ("synthesizer", "Synthesizer"),
+    ];
+    let found: Vec<&'static str> = worlds
+        .iter()
+        .filter(|(world, _)| {
+            let export = format!("chorus:strategy/{world}@");
+            wasm.windows(export.len()).any(|w| w == export.as_bytes())
+        })
+        .map(|(_, kind)| *kind)
+        .collect();
+    match found[..] {
+        [kind] => kind,
+        _ => panic!(
+            "the built-in plugin `{name}` must export exactly one strategy world, found {found:?}"
+        ),
+    }
 }
 
 /// Without the feature, nothing is precompiled.

@@ -244,17 +244,15 @@ fn changes(old: &Runner, new: &Runner) -> Vec<String> {
     if let Some(line) = pipelines.describe("pipelines", "changed") {
         changes.push(line);
     }
-    let plugins = diff(
-        &old.registry
-            .iter()
-            .map(|p| (p.name.clone(), p.clone()))
-            .collect(),
-        &new.registry
-            .iter()
-            .map(|p| (p.name.clone(), p.clone()))
-            .collect(),
-        Arc::ptr_eq,
-    );
+    let names = |registry: &crate::plugins::Registry| {
+        registry
+            .names()
+            .map(|name| (name.to_owned(), name.to_owned()))
+            .collect()
+    };
+    let plugins = diff(&names(&old.registry), &names(&new.registry), |name, _| {
+        new.registry.kept(&old.registry, name)
+    });
     if !new.registry.same_engine(&old.registry) {
         // Every plugin is rebuilt on the new engine; name the cause, not all.
         let added_removed = Diff {
@@ -266,7 +264,7 @@ fn changes(old: &Runner, new: &Runner) -> Vec<String> {
         }
         changes.push(format!(
             "all {} plugins rebuilt (the plugin instance pool was sized anew for the largest max_memory_mib)",
-            new.registry.iter().count()
+            new.registry.names().count()
         ));
     } else if let Some(line) = plugins.describe("plugins", "rebuilt") {
         changes.push(line);

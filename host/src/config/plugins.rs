@@ -41,6 +41,16 @@ pub struct PluginSpec {
 }
 
 impl PluginSpec {
+    /// Whether this is a built-in exactly as the built-in configuration
+    /// (plugins.toml, compiled in) configures one of its entries: the same
+    /// built-in, settings and limits. Such a plugin's settings are known to
+    /// be accepted — chorus's own tests load that configuration — so
+    /// `serve` can leave loading it until a run first needs it without
+    /// moving a refusal from its start to that run.
+    pub fn is_shipped(&self) -> bool {
+        self.builtin.is_some() && shipped().iter().any(|spec| spec == self)
+    }
+
     /// `Err((key, message))` for the first key of plugin `name` that is
     /// wrong.
     pub(super) fn check(&self, name: &str) -> Result<(), Invalid> {
@@ -76,6 +86,21 @@ impl PluginSpec {
         }
         Ok(())
     }
+}
+
+/// The plugins of the built-in configuration, read from it once.
+fn shipped() -> &'static [PluginSpec] {
+    #[derive(Deserialize)]
+    struct Shipped {
+        #[serde(default)]
+        plugins: std::collections::BTreeMap<String, PluginSpec>,
+    }
+    static SHIPPED: std::sync::OnceLock<Vec<PluginSpec>> = std::sync::OnceLock::new();
+    SHIPPED.get_or_init(|| {
+        toml::from_str::<Shipped>(super::BUILTIN_TOML)
+            .map(|shipped| shipped.plugins.into_values().collect())
+            .unwrap_or_default()
+    })
 }
 
 mod defaults {

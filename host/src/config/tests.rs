@@ -35,6 +35,30 @@ fn the_builtin_default_is_valid() {
 }
 
 #[test]
+fn a_builtin_is_shipped_only_as_the_builtin_default_configures_it() {
+    let loaded = Loaded::builtin().unwrap();
+    for (name, spec) in &loaded.config.plugins {
+        assert!(spec.is_shipped(), "{name}");
+    }
+    let minimal = parse(MINIMAL).unwrap();
+    let plugins = &minimal.config.plugins;
+    // As shipped: no settings, default limits.
+    assert!(plugins["r"].is_shipped() && plugins["y"].is_shipped());
+    // The shipped static-panel has a panel: without one it is not the same.
+    assert!(!plugins["s"].is_shipped());
+    let mut changed = loaded.config.plugins["debate"].clone();
+    changed.settings.insert("rounds".into(), 9.into());
+    assert!(!changed.is_shipped(), "other settings");
+    let mut changed = loaded.config.plugins["debate"].clone();
+    changed.max_memory_mib = 1;
+    assert!(!changed.is_shipped(), "other limits");
+    let mut changed = loaded.config.plugins["debate"].clone();
+    changed.builtin = None;
+    changed.path = Some("debate.wasm".into());
+    assert!(!changed.is_shipped(), "a file is never shipped");
+}
+
+#[test]
 fn a_minimal_config_gets_defaults() {
     let loaded = parse(MINIMAL).unwrap();
     let provider = &loaded.config.providers["p"];

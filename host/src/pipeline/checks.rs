@@ -86,14 +86,15 @@ impl Runner {
     }
 }
 
-/// Every pipeline's plugins are of the kind their role needs (a plugin
-/// still compiling is held to its roles by the runs that wait for it).
+/// Every pipeline's plugins are of the kind their role needs: checked at
+/// load for every plugin whose kind is known then (all but one whose
+/// component could not be read), loaded or still to load.
 pub(super) fn check_roles(loaded: &Loaded, registry: &Registry) -> Result<(), ConfigError> {
     for (name, pipeline) in &loaded.config.pipelines {
         for (role, kind, plugin) in roles(pipeline) {
             if let Some(error) = registry
-                .get(plugin)
-                .and_then(|found| role_error(loaded, name, role, kind, found))
+                .kind(plugin)
+                .and_then(|found| role_error(loaded, name, role, kind, plugin, found))
             {
                 return Err(error);
             }
@@ -102,22 +103,20 @@ pub(super) fn check_roles(loaded: &Loaded, registry: &Registry) -> Result<(), Co
     Ok(())
 }
 
-/// Why `plugin` cannot take `role` (which needs a `kind`) in pipeline
-/// `name`, if it cannot.
+/// Why `plugin` (a `found`) cannot take `role`, which needs a `kind`, in
+/// pipeline `name`, if it cannot.
 pub(super) fn role_error(
     loaded: &Loaded,
     name: &str,
     role: &str,
     kind: Kind,
-    plugin: &Plugin,
+    plugin: &str,
+    found: Kind,
 ) -> Option<ConfigError> {
-    (plugin.kind != kind).then(|| {
+    (found != kind).then(|| {
         loaded.error(
             format!("pipelines.{name}.{role}"),
-            format!(
-                "plugin `{}` is a {}, not a {kind}",
-                plugin.name, plugin.kind
-            ),
+            format!("plugin `{plugin}` is a {found}, not a {kind}"),
         )
     })
 }

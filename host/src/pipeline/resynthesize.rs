@@ -66,10 +66,11 @@ impl Runner {
                 "never asked its panel: it has no answers to merge".into(),
             ));
         }
-        // Just after a first start of `serve`, a synthesizer may still be
-        // compiling: wait for the plugins (past the wait, `merge` says which
-        // one is not there yet).
-        let names: Vec<&str> = self.registry.names().collect();
+        // The synthesizer may not be loaded yet (in `serve`: a shipped
+        // built-in loads on first use, and just after a first start it may
+        // still be compiling): wait for it (past the wait, `merge` says it
+        // is not there yet).
+        let names: Vec<&str> = self.merging_plugin(source, merger).into_iter().collect();
         let settled = self.registry.settled(&names);
         let _ = tokio::time::timeout(self.loaded.config.limits.run_timeout, settled).await;
         let merge = self.merge(source, merger)?;
@@ -164,6 +165,18 @@ impl Runner {
         record.attachments = infos;
         record.follow_up_of = source.follow_up_of.clone();
         Ok(record)
+    }
+
+    /// The plugin that `merger` merges `source` with, if it names one.
+    fn merging_plugin<'a>(&'a self, source: &'a StoredRun, merger: &'a Merger) -> Option<&'a str> {
+        let pipelines = &self.loaded.config.pipelines;
+        match merger {
+            Merger::AsBefore => pipelines
+                .get(&source.pipeline)
+                .map(|p| p.synthesizer.as_str()),
+            Merger::Synthesizer(name) => Some(name),
+            Merger::Pipeline(name) => pipelines.get(name).map(|p| p.synthesizer.as_str()),
+        }
     }
 
     fn merge(&self, source: &StoredRun, merger: &Merger) -> Result<Merge<'_>, RunError> {

@@ -31,36 +31,51 @@ impl Runner {
                 "it was still being compiled (chorus has just started) when the run could wait no longer"
                     .to_owned(),
             )),
+            Availability::Unloaded => Err(not_loaded(
+                "it was still loading when the run could wait no longer".to_owned(),
+            )),
         }
     }
 
-    /// `pipeline`'s plugins by role. After a first start of `serve` one
-    /// may still be compiling: the run waits for it (and says so in its
-    /// progress) within its deadline, then holds it to its role.
+    /// `pipeline`'s plugins by role. In `serve`, one may not be loaded
+    /// yet: a shipped built-in loads on its first run (milliseconds), and
+    /// after a first start one may still be compiling. The run waits for
+    /// them (and says so in its progress when one is compiling) within its
+    /// deadline, then holds each to its role.
     pub(super) async fn plugins_of(
         &self,
         name: &str,
         pipeline: &Pipeline,
         context: &RunContext,
     ) -> Result<[&Plugin; 3], RunError> {
-        let loading: Vec<&str> = roles(pipeline)
-            .map(|(_, _, plugin)| plugin)
-            .into_iter()
-            .filter(|plugin| {
-                matches!(
-                    self.registry.availability(plugin),
-                    Some(Availability::Loading)
-                )
-            })
-            .collect();
+        let names = roles(pipeline).map(|(_, _, plugin)| plugin);
+        let waiting = |plugin: &&str| {
+            matches!(
+                self.registry.availability(plugin),
+                Some(Availability::Loading | Availability::Unloaded)
+            )
+        };
+        let loading: Vec<&str> = names.into_iter().filter(waiting).collect();
         if !loading.is_empty() {
-            context.emit(Event::Note {
-                plugin: "chorus".to_owned(),
-                message: format!(
-                    "waiting for plugin `{}` to finish compiling (chorus has just started)",
-                    loading.join("`, `")
-                ),
-            });
+            let compiling: Vec<&str> = loading
+                .iter()
+                .copied()
+                .filter(|plugin| {
+                    matches!(
+                        self.registry.availability(plugin),
+                        Some(Availability::Loading)
+                    )
+                })
+                .collect();
+            if !compiling.is_empty() {
+                context.emit(Event::Note {
+                    plugin: "chorus".to_owned(),
+                    message: format!(
+                        "waiting for plugin `{}` to finish compiling (chorus has just started)",
+                        compiling.join("`, `")
+                    ),
+                });
+            }
             let settled = self.registry.settled(&loading);
             // Past the deadline, `plugin` below says which is still compiling.
             let _ = tokio::time::timeout_at(context.deadline(), settled).await;
@@ -68,7 +83,7 @@ impl Runner {
         // Checked at load for the plugins loaded then; a comparison each.
         let [selector, prompter, synthesizer] = roles(pipeline).map(|(role, kind, plugin)| {
             let plugin = self.plugin(plugin)?;
-            match role_error(&self.loaded, name, role, kind, plugin) {
+            match role_error(&self.loaded, name, role, kind, &plugin.name, plugin.kind) {
                 Some(error) => Err(RunError::Plugin(PluginError::NotLoaded {
                     plugin: plugin.name.clone(),
                     message: error.to_string(),

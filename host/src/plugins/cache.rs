@@ -102,6 +102,16 @@ impl CompileCache {
         Entry::new(dir, &key(engine, digest)).read(engine)
     }
 
+    /// Whether the cache holds an entry for the component whose SHA-256 is
+    /// `digest`, unchecked: what a start asks of a plugin it leaves to load
+    /// when first needed. That load reads and checks the entry (and
+    /// compiles again, should it be gone or damaged by then).
+    pub fn has(&self, engine: &Engine, digest: &[u8; 32]) -> bool {
+        self.dir
+            .as_ref()
+            .is_some_and(|dir| Entry::new(dir, &key(engine, digest)).code.is_file())
+    }
+
     /// A built-in's component from `code`, the build's precompiled code for
     /// it (the component's SHA-256 is `digest`): mapped from its cache
     /// entry, written from `code` if there is none yet. With no cache (off,

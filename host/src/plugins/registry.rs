@@ -1,36 +1,40 @@
 //! Loading a configuration's plugins: the engine and linker, the built-in
 //! components, compiling (or fetching from the verified cache) several at
-//! once — or, at a first start of `serve`, in the background —, reading the
-//! contract version and choosing the bindings that serve it, linking against
-//! the host's imports, and validating each plugin's settings.
+//! once — or, at a first start of `serve`, in the background; in `serve`, a
+//! shipped built-in only when a run first needs it —, reading the contract
+//! version and choosing the bindings that serve it, linking against the
+//! host's imports, and validating each plugin's settings.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::watch;
 use wasmtime::Engine;
 use wasmtime::component::Linker;
 
 use super::bindings;
 use super::engine::{self, Sizing, Slots};
 use super::oci_source::Unavailable;
-use super::sandbox::State;
+use super::sandbox::{CallLimits, State};
 use super::{Kind, Plugin, PluginError, cache};
 use crate::config::{ConfigError, Loaded};
 use crate::notice::notice;
 
 mod component;
 mod loader;
+mod slot;
 
 pub(super) use component::contract_of;
 use loader::{Job, Loader, compile_in_background, in_parallel};
+use slot::{Deferred, Pending, Slot};
 
 mod builtin {
     /// A plugin compiled into chorus (host/build.rs lists them).
     pub struct Builtin {
         pub name: &'static str,
+        /// The world it implements, read by the build.
+        pub kind: crate::plugins::Kind,
         /// The WebAssembly component.
         pub component: &'static [u8],
         /// Its SHA-256, computed by the build: a start need not read the
@@ -65,54 +69,36 @@ fn builtin(name: &str) -> Option<&'static builtin::Builtin> {
     builtin::BUILTINS.iter().find(|b| b.name == name)
 }
 
-/// Every plugin of a configuration, loaded (or, at a first start of
-/// `serve`, still compiling in the background), and the engine that runs
-/// them.
+/// Every plugin of a configuration, loaded (or, in `serve`, still to
+/// load: see [`Pending`]), and the engine that runs them.
 pub struct Registry {
     plugins: BTreeMap<String, Slot>,
-    /// Each plugin's component, by SHA-256: what a reload compares.
-    digests: BTreeMap<String, [u8; 32]>,
+    /// What each plugin was loaded from and with: what a reload compares.
+    identities: BTreeMap<String, Identity>,
     sizing: Sizing,
     engine: Engine,
     slots: Slots,
     linker: Arc<Linker<State>>,
 }
 
-/// A plugin as the registry holds it.
-enum Slot {
-    Ready(Arc<Plugin>),
-    /// Compiling in the background (see [`Registry::load_deferred`]).
-    Deferred(Arc<Deferred>),
+/// A plugin's component, origin, settings and limits: a reload keeps a
+/// plugin whose identity is unchanged.
+#[derive(PartialEq)]
+struct Identity {
+    digest: [u8; 32],
+    origin: String,
+    settings: String,
+    limits: CallLimits,
 }
 
-/// A plugin compiling in the background: settles once, loaded or failed.
-struct Deferred {
-    /// What its exports declare, known before the compile ends (or fails):
-    /// so what chorus offers (say, `resynthesize`'s synthesizers) does not
-    /// depend on how far compiling has got.
-    kind: Option<Kind>,
-    outcome: OnceLock<Result<Arc<Plugin>, ConfigError>>,
-    settled: watch::Sender<bool>,
-}
-
-impl Deferred {
-    fn new(kind: Option<Kind>) -> Arc<Self> {
-        Arc::new(Self {
-            kind,
-            outcome: OnceLock::new(),
-            settled: watch::Sender::new(false),
-        })
-    }
-
-    fn settle(&self, outcome: Result<Arc<Plugin>, ConfigError>) {
-        let _ = self.outcome.set(outcome);
-        self.settled.send_replace(true);
-    }
-
-    async fn wait(&self) {
-        // Set before `settled` moves: nothing is missed between the two.
-        let mut settled = self.settled.subscribe();
-        let _ = settled.wait_for(|done| *done).await;
+impl Identity {
+    fn of(job: &Job) -> Self {
+        Self {
+            digest: job.digest,
+            origin: job.origin.clone(),
+            settings: job.settings.clone(),
+            limits: job.limits,
+        }
     }
 }
 
@@ -121,6 +107,9 @@ pub enum Availability<'a> {
     Ready(&'a Arc<Plugin>),
     /// Still compiling (at a first start of `serve`).
     Loading,
+    /// A built-in left to load when a run first needs it (milliseconds):
+    /// [`Registry::settled`] loads it.
+    Unloaded,
     /// It did not load; why, as `chorus check` says it.
     Failed(&'a ConfigError),
 }
@@ -131,47 +120,56 @@ enum Step {
     Later(Box<Job>),
 }
 
-/// Whether loading waits for compiles.
+/// How much of a configuration loads before the registry is returned.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Compiles {
-    Awaited,
-    InBackground,
+enum Mode {
+    /// Every plugin, loaded and checked (`chorus check`, `chorus ask`).
+    Everything,
+    /// A start of `serve`: what must be compiled compiles in the
+    /// background, and shipped built-ins wait for their first use.
+    Serving,
+    /// A reload: compiles are awaited; shipped built-ins wait for their
+    /// first use.
+    Reloading,
 }
 
 impl Registry {
     /// Loads (compiles or fetches from the cache) every plugin in the
     /// config, and has each check its settings.
     pub fn load(loaded: &Loaded) -> Result<Self, ConfigError> {
-        Self::build(loaded, None, Compiles::Awaited)
+        Self::build(loaded, None, Mode::Everything)
     }
 
-    /// As `load`, but what must be compiled — neither precompiled by the
-    /// build nor in the cache — is compiled in the background, so the
-    /// registry is there at once: for a first start of `serve`, whose
-    /// client may send its first request before seconds of compiling are
-    /// over (and not wait for chorus). [`Registry::settled`] waits for a
-    /// plugin; one that then fails to load is [`Availability::Failed`],
-    /// with the error `load` would have returned, and fails only the calls
-    /// that need it.
+    /// As `load`, for `serve`: the registry is there at once. What must be
+    /// compiled — neither precompiled by the build nor in the cache — is
+    /// compiled in the background, for a first start whose client may send
+    /// its first request before seconds of compiling are over (and not
+    /// wait for chorus). A built-in with its shipped settings whose code is
+    /// ready is not loaded until a run needs it: a start then maps and
+    /// checks only what the configuration's pipelines actually run, and
+    /// memory holds only those. [`Registry::settled`] waits for (and
+    /// starts) a plugin; one that then fails to load is
+    /// [`Availability::Failed`], with the error `load` would have
+    /// returned, and fails only the calls that need it.
     pub fn load_deferred(loaded: &Loaded) -> Result<Self, ConfigError> {
-        Self::build(loaded, None, Compiles::InBackground)
+        Self::build(loaded, None, Mode::Serving)
     }
 
     /// Loads the plugins of `loaded`, taking from `previous` (the set being
     /// replaced by a reload) every plugin whose component, settings and
-    /// limits are unchanged, as it is: compiled, linked and validated. The
-    /// engine is kept too when its sizing is unchanged; runs in flight on
-    /// `previous` are untouched either way. Compiles are awaited (the
-    /// previous set serves meanwhile), including those `previous` still
-    /// has in the background.
+    /// limits are unchanged, as it is: compiled, linked and validated (or
+    /// still to load on first use). The engine is kept too when its sizing
+    /// is unchanged; runs in flight on `previous` are untouched either way.
+    /// Compiles are awaited (the previous set serves meanwhile), including
+    /// those `previous` still has in the background.
     pub fn load_reusing(loaded: &Loaded, previous: Option<&Registry>) -> Result<Self, ConfigError> {
-        Self::build(loaded, previous, Compiles::Awaited)
+        Self::build(loaded, previous, Mode::Reloading)
     }
 
     fn build(
         loaded: &Loaded,
         previous: Option<&Registry>,
-        compiles: Compiles,
+        mode: Mode,
     ) -> Result<Self, ConfigError> {
         let config = &loaded.config;
         let largest = config
@@ -206,41 +204,42 @@ impl Registry {
         if previous.is_none() {
             cache.prune(&engine);
         }
-        let loader = Loader {
+        let loader = Arc::new(Loader {
             loaded: loaded.clone(),
             engine: engine.clone(),
             slots: slots.clone(),
             linker: linker.clone(),
             cache,
-        };
+        });
 
         let mut plugins = BTreeMap::new();
-        let mut digests = BTreeMap::new();
+        let mut identities = BTreeMap::new();
         let mut jobs = Vec::new();
         for (name, spec) in &config.plugins {
             let job = match Job::of(loaded, name, spec) {
                 Ok(job) => job,
                 // At a first start of `serve`, a registry that cannot be
                 // reached (and nothing cached) fails that plugin only.
-                Err(Unavailable::Unreachable(error)) if compiles == Compiles::InBackground => {
+                Err(Unavailable::Unreachable(error)) if mode == Mode::Serving => {
                     notice!(
                         "chorus: plugin `{name}` did not load; the pipelines that use it fail: {error}"
                     );
-                    let failed = Deferred::new(None);
-                    failed.settle(Err(error));
-                    plugins.insert(name.clone(), Slot::Deferred(failed));
+                    plugins.insert(name.clone(), Slot::Deferred(Deferred::failed(error)));
                     continue;
                 }
                 Err(Unavailable::Unreachable(error) | Unavailable::Refused(error)) => {
                     return Err(error);
                 }
             };
-            digests.insert(name.clone(), job.digest);
-            match previous.and_then(|p| p.reusable(&job)) {
-                Some(plugin) => {
-                    plugins.insert(name.clone(), Slot::Ready(plugin));
-                }
-                None => jobs.push(job),
+            identities.insert(name.clone(), Identity::of(&job));
+            if let Some(slot) = previous.and_then(|p| p.reusable(&job)) {
+                plugins.insert(name.clone(), slot);
+            } else if mode != Mode::Everything && spec.is_shipped() && loader.is_ready(&job) {
+                let kind = job.builtin.as_deref().and_then(builtin).map(|b| b.kind);
+                let deferred = Deferred::on_first_use(kind, loader.clone(), job);
+                plugins.insert(name.clone(), Slot::Deferred(deferred));
+            } else {
+                jobs.push(job);
             }
         }
 
@@ -252,7 +251,7 @@ impl Registry {
                 Some((component, source)) => loader
                     .finish(&job, component, source, started)
                     .map(Step::Loaded),
-                None if compiles == Compiles::InBackground => Ok(Step::Later(Box::new(job))),
+                None if mode == Mode::Serving => Ok(Step::Later(Box::new(job))),
                 None => loader.compile(&job, started).map(Step::Loaded),
             }
         });
@@ -265,7 +264,7 @@ impl Registry {
                     plugins.insert(plugin.name.clone(), Slot::Ready(plugin));
                 }
                 Step::Later(job) => {
-                    let deferred = Deferred::new(component::declared_kind(&job.wasm));
+                    let deferred = Deferred::compiling(component::declared_kind(&job.wasm));
                     plugins.insert(job.name.clone(), Slot::Deferred(deferred.clone()));
                     background.push((*job, deferred));
                 }
@@ -279,7 +278,7 @@ impl Registry {
         }
         Ok(Self {
             plugins,
-            digests,
+            identities,
             sizing,
             engine,
             slots,
@@ -287,19 +286,26 @@ impl Registry {
         })
     }
 
-    /// The plugin of `previous` that `job` would load again, as it is.
-    fn reusable(&self, job: &Job) -> Option<Arc<Plugin>> {
-        let plugin = match self.plugins.get(&job.name)? {
-            Slot::Ready(plugin) => plugin,
-            // A reload runs off the runtime: it may wait for the compile
-            // under way rather than start the same one again.
-            Slot::Deferred(deferred) => deferred.outcome.wait().as_ref().ok()?,
+    /// The plugin of `previous` that `job` would load again, as it is (a
+    /// first-use load not done yet is shared: it loads once, for both).
+    fn reusable(&self, job: &Job) -> Option<Slot> {
+        if self.identities.get(&job.name) != Some(&Identity::of(job)) {
+            return None;
+        }
+        let outcome = match self.plugins.get(&job.name)? {
+            Slot::Ready(plugin) => return Some(Slot::Ready(plugin.clone())),
+            Slot::Deferred(deferred) => match (deferred.pending, deferred.outcome()) {
+                (Pending::FirstUse, None) => return Some(Slot::Deferred(deferred.clone())),
+                (_, Some(outcome)) => outcome,
+                // A reload runs off the runtime: it may wait for the
+                // compile under way rather than start the same one again.
+                (Pending::Compiling, None) => deferred.wait_blocking(),
+            },
         };
-        let same = self.digests.get(&job.name) == Some(&job.digest)
-            && plugin.origin == job.origin
-            && plugin.settings == job.settings
-            && plugin.limits == job.limits;
-        same.then(|| plugin.clone())
+        outcome
+            .as_ref()
+            .ok()
+            .map(|plugin| Slot::Ready(plugin.clone()))
     }
 
     /// Whether both run on one engine (a reload keeps it unless the
@@ -308,28 +314,35 @@ impl Registry {
         Engine::same(&self.engine, &other.engine)
     }
 
-    /// The plugin `name`, if it is loaded (not still compiling, not failed).
-    pub fn get(&self, name: &str) -> Option<&Arc<Plugin>> {
-        match self.availability(name)? {
-            Availability::Ready(plugin) => Some(plugin),
-            Availability::Loading | Availability::Failed(_) => None,
+    /// Whether `other` holds the plugin `name` as this registry does: the
+    /// same one, loaded or not (what a reload kept).
+    pub fn kept(&self, other: &Registry, name: &str) -> bool {
+        match (self.plugins.get(name), other.plugins.get(name)) {
+            (Some(mine), Some(theirs)) => mine.same(theirs),
+            _ => false,
         }
+    }
+
+    /// The plugin `name`, if it is loaded (not still to load, not failed).
+    pub fn get(&self, name: &str) -> Option<&Arc<Plugin>> {
+        self.plugins.get(name)?.loaded()
     }
 
     /// Whether the plugin `name` (if the configuration has it) can be called.
     pub fn availability(&self, name: &str) -> Option<Availability<'_>> {
         Some(match self.plugins.get(name)? {
             Slot::Ready(plugin) => Availability::Ready(plugin),
-            Slot::Deferred(deferred) => match deferred.outcome.get() {
-                None => Availability::Loading,
-                Some(Ok(plugin)) => Availability::Ready(plugin),
-                Some(Err(error)) => Availability::Failed(error),
+            Slot::Deferred(deferred) => match (deferred.outcome(), deferred.pending) {
+                (None, Pending::Compiling) => Availability::Loading,
+                (None, Pending::FirstUse) => Availability::Unloaded,
+                (Some(Ok(plugin)), _) => Availability::Ready(plugin),
+                (Some(Err(error)), _) => Availability::Failed(error),
             },
         })
     }
 
-    /// The kind of plugin `name` is, whether or not it has finished
-    /// compiling; `None` for one whose component could not be read.
+    /// The kind of plugin `name` is, whether or not it has loaded; `None`
+    /// for one whose component could not be read.
     pub fn kind(&self, name: &str) -> Option<Kind> {
         match self.plugins.get(name)? {
             Slot::Ready(plugin) => Some(plugin.kind),
@@ -337,13 +350,22 @@ impl Registry {
         }
     }
 
-    /// Waits until each of `names` is loaded or has failed to (at once for
-    /// all but plugins still compiling in the background).
+    /// Loads each of `names` that waits for its first use, and waits until
+    /// each is loaded or has failed to (at once for those loaded already).
     pub async fn settled(&self, names: &[&str]) {
-        for name in names {
-            if let Some(Slot::Deferred(deferred)) = self.plugins.get(*name) {
-                deferred.wait().await;
-            }
+        let deferred: Vec<&Arc<Deferred>> = names
+            .iter()
+            .filter_map(|name| match self.plugins.get(*name) {
+                Some(Slot::Deferred(deferred)) => Some(deferred),
+                _ => None,
+            })
+            .collect();
+        // All started first: they load side by side.
+        for each in &deferred {
+            each.start();
+        }
+        for each in deferred {
+            each.wait().await;
         }
     }
 
@@ -352,9 +374,9 @@ impl Registry {
         self.plugins.keys().map(String::as_str)
     }
 
-    /// The loaded plugins.
+    /// The loaded plugins (after `load`: all of them).
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Plugin>> {
-        self.names().filter_map(|name| self.get(name))
+        self.plugins.values().filter_map(Slot::loaded)
     }
 }
 

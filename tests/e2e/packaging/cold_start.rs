@@ -3,7 +3,9 @@
 //! serve` answers `initialize` and `tools/list` from the configuration at
 //! once while the plugins compile in the background. A call waits for the
 //! plugins it needs; a plugin that fails to compile fails only its
-//! pipelines' calls, with the error a failed start used to give.
+//! pipelines' calls, with the error a failed start used to give. And a
+//! warm start (issue 39): a built-in with its shipped settings is loaded
+//! only when a run first needs it.
 
 use std::time::Duration;
 
@@ -167,4 +169,89 @@ synthesizer = "synthesize"
     let answered = server.ask("ask", "Anything?").await;
     assert_eq!(answered.is_error, Some(false), "{}", text(&answered));
     assert_eq!(structured(&answered)["answer"], "merged");
+}
+
+/// How many times `serve` logged loading the plugin `name`.
+fn loads_of(stderr: &str, name: &str) -> usize {
+    let field = format!("plugin={name} ");
+    stderr
+        .lines()
+        .filter(|l| l.contains("loaded in") && l.contains(&field))
+        .count()
+}
+
+/// A warm start maps and checks only what its runs use: a built-in with
+/// its shipped settings loads when a run first needs it — once, however
+/// many runs ask at once —, one with settings of its own at start (so a
+/// refusal still stops the start, not a run), and a shipped one that no
+/// run uses never. Its kind is known all along: a pipeline that gives it
+/// the wrong role is refused at start, loaded or not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_warm_start_loads_a_shipped_built_in_when_a_run_first_needs_it() {
+    let mock = Mock::start().await;
+    for model in PANEL {
+        mock.script(model, [Step::answer("an answer")]);
+    }
+    mock.script(SYNTH, [Step::answer("merged")]);
+    let extra = r#"
+# As the built-in configuration ships it; no pipeline here uses it.
+[plugins.vote]
+builtin = "vote"
+"#;
+    let toml = config(&mock, extra);
+    let cache = cold_cache();
+    let env = [("XDG_CACHE_HOME", cache.path().to_str().unwrap())];
+    // The first start compiles everything (in the background) and caches it.
+    let first = Server::start_with_env(&toml, &env).await;
+    assert_eq!(first.ask("ask", "q").await.is_error, Some(false));
+    drop(first);
+
+    let server = Server::start_with_env(&toml, &env).await;
+    server.client.list_all_tools().await.expect("tools/list");
+    server.wait_for_stderr("loaded in", 1).await;
+    let started = server.stderr();
+    assert_eq!(
+        loads_of(&started, "panel"),
+        1,
+        "settings of its own: loaded at start\n{started}"
+    );
+    for shipped in ["passthrough", "synthesize", "vote"] {
+        assert_eq!(
+            loads_of(&started, shipped),
+            0,
+            "{shipped}: not loaded by the start\n{started}"
+        );
+    }
+    let (a, b) = tokio::join!(server.ask("ask", "q"), server.ask("ask", "q"));
+    for result in [a, b] {
+        assert_eq!(result.is_error, Some(false), "{}", text(&result));
+        assert_eq!(structured(&result)["answer"], "merged");
+    }
+    let ran = server.stderr();
+    for (plugin, loads) in [
+        ("panel", 1),
+        ("passthrough", 1),
+        ("synthesize", 1),
+        ("vote", 0),
+    ] {
+        assert_eq!(loads_of(&ran, plugin), loads, "{plugin}\n{ran}");
+    }
+
+    // The wrong role for a plugin not loaded yet is refused at start.
+    let wrong = write_config(&toml.replace(
+        "synthesizer = \"synthesize\"",
+        "synthesizer = \"passthrough\"",
+    ));
+    let output = command(&["serve", "--config", wrong.path.to_str().unwrap()])
+        .env("XDG_CACHE_HOME", cache.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("plugin `passthrough` is a prompter, not a synthesizer"),
+        "{stderr}"
+    );
 }

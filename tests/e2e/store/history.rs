@@ -629,7 +629,11 @@ async fn the_default_store_is_under_the_data_directory_and_can_be_turned_off() {
     command
         .args(["serve", "--config", file.path.to_str().unwrap()])
         .env("XDG_DATA_HOME", &data);
-    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    // Its log is not this test's output.
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     use rmcp::ServiceExt;
     let client = ().serve(transport).await.unwrap();
     let arguments = json!({"prompt": "q"}).as_object().cloned().unwrap();

@@ -1,6 +1,7 @@
 //! Compiling a configuration's components: what one plugin's load needs
-//! (`Job`), the loader the threads share, several at once at start, and
-//! the deferred ones in the background at a first start of `serve`.
+//! (`Job`), the loader the threads share, several at once at start, the
+//! deferred ones in the background at a first start of `serve`, and one
+//! on its first use.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -10,7 +11,8 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
 use super::component::{component_of, contract_of, serving};
-use super::{Deferred, builtin_precompiled, one_line, settings_refused, validate_settings};
+use super::slot::Deferred;
+use super::{builtin_precompiled, one_line, settings_refused, validate_settings};
 use crate::config::{ConfigError, Loaded};
 use crate::notice::notice;
 use crate::plugins::bindings::Guest;
@@ -71,6 +73,29 @@ pub(super) struct Loader {
 }
 
 impl Loader {
+    /// Whether `job`'s code is there to be loaded without compiling: the
+    /// build precompiled it, or the cache has an entry (checked when read).
+    pub(super) fn is_ready(&self, job: &Job) -> bool {
+        job.builtin
+            .as_deref()
+            .and_then(builtin_precompiled)
+            .is_some()
+            || self.cache.has(&self.engine, &job.digest)
+    }
+
+    /// `job` loaded — ready-made, or compiled — and its settings checked.
+    pub(super) fn load_checked(&self, job: &Job) -> Result<Arc<Plugin>, ConfigError> {
+        let started = Instant::now();
+        let plugin = match self.ready_made(job) {
+            Some((component, source)) => self.finish(job, component, source, started)?,
+            None => self.compile(job, started)?,
+        };
+        match validate_settings(std::slice::from_ref(&plugin)) {
+            Some((name, error)) => Err(settings_refused(&self.loaded, &name, error)),
+            None => Ok(plugin),
+        }
+    }
+
     /// `job`'s component without compiling it: the code the build
     /// precompiled (through the cache), or a verified cache entry.
     pub(super) fn ready_made(&self, job: &Job) -> Option<(Component, cache::Source)> {
@@ -145,11 +170,29 @@ impl Loader {
     }
 }
 
+/// Loads `job` (see [`Loader::load_checked`]) and settles `deferred` with
+/// the outcome. A plugin that fails says so on stderr as a failed start
+/// would have: only the calls that need it fail.
+pub(super) fn load_and_settle(loader: &Loader, job: &Job, deferred: &Deferred) {
+    let load = || loader.load_checked(job);
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(load)).unwrap_or_else(|_| {
+            Err(loader
+                .loaded
+                .error(&job.key, "loading it failed unexpectedly (a panic)"))
+        });
+    if let Err(error) = &outcome {
+        notice!(
+            "chorus: plugin `{}` did not load; the pipelines that use it fail: {error}",
+            job.name
+        );
+    }
+    deferred.settle(outcome);
+}
+
 /// Compiles, links and validates each of `jobs` on a thread of its own
-/// (a few at once), settling each one's slot as it is done. A plugin that
-/// fails says so on stderr as a failed start would have: only the calls
-/// that need it fail.
-pub(super) fn compile_in_background(loader: Loader, jobs: Vec<(Job, Arc<Deferred>)>) {
+/// (a few at once), settling each one's slot as it is done.
+pub(super) fn compile_in_background(loader: Arc<Loader>, jobs: Vec<(Job, Arc<Deferred>)>) {
     let waiting: Vec<(String, String, Arc<Deferred>)> = jobs
         .iter()
         .map(|(job, deferred)| (job.name.clone(), job.key.clone(), deferred.clone()))
@@ -161,26 +204,7 @@ pub(super) fn compile_in_background(loader: Loader, jobs: Vec<(Job, Arc<Deferred
             let started = Instant::now();
             let count = jobs.len();
             in_parallel(jobs, |(job, deferred)| {
-                let load = || {
-                    let plugin = loader.compile(&job, Instant::now())?;
-                    match validate_settings(std::slice::from_ref(&plugin)) {
-                        Some((name, error)) => Err(settings_refused(&loader.loaded, &name, error)),
-                        None => Ok(plugin),
-                    }
-                };
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(load))
-                    .unwrap_or_else(|_| {
-                        Err(loader
-                            .loaded
-                            .error(&job.key, "loading it failed unexpectedly (a panic)"))
-                    });
-                if let Err(error) = &outcome {
-                    notice!(
-                        "chorus: plugin `{}` did not load; the pipelines that use it fail: {error}",
-                        job.name
-                    );
-                }
-                deferred.settle(outcome);
+                load_and_settle(&loader, &job, &deferred)
             });
             tracing::debug!(
                 "compiled {count} plugin(s) in the background in {:?}",

@@ -80,9 +80,10 @@ fn a_components_exports_say_its_kind_without_compiling_it() {
         assert_eq!(kind(synthesizer), Some(Kind::Synthesizer), "{synthesizer}");
     }
     for b in builtin::BUILTINS {
-        assert!(
-            component::declared_kind(b.component).is_some(),
-            "{}",
+        assert_eq!(
+            component::declared_kind(b.component),
+            Some(b.kind),
+            "{}: the kind the build read is the one its exports declare",
             b.name
         );
     }
@@ -98,4 +99,74 @@ fn a_components_exports_say_its_kind_without_compiling_it() {
     ] {
         assert_eq!(component::declared_kind(bytes), None);
     }
+}
+
+/// In `serve`, a built-in with its shipped settings is not loaded until it
+/// is first needed, and a reload shares that one load rather than making
+/// its own; one with settings of its own loads at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shipped_builtin_loads_on_first_use_once_for_a_reload_too() {
+    let cache = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}\n[cache]\ndir = {:?}\n",
+        crate::config::tests::MINIMAL,
+        cache.path()
+    );
+    // MINIMAL's static-panel has no panel: refused, at a start of `serve`
+    // too — settings of its own are checked at start.
+    let unset = Loaded::parse(&text, "test.toml", ".".into()).unwrap();
+    let first = unset.clone();
+    let refused = tokio::task::spawn_blocking(move || Registry::load(&first).err())
+        .await
+        .unwrap()
+        .expect("a static-panel without a panel is refused");
+    assert!(
+        refused.to_string().contains("missing field `panel`"),
+        "{refused}"
+    );
+    let refused = Registry::load_deferred(&unset)
+        .err()
+        .expect("refused at start");
+    assert!(
+        refused.to_string().contains("missing field `panel`"),
+        "{refused}"
+    );
+
+    // With one: what a first start left is everything compiled and cached.
+    let text = text.replace(
+        "builtin = \"static-panel\"",
+        "builtin = \"static-panel\"\nsettings = { panel = [\"m\"] }",
+    );
+    let loaded = Loaded::parse(&text, "test.toml", ".".into()).unwrap();
+    let serving = Registry::load_deferred(&loaded).unwrap();
+    // `s` is a static-panel with a panel of its own: checked at start.
+    assert!(matches!(
+        serving.availability("s"),
+        Some(Availability::Ready(_))
+    ));
+    for shipped in ["r", "y"] {
+        assert!(
+            matches!(serving.availability(shipped), Some(Availability::Unloaded)),
+            "{shipped}"
+        );
+    }
+    assert_eq!(serving.kind("r"), Some(Kind::Prompter));
+    assert_eq!(serving.kind("y"), Some(Kind::Synthesizer));
+    assert_eq!(serving.iter().count(), 1);
+
+    let reloaded = Registry::load_reusing(&loaded, Some(&serving)).unwrap();
+    for name in ["s", "r", "y"] {
+        assert!(reloaded.kept(&serving, name), "{name}");
+    }
+    reloaded.settled(&["y"]).await;
+    let synthesizer = reloaded.get("y").expect("loaded on first use");
+    assert!(
+        Arc::ptr_eq(synthesizer, serving.get("y").unwrap()),
+        "one load, for both"
+    );
+    assert!(reloaded.kept(&serving, "y"));
+    assert!(
+        matches!(serving.availability("r"), Some(Availability::Unloaded)),
+        "only what was asked for"
+    );
 }
