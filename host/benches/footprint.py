@@ -184,4 +184,5 @@ def main():
         print(f"| {name} | {' | '.join(rng(b, f, fmt) for b in args)} |")
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -20,6 +20,8 @@ use crate::store::retention::Retention;
 
 /// Most messages in one transaction.
 const BATCH: usize = 512;
+/// The writer connection's page cache, in KiB (SQLite's default: 2,000).
+const WRITER_CACHE_KIB: i64 = 512;
 /// Retention (on its own thread: `pruner`) is rung after this many runs
 /// ended.
 const PRUNE_AFTER_RUNS: u32 = 200;
@@ -35,6 +37,11 @@ pub fn spawn(
 ) -> std::io::Result<(mpsc::Sender<Msg>, std::sync::mpsc::Receiver<()>)> {
     // Checkpoints are the checkpointer's, so no commit waits on one.
     let _ = conn.pragma_update(None, "wal_autocheckpoint", 0);
+    // The writer appends: what it reads again is the right edge of each
+    // table and index, a few dozen pages. SQLite's default cache (2 MB)
+    // fills with pages written once and never read back, which a server
+    // then holds for its whole life; a page it drops is in the OS's cache.
+    let _ = conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB);
     let checkpointer = Checkpointer::spawn(&path)?;
     let pruner = Pruner::spawn(&path, retention.clone())?;
     let (sender, receiver) = mpsc::channel(capacity);
