@@ -103,11 +103,12 @@ pub struct Chorus {
 }
 
 impl Chorus {
-    /// Builds everything a configuration describes: providers, plugins, the
-    /// run store (in memory, said in the log, if its file cannot be opened)
-    /// and the trace exporter.
+    /// Builds everything a configuration describes: providers, plugins (a
+    /// built-in with its shipped settings loaded when a run first needs
+    /// it: `Runner::load_needed`), the run store (in memory, said in the
+    /// log, if its file cannot be opened) and the trace exporter.
     pub fn load(loaded: Loaded) -> Result<Self, ConfigError> {
-        Self::build(loaded, Runner::load)
+        Self::build(loaded, Runner::load_needed)
     }
 
     /// As `load`, but the plugins that must be compiled compile in the

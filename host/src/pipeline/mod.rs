@@ -137,6 +137,13 @@ impl Runner {
         Self::with_registry(loaded, registry)
     }
 
+    /// As `load`, but a built-in with its shipped settings is loaded when
+    /// a run first needs it (see `Registry::load_needed`).
+    pub fn load_needed(loaded: Loaded) -> Result<Self, ConfigError> {
+        let registry = Registry::load_needed(&loaded)?;
+        Self::with_registry(loaded, registry)
+    }
+
     /// As `load`, but the plugins that must be compiled compile in the
     /// background (see `Registry::load_deferred`): for a first start of
     /// `serve`, which answers its client at once. A run waits for the

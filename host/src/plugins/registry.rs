@@ -123,14 +123,15 @@ enum Step {
 /// How much of a configuration loads before the registry is returned.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    /// Every plugin, loaded and checked (`chorus check`, `chorus ask`).
+    /// Every plugin, loaded and checked (`chorus check`).
     Everything,
     /// A start of `serve`: what must be compiled compiles in the
     /// background, and shipped built-ins wait for their first use.
     Serving,
-    /// A reload: compiles are awaited; shipped built-ins wait for their
-    /// first use.
-    Reloading,
+    /// Compiles are awaited; shipped built-ins wait for their first use:
+    /// a reload, and the commands that run pipelines (`chorus ask`, `ui`,
+    /// `eval`).
+    Needed,
 }
 
 impl Registry {
@@ -138,6 +139,14 @@ impl Registry {
     /// config, and has each check its settings.
     pub fn load(loaded: &Loaded) -> Result<Self, ConfigError> {
         Self::build(loaded, None, Mode::Everything)
+    }
+
+    /// As `load`, but a built-in with its shipped settings whose code is
+    /// ready is loaded only when a run first needs it (see
+    /// `load_deferred`); compiles are awaited. For the commands that run
+    /// pipelines: they then load what their runs use.
+    pub fn load_needed(loaded: &Loaded) -> Result<Self, ConfigError> {
+        Self::build(loaded, None, Mode::Needed)
     }
 
     /// As `load`, for `serve`: the registry is there at once. What must be
@@ -163,7 +172,7 @@ impl Registry {
     /// Compiles are awaited (the previous set serves meanwhile), including
     /// those `previous` still has in the background.
     pub fn load_reusing(loaded: &Loaded, previous: Option<&Registry>) -> Result<Self, ConfigError> {
-        Self::build(loaded, previous, Mode::Reloading)
+        Self::build(loaded, previous, Mode::Needed)
     }
 
     fn build(

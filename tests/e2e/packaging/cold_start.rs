@@ -171,7 +171,26 @@ synthesizer = "synthesize"
     assert_eq!(structured(&answered)["answer"], "merged");
 }
 
-/// How many times `serve` logged loading the plugin `name`.
+/// `chorus COMMAND --config FILE ARGS` on the compile cache `cache`, with
+/// no stdin, to its end: whether it succeeded, and its stderr.
+async fn run_on(
+    cache: &std::path::Path,
+    command_name: &str,
+    file: &ConfigFile,
+    args: &[&str],
+) -> (bool, String) {
+    let output = command(&[command_name, "--config", file.path.to_str().unwrap()])
+        .args(args)
+        .env("XDG_CACHE_HOME", cache)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.success(), stderr)
+}
+
+/// How many times chorus logged loading the plugin `name`.
 fn loads_of(stderr: &str, name: &str) -> usize {
     let field = format!("plugin={name} ");
     stderr
@@ -180,11 +199,11 @@ fn loads_of(stderr: &str, name: &str) -> usize {
         .count()
 }
 
-/// A warm start maps and checks only what its runs use: a built-in with
-/// its shipped settings loads when a run first needs it — once, however
-/// many runs ask at once —, one with settings of its own at start (so a
-/// refusal still stops the start, not a run), and a shipped one that no
-/// run uses never. Its kind is known all along: a pipeline that gives it
+/// A warm start of `serve` (or `ask`) maps and checks only what its runs
+/// use: a built-in with its shipped settings loads when a run first needs
+/// it — once, however many runs ask at once —, one with settings of its
+/// own at start (so a refusal still stops the start, not a run), and a
+/// shipped one that no run uses never. Its kind is known all along: a pipeline that gives it
 /// the wrong role is refused at start, loaded or not.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_warm_start_loads_a_shipped_built_in_when_a_run_first_needs_it() {
@@ -237,19 +256,21 @@ builtin = "vote"
         assert_eq!(loads_of(&ran, plugin), loads, "{plugin}\n{ran}");
     }
 
+    // `chorus ask` loads what its run uses, too.
+    let file = write_config(&toml);
+    let (asked, stderr) = run_on(cache.path(), "ask", &file, &["q"]).await;
+    assert!(asked, "{stderr}");
+    for (plugin, loads) in [("panel", 1), ("synthesize", 1), ("vote", 0)] {
+        assert_eq!(loads_of(&stderr, plugin), loads, "{plugin}\n{stderr}");
+    }
+
     // The wrong role for a plugin not loaded yet is refused at start.
     let wrong = write_config(&toml.replace(
         "synthesizer = \"synthesize\"",
         "synthesizer = \"passthrough\"",
     ));
-    let output = command(&["serve", "--config", wrong.path.to_str().unwrap()])
-        .env("XDG_CACHE_HOME", cache.path())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    let (served, stderr) = run_on(cache.path(), "serve", &wrong, &[]).await;
+    assert!(!served, "{stderr}");
     assert!(
         stderr.contains("plugin `passthrough` is a prompter, not a synthesizer"),
         "{stderr}"
