@@ -140,11 +140,11 @@ pub fn pair(batch: &[Msg]) -> Vec<Part> {
 
 /// Waits until the writer behind `sender` has written everything sent
 /// before (both backends' writers answer `Flush` once they have).
-pub async fn flush(sender: Option<&tokio::sync::mpsc::Sender<Msg>>) -> Result<(), String> {
+pub async fn flush(queue: Option<&super::queue::Queue>) -> Result<(), String> {
     let (ack, written) = oneshot::channel();
-    let sender = sender.ok_or("the store is closed")?;
-    sender
-        .send(Msg::Flush(ack))
+    let queue = queue.ok_or("the store is closed")?;
+    queue
+        .deliver(Msg::Flush(ack))
         .await
         .map_err(|_| "the run store's writer has stopped".to_owned())?;
     written

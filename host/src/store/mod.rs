@@ -16,11 +16,13 @@
 
 pub mod attachments;
 mod backend;
+mod bell;
 mod event;
 mod lag;
 mod memory;
 mod owner;
 mod postgres;
+mod queue;
 mod recorder;
 pub mod responses;
 mod retention;

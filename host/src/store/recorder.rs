@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
+
+use super::queue::Queue;
 
 use super::event::{Begin, End, Msg, now_ms};
 use super::memory::Memory;
@@ -35,15 +37,15 @@ pub struct Links {
 
 #[derive(Clone)]
 pub(super) enum Sink {
-    Writer(mpsc::Sender<Msg>),
+    Writer(Queue),
     Memory(Arc<Memory>),
 }
 
 impl Sink {
     /// A backend's writer; a store opened for reading has none, and every
     /// write to it is refused (and counted as lost).
-    pub(super) fn writer(sender: Option<&mpsc::Sender<Msg>>) -> Self {
-        Self::Writer(sender.cloned().unwrap_or_else(|| mpsc::channel(1).0))
+    pub(super) fn writer(queue: Option<&Queue>) -> Self {
+        Self::Writer(queue.cloned().unwrap_or_else(|| super::queue::channel(1).0))
     }
 }
 
@@ -98,21 +100,13 @@ impl Recorder {
             Ok(record) => End::Done(record.clone()),
             Err(error) => End::Failed(error),
         };
-        let (Some(msg), Sink::Writer(sender)) = (self.shared.end(end), &self.shared.sink) else {
+        let (Some(msg), Sink::Writer(queue)) = (self.shared.end(end), &self.shared.sink) else {
             return Ok(());
         };
         let (msg, confirmed) = with_ack(msg);
         let stopped = || "the run store's writer has stopped".to_owned();
         let written = async {
-            // Handed over at once when there is room, so a caller that stops
-            // waiting (a cancelled call) cannot lose it.
-            match sender.try_send(msg) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(msg)) => {
-                    sender.send(msg).await.map_err(|_| stopped())?;
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => return Err(stopped()),
-            }
+            queue.deliver(msg).await.map_err(|_| stopped())?;
             confirmed.await.map_err(|_| stopped())?
         };
         tokio::time::timeout(END_WAIT, written).await.unwrap_or_else(|_| {
@@ -131,9 +125,9 @@ impl Drop for Recorder {
             return;
         }
         if let Some(msg) = self.shared.end(End::Cancelled)
-            && let Sink::Writer(sender) = &self.shared.sink
+            && let Sink::Writer(queue) = &self.shared.sink
         {
-            let _ = sender.try_send(msg);
+            let _ = queue.post(msg);
         }
     }
 }
@@ -207,10 +201,10 @@ impl Shared {
 
     /// Hands `msg` to the writer if there is room; otherwise counts it.
     fn send(&self, msg: impl FnOnce() -> Msg) {
-        let Sink::Writer(sender) = &self.sink else {
+        let Sink::Writer(queue) = &self.sink else {
             return;
         };
-        if sender.try_send(msg()).is_err() && self.lost.fetch_add(1, Ordering::Relaxed) == 0 {
+        if queue.post(msg()).is_err() && self.lost.fetch_add(1, Ordering::Relaxed) == 0 {
             tracing::warn!(
                 run = self.run_id().unwrap_or_default(),
                 "the run store's queue is full: some of this run's events are not written as they happen (its end will be, whole)"

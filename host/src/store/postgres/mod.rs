@@ -26,7 +26,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio::sync::mpsc;
 use tokio_postgres::NoTls;
 
 use super::StoreError;
@@ -119,7 +118,7 @@ impl Failure {
 pub struct Postgres {
     pub shown: String,
     pool: Pool,
-    pub sender: Option<mpsc::Sender<Msg>>,
+    pub sender: Option<super::queue::Queue>,
     health: Arc<Health>,
     /// Runs that ended while the database was down, until it is back.
     unwritten: Arc<Memory>,
@@ -143,7 +142,7 @@ impl Drop for Postgres {
             heartbeat.abort();
         }
         if let Some(sender) = self.sender.take() {
-            let _ = sender.try_send(Msg::Shutdown);
+            sender.deliver_blocking(Msg::Shutdown, false);
         }
         let done = self.done.lock().unwrap_or_else(|e| e.into_inner());
         if done.recv_timeout(Duration::from_secs(5)).is_err() {
@@ -198,7 +197,7 @@ impl Postgres {
                 }
             })
         });
-        let (sender, receiver) = mpsc::channel(capacity);
+        let (sender, inbox) = super::queue::channel(capacity);
         let (done_tx, done) = std::sync::mpsc::channel();
         let writer = Writer {
             pool: store.pool.clone(),
@@ -218,7 +217,7 @@ impl Postgres {
         };
         if let Some(runtime) = &store.runtime {
             runtime.spawn(async move {
-                writer.run(receiver).await;
+                writer.run(inbox.into_receiver()).await;
                 let _ = done_tx.send(());
             });
         }

@@ -5,7 +5,9 @@
 //! slow disk, a whole run's p99. The writer turns them off and nudges this
 //! thread after each commit; it checkpoints at most once per `EVERY` while
 //! writes come, on a connection of its own, `PASSIVE`ly: it never waits on
-//! a reader or the writer, which goes on appending meanwhile.
+//! a reader or the writer, which goes on appending meanwhile. Between two
+//! checkpoints it rests deaf to nudges (see `store::bell`): woken by each,
+//! it cost a run ten thread switches.
 //!
 //! A passive checkpoint copies the log into the database but cannot
 //! rewind it while a reader still reads from it; under steady reads (the
@@ -17,11 +19,13 @@
 //! again at the next turn.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
+
+use crate::store::bell::{Bell, Heard};
 
 /// The least time between two checkpoints.
 const EVERY: Duration = Duration::from_secs(1);
@@ -36,7 +40,7 @@ pub const JOURNAL_SIZE_LIMIT: i64 = 64 << 20;
 /// The checkpointing thread's doorbell; dropping it ends the thread, and
 /// waits for it: its connection is closed when this is gone.
 pub struct Checkpointer {
-    bell: Option<SyncSender<()>>,
+    bell: Arc<Bell>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -50,7 +54,8 @@ impl Checkpointer {
 
     /// `spawn`, emptying the log past `truncate_at` bytes.
     pub fn spawn_with(path: &Path, truncate_at: u64) -> std::io::Result<Self> {
-        let (bell, rung) = sync_channel(1);
+        let bell = Arc::new(Bell::default());
+        let rung = bell.clone();
         let path = path.to_owned();
         let thread = std::thread::Builder::new()
             .name("chorus-checkpoint".into())
@@ -63,25 +68,22 @@ impl Checkpointer {
                 Err(e) => tracing::warn!(store = %path.display(), "the write-ahead log will not be checkpointed while chorus runs: {e}"),
             })?;
         Ok(Self {
-            bell: Some(bell),
+            bell,
             thread: Some(thread),
         })
     }
 
     /// Something was committed: a checkpoint is due within `EVERY`.
     pub fn nudge(&self) {
-        // Full: one is due already. Disconnected: the thread could not
-        // connect, and said so.
-        if let Some(bell) = &self.bell {
-            let _ = bell.try_send(());
-        }
+        // Unheard if the thread could not connect (and said so).
+        self.bell.ring();
     }
 }
 
 impl Drop for Checkpointer {
     fn drop(&mut self) {
-        // The bell gone ends the thread's wait at once.
-        drop(self.bell.take());
+        // Closed, the bell ends the thread's wait at once.
+        self.bell.close();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -95,11 +97,10 @@ pub fn wal_of(path: &Path) -> PathBuf {
     PathBuf::from(wal)
 }
 
-fn run(conn: &Connection, rung: &Receiver<()>, path: &Path, truncate_at: u64) {
+fn run(conn: &Connection, bell: &Bell, path: &Path, truncate_at: u64) {
     let wal = wal_of(path);
     let mut failed = false;
-    let mut due = rung.recv().is_ok();
-    while due {
+    while bell.listen(None) == Heard::Rung {
         let big = std::fs::metadata(&wal).is_ok_and(|m| m.len() > truncate_at);
         let mode = if big { "TRUNCATE" } else { "PASSIVE" };
         match conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(())) {
@@ -112,19 +113,10 @@ fn run(conn: &Connection, rung: &Receiver<()>, path: &Path, truncate_at: u64) {
             }
             Err(_) => {}
         }
-        // At most one a turn: a bell meanwhile keeps one due; the bell
-        // dropped ends the thread at once.
-        due = false;
-        let next = Instant::now() + EVERY;
-        while let Some(left) = next.checked_duration_since(Instant::now()) {
-            match rung.recv_timeout(left) {
-                Ok(()) => due = true,
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-        }
-        if !due {
-            due = rung.recv().is_ok();
+        // At most one a turn: a nudge meanwhile is heard when the rest is
+        // over; closing the bell ends the thread at once.
+        if !bell.rest(Instant::now() + EVERY) {
+            return;
         }
     }
 }

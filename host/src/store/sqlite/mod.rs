@@ -22,19 +22,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use rusqlite::Connection;
-use tokio::sync::mpsc;
-
 use super::StoreError;
 use super::event::Msg;
+use super::queue::Queue;
 use super::retention::Retention;
+use rusqlite::Connection;
 
 /// Most read connections open at once; a read past them waits for one.
 pub const READERS: usize = 4;
 
 pub struct Sqlite {
     pub path: PathBuf,
-    pub sender: Option<mpsc::Sender<Msg>>,
+    pub sender: Option<Queue>,
     readers: Readers,
     done: Mutex<std::sync::mpsc::Receiver<()>>,
     /// The budgets' connection (see `store::spend`), opened when first
@@ -49,7 +48,7 @@ pub struct Sqlite {
 impl Drop for Sqlite {
     fn drop(&mut self) {
         if let Some(sender) = self.sender.take() {
-            let _ = sender.try_send(Msg::Shutdown);
+            sender.deliver_blocking(Msg::Shutdown, false);
         }
         self.writer_done();
     }
@@ -73,7 +72,7 @@ impl Sqlite {
     /// connections; writes are not taken any more.
     pub fn release(&self) {
         if let Some(sender) = &self.sender {
-            let _ = sender.blocking_send(Msg::Shutdown);
+            sender.deliver_blocking(Msg::Shutdown, true);
         }
         self.writer_done();
         self.readers.close_idle();

@@ -1,21 +1,23 @@
 //! The SQLite store's writer: one thread per process that owns the write
-//! connection. Runs hand it their events through a bounded channel and
-//! never wait on it; it writes them in batches, one transaction per batch,
-//! so a busy run costs a few inserts and a commit every few milliseconds.
-//! A run's end is the one message a run waits for (with a bound): when its
-//! result is returned, the run is on disk for any other process to read.
+//! connection. Runs hand it their events through a bounded queue and
+//! never wait on it; it writes them in batches, one transaction per batch
+//! (see `store::queue`: after a batch it takes the events that come
+//! within `LINGER` with the next, so a run of zero-latency calls costs
+//! one commit). A run's end is the one message a run waits for (with a
+//! bound): when its result is returned, the run is on disk for any other
+//! process to read.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use rusqlite::Connection;
-use tokio::sync::mpsc;
 
 use super::apply;
 use super::checkpoint::Checkpointer;
 use super::pruner::Pruner;
 use crate::store::WriteLag;
 use crate::store::event::Msg;
+use crate::store::queue::{self, Inbox, Queue};
 use crate::store::retention::Retention;
 
 /// Most messages in one transaction.
@@ -34,7 +36,7 @@ pub fn spawn(
     retention: Retention,
     capacity: usize,
     lag: WriteLag,
-) -> std::io::Result<(mpsc::Sender<Msg>, std::sync::mpsc::Receiver<()>)> {
+) -> std::io::Result<(Queue, std::sync::mpsc::Receiver<()>)> {
     // Checkpoints are the checkpointer's, so no commit waits on one.
     let _ = conn.pragma_update(None, "wal_autocheckpoint", 0);
     // The writer appends: what it reads again is the right edge of each
@@ -44,7 +46,7 @@ pub fn spawn(
     let _ = conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB);
     let checkpointer = Checkpointer::spawn(&path)?;
     let pruner = Pruner::spawn(&path, retention.clone())?;
-    let (sender, receiver) = mpsc::channel(capacity);
+    let (sender, inbox) = queue::channel(capacity);
     let (done_tx, done) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("chorus-store".into())
@@ -58,7 +60,7 @@ pub fn spawn(
                 checkpointer,
                 pruner: Some(pruner),
             }
-            .run(receiver);
+            .run(inbox);
             let _ = done_tx.send(());
         })?;
     Ok((sender, done))
@@ -77,15 +79,8 @@ struct Writer {
 }
 
 impl Writer {
-    fn run(mut self, mut receiver: mpsc::Receiver<Msg>) {
-        while let Some(first) = receiver.blocking_recv() {
-            let mut batch = vec![first];
-            while batch.len() < BATCH {
-                match receiver.try_recv() {
-                    Ok(msg) => batch.push(msg),
-                    Err(_) => break,
-                }
-            }
+    fn run(mut self, mut inbox: Inbox) {
+        while let Some(batch) = inbox.next_batch(BATCH) {
             let shutdown = batch.iter().any(|m| matches!(m, Msg::Shutdown));
             self.write(batch);
             if shutdown {
