@@ -14,6 +14,7 @@ mod model_uses;
 mod models;
 mod plugin;
 mod runs;
+mod runtime;
 mod serve;
 mod ui;
 
@@ -93,6 +94,18 @@ enum Command {
     Pdf(pdf::worker::Job),
 }
 
+impl Command {
+    /// Whom the command serves: one client, or many at once (its runtime's
+    /// workers follow, see `runtime`).
+    fn serves(&self) -> runtime::Serves {
+        match self {
+            Self::Serve(args) if args.over_http() => runtime::Serves::Many,
+            Self::Ui(_) | Self::Eval(_) => runtime::Serves::Many,
+            _ => runtime::Serves::OneClient,
+        }
+    }
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // A PDF parser child: no logging, no runtime, nothing but the parse.
@@ -109,22 +122,19 @@ pub fn main() -> ExitCode {
         Ok(chorus) => pdf::use_worker(chorus),
         Err(e) => tracing::warn!("PDFs will not be read: this binary cannot find itself ({e})"),
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let command = cli
+        .command
+        .unwrap_or_else(|| Command::Serve(serve::Args::from_env()));
+    let runtime = match runtime::build(command.serves()) {
         Ok(runtime) => runtime,
         Err(e) => {
-            notice!("chorus: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            notice!("chorus: {e}");
+            return ExitCode::from(2);
         }
     };
     let config = cli.config.as_deref();
     let code = runtime.block_on(async {
-        match cli
-            .command
-            .unwrap_or_else(|| Command::Serve(serve::Args::from_env()))
-        {
+        match command {
             Command::Serve(args) => serve::run(config, args).await,
             Command::Ask(args) => {
                 let overrides = args.panel.overrides(args.pipeline.as_deref());

@@ -55,6 +55,11 @@ pub struct Args {
 }
 
 impl Args {
+    /// Serving MCP over HTTP, not stdio.
+    pub fn over_http(&self) -> bool {
+        self.http.is_some()
+    }
+
     /// `chorus` with no subcommand: `serve` with its defaults, and what the
     /// environment sets (`CHORUS_MODELS`, ...), as `chorus serve` would read.
     pub fn from_env() -> Self {
