@@ -57,11 +57,21 @@ fn lingering(capacity: usize, linger: Duration) -> (Queue, Inbox) {
 #[derive(Debug)]
 pub struct Stopped;
 
+/// Why an event was not queued.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NotQueued {
+    Full,
+    Stopped,
+}
+
 impl Queue {
-    /// Queues an event nobody waits for; handed back if the queue is full
-    /// or its writer has stopped.
-    pub fn post(&self, msg: Msg) -> Result<(), TrySendError<Msg>> {
-        self.sender.try_send(msg)
+    /// Queues an event nobody waits for, unless the queue is full or its
+    /// writer has stopped.
+    pub fn post(&self, msg: Msg) -> Result<(), NotQueued> {
+        self.sender.try_send(msg).map_err(|e| match e {
+            TrySendError::Full(_) => NotQueued::Full,
+            TrySendError::Closed(_) => NotQueued::Stopped,
+        })
     }
 
     /// Queues a message someone waits for and rings the writer. It is
@@ -161,7 +171,7 @@ mod tests {
         // Lingering now: three events wait for the flush that follows.
         for _ in 0..3 {
             let (msg, _) = flush();
-            queue.post(msg).map_err(|_| "full").unwrap();
+            queue.post(msg).unwrap();
         }
         let (msg, acked) = flush();
         queue.deliver(msg).await.unwrap();
@@ -171,12 +181,11 @@ mod tests {
     }
 
     #[test]
-    fn a_full_queue_refuses_an_event_and_hands_it_back() {
-        let (queue, _inbox) = channel(1);
-        queue.post(Msg::Shutdown).map_err(|_| "full").unwrap();
-        assert!(matches!(
-            queue.post(Msg::Shutdown),
-            Err(TrySendError::Full(Msg::Shutdown))
-        ));
+    fn a_full_queue_refuses_an_event_and_a_stopped_writer_too() {
+        let (queue, inbox) = channel(1);
+        queue.post(Msg::Shutdown).unwrap();
+        assert_eq!(queue.post(Msg::Shutdown), Err(NotQueued::Full));
+        drop(inbox);
+        assert_eq!(queue.post(Msg::Shutdown), Err(NotQueued::Stopped));
     }
 }
