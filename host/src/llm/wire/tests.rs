@@ -1,10 +1,10 @@
-use serde_json::json;
+use serde_json::{Map, json};
 
 use super::*;
 use crate::llm::ModelInfo;
 use crate::llm::secret::Secret;
 use crate::llm::stream::Assembler;
-use crate::llm::types::{ChatRequest, JsonSchema, Message, Role, Sampling};
+use crate::llm::types::{ChatRequest, JsonSchema, Message, ResponseFormat, Role, Sampling};
 
 fn parse(body: serde_json::Value) -> Result<Reply, Failure> {
     parse_reply(

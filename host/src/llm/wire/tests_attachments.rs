@@ -4,7 +4,7 @@ use serde_json::{Map, json};
 
 use super::*;
 use crate::attach::{Access, Attachments, Limits, Source, load};
-use crate::llm::types::{Role, Sampling};
+use crate::llm::types::{ChatRequest, Message, Placed, Role, Sampling};
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0";
 
