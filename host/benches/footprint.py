@@ -10,9 +10,11 @@ compile cache, data and config directory:
 - idle RSS 0.5 s after `initialize` (and its anonymous / file-backed parts);
 - CPU per run of the default `ask` (5 + 1 calls) at concurrency 1, over
   4,000 runs after 200 of warm-up (`/proc/PID/stat` user + system);
-- RSS after those runs.
+- RSS after those runs;
+- with `--in-flight N`: CPU per run and runs/s with N runs in flight (the
+  client sends the next `ask` as each answer comes), over as many runs.
 
-Usage: host/benches/footprint.py [--rounds N] [--runs N] CHORUS [CHORUS...]
+Usage: host/benches/footprint.py [--rounds N] [--runs N] [--in-flight N] CHORUS [CHORUS...]
 Needs nginx (Debian's `nginx`) on PATH or in /usr/sbin."""
 import json, os, shutil, statistics, subprocess, sys, tempfile, time
 
@@ -83,10 +85,32 @@ class Server:
             if msg.get("id") == id_:
                 return msg
 
+    ASK = {"name": "ask", "arguments": {"prompt": "Which is better for a small team, A or B?"}}
+
     def ask(self):
-        reply = self.request("tools/call", {"name": "ask", "arguments": {
-            "prompt": "Which is better for a small team, A or B?"}})
+        reply = self.request("tools/call", self.ASK)
         assert reply["result"]["isError"] is False, reply
+
+    def pipelined(self, runs, in_flight):
+        """`runs` asks, `in_flight` at a time: (CPU s per run, runs/s)."""
+        def send():
+            self.send({"jsonrpc": "2.0", "id": self.next, "method": "tools/call",
+                       "params": self.ASK})
+            self.next += 1
+        cpu, t = self.cpu(), time.monotonic()
+        sent = done = 0
+        while sent < min(in_flight, runs):
+            send(); sent += 1
+        while done < runs:
+            msg = json.loads(self.p.stdout.readline() or "null")
+            if msg is None:
+                raise RuntimeError("chorus exited")
+            if "result" in msg:
+                assert msg["result"]["isError"] is False, msg
+                done += 1
+                if sent < runs:
+                    send(); sent += 1
+        return (self.cpu() - cpu) / runs, runs / (time.monotonic() - t)
 
     def cpu(self):
         stat = open(f"/proc/{self.p.pid}/stat").read().rsplit(")", 1)[1].split()
@@ -102,7 +126,7 @@ class Server:
         self.p.stdin.close(); self.p.wait(timeout=30)
 
 
-def measure(binary, provider, runs):
+def measure(binary, provider, runs, in_flight=None):
     # The binary's pages in the page cache, all of them: a page fault maps
     # its cached neighbours too (fault-around), so file-backed RSS depends
     # on what is cached; read whole, each binary is measured alike.
@@ -138,20 +162,24 @@ def measure(binary, provider, runs):
         wall = time.monotonic() - t
         cpu = (s.cpu() - cpu) / runs
         after = s.status("VmRSS:")
+        many = s.pipelined(runs, in_flight) if in_flight else (0.0, 0.0)
         s.close()
         return {"start_best": min(starts) * 1e3, "start_p50": statistics.median(starts) * 1e3,
-                "idle": idle, "cpu_ms": cpu * 1e3, "runs_s": runs / wall, "rss_after": after}
+                "idle": idle, "cpu_ms": cpu * 1e3, "runs_s": runs / wall, "rss_after": after,
+                "cpu_many_ms": many[0] * 1e3, "runs_s_many": many[1]}
 
 
 def main():
     args = sys.argv[1:]
-    rounds, runs = 2, 4000
+    rounds, runs, in_flight = 2, 4000, None
     while args and args[0].startswith("--"):
         flag, value = args[0], int(args[1]); args = args[2:]
         if flag == "--rounds":
             rounds = value
         elif flag == "--runs":
             runs = value
+        elif flag == "--in-flight":
+            in_flight = value
         else:
             sys.exit(f"unknown flag {flag}")
     if not args:
@@ -163,7 +191,7 @@ def main():
             for r in range(rounds):
                 order = args if r % 2 == 0 else list(reversed(args))
                 for b in order:
-                    results[b].append(measure(b, provider, runs))
+                    results[b].append(measure(b, provider, runs, in_flight))
                     print(f"round {r + 1} {b}: {results[b][-1]}", file=sys.stderr)
         finally:
             provider_proc.terminate(); provider_proc.wait()
@@ -180,6 +208,9 @@ def main():
             (f"RSS after {runs} runs", lambda x: x["rss_after"], "{:.1f} MB"),
             ("CPU per run, concurrency 1", lambda x: x["cpu_ms"], "{:.3f} ms"),
             ("runs/s, concurrency 1", lambda x: x["runs_s"], "{:.0f}")]
+    if in_flight:
+        rows += [(f"CPU per run, {in_flight} in flight", lambda x: x["cpu_many_ms"], "{:.3f} ms"),
+                 (f"runs/s, {in_flight} in flight", lambda x: x["runs_s_many"], "{:.0f}")]
     for name, f, fmt in rows:
         print(f"| {name} | {' | '.join(rng(b, f, fmt) for b in args)} |")
 
