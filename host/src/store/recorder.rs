@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::queue::Queue;
-
 use super::event::{Begin, End, Msg, now_ms};
 use super::memory::Memory;
+use super::queue::Queue;
 use crate::events::{Event, Progress};
 use crate::plugins::Plan;
 use crate::plugins::plan_to_value;

@@ -22,11 +22,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
+use rusqlite::Connection;
+
 use super::StoreError;
 use super::event::Msg;
 use super::queue::Queue;
 use super::retention::Retention;
-use rusqlite::Connection;
 
 /// Most read connections open at once; a read past them waits for one.
 pub const READERS: usize = 4;
