@@ -48,6 +48,27 @@ impl Chorus {
         admitted.map_err(|why| self.refused(client, name, why))
     }
 
+    /// The gate's answer to a request whose body is not read yet (the
+    /// OpenAI endpoint's, which may be megabytes): whether `client` is past
+    /// its runs per minute or at its runs in progress now, looked at
+    /// without counting a run or taking a slot (a body that turns out
+    /// malformed costs its client nothing). What this refuses is never
+    /// read, so a client past its limits cannot make the server read,
+    /// hold or parse its bodies; the run itself is admitted as any other,
+    /// once the body names its pipeline and ceiling.
+    pub fn admit_unread(&self, client: &Arc<Client>) -> Result<(), RunError> {
+        if let Some(over) = self.gate.per_minute_full(client) {
+            let kind = Refused::PerMinute {
+                retry_after_s: over.retry_after_s(),
+            };
+            return Err(self.refused(client, "-", Refusal::new(kind, over.to_string())));
+        }
+        match self.gate.running_full(client) {
+            Some(why) => Err(self.refused(client, "-", why)),
+            None => Ok(()),
+        }
+    }
+
     /// `question` ready for its run, once admitted: its URLs fetched (when
     /// the provider does not fetch them) and its images' pixels and PDFs'
     /// pages measured, so the record lists them as the plugins see them.

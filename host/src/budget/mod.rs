@@ -84,6 +84,16 @@ impl std::fmt::Display for OverPerMinute {
 
 const MINUTE: Duration = Duration::from_secs(60);
 
+fn concurrent_refusal(client: &str, running: u32, limit: u32) -> Refusal {
+    Refusal::new(
+        Refused::Concurrent,
+        format!(
+            "client `{client}` already has {running} runs in progress, its limit (max_concurrent_runs = {limit}); \
+             try again when one has finished"
+        ),
+    )
+}
+
 /// Forgets the instants of `times` (oldest first) a minute or more before
 /// `now`.
 fn within_the_minute(times: &mut VecDeque<Instant>, now: Instant) {
@@ -205,6 +215,33 @@ impl Gate {
         Ok(())
     }
 
+    /// Whether a run of `client` would be refused now for its runs per
+    /// minute, by this process's count, without counting one: for a door
+    /// that refuses before it reads a request it may never make a run of.
+    /// (Counted across instances, the limit is decided at admission.)
+    pub fn per_minute_full(&self, client: &Client) -> Option<OverPerMinute> {
+        let limit = client.limits.runs_per_minute?;
+        let now = Instant::now();
+        let mut clients = self.lock();
+        let local = clients.get_mut(&client.name)?;
+        within_the_minute(&mut local.recent, now);
+        let oldest = *local.recent.front()?;
+        (local.recent.len() >= limit as usize).then(|| OverPerMinute {
+            client: client.name.clone(),
+            limit,
+            retry_after: MINUTE.saturating_sub(now.duration_since(oldest)),
+        })
+    }
+
+    /// Why a run of `client` would be refused for its runs in progress
+    /// now (this process's count; the shared one is asked at admission),
+    /// without taking a slot.
+    pub fn running_full(&self, client: &Client) -> Option<Refusal> {
+        let limit = client.limits.concurrent_runs?;
+        let running = self.lock().get(&client.name).map_or(0, |l| l.running);
+        (running >= limit).then(|| concurrent_refusal(&client.name, running, limit))
+    }
+
     /// Admits a run of `client` whose worst case is `worst_usd` (`None`:
     /// unbounded), or says why not, naming the limit. Blocking on the
     /// store: call it off the async runtime's threads.
@@ -225,14 +262,7 @@ impl Gate {
             let mut clients = self.lock();
             let local = clients.entry(client.name.clone()).or_default();
             if local.running >= limit {
-                return Err(Refusal::new(
-                    Refused::Concurrent,
-                    format!(
-                        "client `{}` already has {} runs in progress, its limit (max_concurrent_runs = {limit}); \
-                     try again when one has finished",
-                        client.name, local.running
-                    ),
-                ));
+                return Err(concurrent_refusal(&client.name, local.running, limit));
             }
             local.running += 1;
             pass.counted = true;

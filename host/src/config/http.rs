@@ -16,6 +16,12 @@ pub struct Http {
     /// (after connecting, or between requests) is closed.
     #[serde(with = "humantime_serde")]
     pub header_timeout: Duration,
+    /// A connection whose peer takes none of a response for this long (a
+    /// client that stopped reading a stream) is closed: it cannot hold a
+    /// connection, nor the run it was streaming (that one goes on to its
+    /// end, and is kept).
+    #[serde(with = "humantime_serde")]
+    pub write_timeout: Duration,
     /// Connections open at once. When full, the oldest connection that has
     /// not yet made an accepted request is closed for a new one; capped
     /// below the process's descriptor limit, with a margin for the store,
@@ -36,6 +42,7 @@ impl Default for Http {
     fn default() -> Self {
         Self {
             header_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(30),
             max_connections: 512,
             max_connections_per_peer: 64,
             drain_seconds: 30,
@@ -49,6 +56,7 @@ impl Http {
     /// bounds (the clients are checked with the pipelines they name).
     pub(super) fn check(&self) -> Result<(), Invalid> {
         duration("http.header_timeout", self.header_timeout, MAX_TIMEOUT)?;
+        duration("http.write_timeout", self.write_timeout, MAX_TIMEOUT)?;
         count("http.max_connections", self.max_connections, 1, 1 << 20)?;
         count(
             "http.max_connections_per_peer",

@@ -15,6 +15,8 @@ const MAX_PROMPT_BYTES: usize = 64 << 20;
 const MAX_CALLS_PER_RUN: u32 = 10_000;
 const MAX_RUNS_KEPT: usize = 100_000;
 const MAX_USD: f64 = 1_000_000.0;
+/// The smallest bound on an HTTP request body.
+const MIN_REQUEST_BYTES: usize = 4 << 20;
 
 /// Bounds that hold for every run.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -69,6 +71,16 @@ impl Limits {
             max_attachment_bytes: self.max_attachment_bytes,
             max_attachments_bytes: self.max_attachments_bytes,
         }
+    }
+
+    /// The most one HTTP request body may hold, at every door (`/mcp` and
+    /// the OpenAI endpoint alike): a prompt escaped as JSON, at least
+    /// 4 MiB. Attachments sent inline count against it (each is held to
+    /// its own limits too); larger files go by URL.
+    pub fn max_request_bytes(&self) -> usize {
+        self.max_prompt_bytes
+            .saturating_mul(4)
+            .max(MIN_REQUEST_BYTES)
     }
 
     /// `Err((key, message))` for the first key out of its bounds.

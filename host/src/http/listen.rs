@@ -4,6 +4,10 @@
 //! - a connection that sends no complete request head within
 //!   `http.header_timeout` (after connecting, or between requests) is
 //!   closed (hyper's header-read timeout);
+//! - a connection whose peer takes nothing of a response for
+//!   `http.write_timeout` (its receive window and our send buffer full:
+//!   a client that stopped reading a stream) is closed, and with it the
+//!   response's body;
 //! - at most `http.max_connections` are open, capped below the descriptor
 //!   limit with a margin for the store, upstream requests and plugins;
 //! - a connection is *unproven* until one of its requests passed a token
@@ -57,6 +61,7 @@ const PER_PEER_GRACE: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {
     pub header_timeout: Duration,
+    pub write_timeout: Duration,
     pub max_connections: usize,
     pub max_per_peer: usize,
 }
@@ -76,6 +81,7 @@ impl Bounds {
         let max_connections = http.max_connections.min(fits);
         Self {
             header_timeout: http.header_timeout,
+            write_timeout: http.write_timeout,
             max_connections,
             max_per_peer: http.max_connections_per_peer.min(max_connections),
         }
@@ -302,7 +308,11 @@ async fn connection(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(bounds.header_timeout);
-    let served = builder.serve_connection(TokioIo::new(stream), service);
+    // A write that makes no progress for this long fails, and the
+    // connection with it: the timer runs only while a write waits.
+    let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+    stream.set_write_timeout(Some(bounds.write_timeout));
+    let served = builder.serve_connection(TokioIo::new(Box::pin(stream)), service);
     tokio::pin!(served);
     let outcome = tokio::select! {
         outcome = served.as_mut() => outcome,
@@ -326,6 +336,7 @@ mod tests {
         Arc::new(Connections {
             bounds: Bounds {
                 header_timeout: Duration::from_secs(5),
+                write_timeout: Duration::from_secs(30),
                 max_connections,
                 max_per_peer,
             },

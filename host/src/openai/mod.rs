@@ -8,6 +8,8 @@
 //! `Chorus` and its one gate, whose typed refusals [`errors`] says the way
 //! OpenAI's clients read them.
 //!
+//! - [`body`]: a request body, refused unread when the gate would refuse
+//!   its client, bounded, parsed off the async workers;
 //! - [`request`]: a request body, read into a run ([`parts`]: its
 //!   content parts, text and attachments);
 //! - [`answer`]: a finished run as a `chat.completion`;
@@ -16,6 +18,7 @@
 //! - [`errors`]: errors in OpenAI's shape.
 
 mod answer;
+mod body;
 mod errors;
 mod parts;
 mod request;
@@ -40,14 +43,13 @@ use request::Asked;
 /// The header that names the run an answer came from.
 pub const RUN_ID_HEADER: HeaderName = HeaderName::from_static("x-chorus-run-id");
 
-/// The smallest bound on a request body.
-const MIN_BODY_BYTES: usize = 4 << 20;
-
 /// What the handlers share.
 struct Shared {
     chorus: Arc<Chorus>,
     /// When this server started: each model's `created`.
     started: u64,
+    /// The request bodies being parsed.
+    parses: body::Parses,
 }
 
 /// The routes, each request let in by `access` first (its refusals in
@@ -56,6 +58,7 @@ pub fn routes(chorus: Arc<Chorus>, access: Arc<Access>) -> Router {
     let shared = Arc::new(Shared {
         chorus,
         started: answer::now(),
+        parses: body::Parses::default(),
     });
     Router::new()
         .route("/v1/models", get(models))
@@ -68,17 +71,6 @@ pub fn routes(chorus: Arc<Chorus>, access: Arc<Access>) -> Router {
             crate::http::check,
         ))
         .layer(axum::middleware::from_fn(errors::reshape))
-}
-
-/// The most a request body may hold: a prompt escaped as JSON, and the
-/// attachments' bytes as base64.
-fn max_body(chorus: &Chorus) -> usize {
-    let runner = chorus.runner();
-    let limits = &runner.loaded.config.limits;
-    (limits.max_prompt_bytes * 4)
-        .saturating_add(limits.max_attachments_bytes / 3 * 4)
-        .saturating_add(64 << 10)
-        .max(MIN_BODY_BYTES)
 }
 
 /// The pipelines `client` may run, by name.
@@ -124,52 +116,10 @@ async fn model(
     if granted.iter().any(|g| g == name) {
         return json_response(&model_object(name, shared.started));
     }
-    let exists = shared
-        .chorus
-        .runner()
-        .loaded
-        .config
-        .pipelines
-        .contains_key(name);
-    if exists && let Some(why) = client.refusal_to_run(name) {
-        return ApiError::of_run(&crate::pipeline::RunError::Refused(
-            crate::client::Refusal::new(crate::client::Refused::NotGranted, why),
-        ))
-        .into_response();
-    }
+    // A pipeline this client may not run is one it does not see: the
+    // same 404 as for one that does not exist, so a tenant cannot learn
+    // which pipelines others have.
     ApiError::model_not_found(name, &granted).into_response()
-}
-
-/// The body of `request`, held to the bound, as a JSON object.
-async fn body_of(
-    chorus: &Chorus,
-    request: Request,
-) -> Result<serde_json::Map<String, Value>, ApiError> {
-    let max = max_body(chorus);
-    let too_large = || {
-        let mut error = ApiError::invalid(
-            "",
-            format!(
-                "The request body is over {} (limits.max_prompt_bytes and limits.max_attachments_bytes bound it).",
-                crate::text::show_bytes(max as u64)
-            ),
-        );
-        error.status = axum::http::StatusCode::PAYLOAD_TOO_LARGE;
-        error.code = Some("request_too_large");
-        error
-    };
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > max) {
-        return Err(too_large());
-    }
-    let bytes = axum::body::to_bytes(request.into_body(), max)
-        .await
-        .map_err(|_| too_large())?;
-    request::object(&bytes)
 }
 
 /// A request read into a run for `client`: its pipeline found (404 if
@@ -225,15 +175,18 @@ async fn read(
     Ok(asked)
 }
 
-/// The run `asked` describes, for `client`, as a future the response may
-/// own (a stream's body: dropped when the client hangs up).
+/// The run `asked` describes, for `client`, in a task of its own: it runs
+/// under its own deadline whatever its reader does (a client that stops
+/// reading a stream cannot stop the run's clock and hold its slot), and
+/// stops when the response awaiting it is dropped (a client that hangs
+/// up). Its events reach `progress`, which must never wait.
 fn start(
     chorus: Arc<Chorus>,
     client: Arc<Client>,
     asked: Asked,
     progress: crate::events::Progress,
 ) -> stream::Run {
-    Box::pin(async move {
+    let run = tokio::spawn(async move {
         chorus
             .run_in_conversation(
                 &client,
@@ -244,6 +197,20 @@ fn start(
                 progress,
             )
             .await
+    });
+    let run = tokio_util::task::AbortOnDropHandle::new(run);
+    Box::pin(async move {
+        match run.await {
+            Ok(outcome) => outcome,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Only a runtime shutting down cancels it while it is awaited.
+            Err(_) => Err(crate::pipeline::RunError::Refused(
+                crate::client::Refusal::new(
+                    crate::client::Refused::Unavailable,
+                    "chorus is stopping",
+                ),
+            )),
+        }
     })
 }
 
@@ -253,7 +220,7 @@ async fn chat(
     request: Request,
 ) -> Response {
     let chorus = &shared.chorus;
-    let body = match body_of(chorus, request).await {
+    let body = match body::read(chorus, &client, &shared.parses, request).await {
         Ok(body) => body,
         Err(e) => return e.into_response(),
     };

@@ -320,6 +320,21 @@ struct Read {
     sources: Vec<Source>,
 }
 
+/// A 400 when a message of `size` bytes is over `max_bytes`: every turn of
+/// a conversation is held to `limits.max_prompt_bytes`, as the question
+/// is (the turns together are too, the oldest left out first).
+fn within(param: &str, what: &str, size: usize, max_bytes: usize) -> Result<(), ApiError> {
+    if size <= max_bytes {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        param,
+        format!(
+            "The {what} at `{param}` is {size} bytes, over the limit of {max_bytes} (limits.max_prompt_bytes), which holds every turn of a conversation: shorten it, or leave it out."
+        ),
+    ))
+}
+
 fn read_messages(messages: Vec<Value>, max_bytes: usize) -> Result<Read, ApiError> {
     let mut system: Vec<String> = Vec::new();
     let mut turns = Vec::new();
@@ -346,14 +361,16 @@ fn read_messages(messages: Vec<Value>, max_bytes: usize) -> Result<Read, ApiErro
             "system" | "developer" => system.push(text_only(content, &param)?),
             "user" => {
                 let text = user_content(content, &param, &mut sources)?;
+                within(&param, "message", text.len(), max_bytes)?;
                 asked.push(text);
             }
             "assistant" => {
                 let answer = text_only(content, &param)?;
-                turns.push(Turn {
-                    question: std::mem::take(&mut asked).join("\n\n"),
-                    answer,
-                });
+                within(&param, "message", answer.len(), max_bytes)?;
+                let question = std::mem::take(&mut asked).join("\n\n");
+                let turn = question.len() + answer.len();
+                within(&param, "turn that ends", turn, max_bytes)?;
+                turns.push(Turn { question, answer });
             }
             "tool" | "function" => {
                 return Err(ApiError::unsupported(
@@ -428,6 +445,49 @@ mod tests {
         let messages = asked.conversation.unwrap().messages();
         let texts: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
         assert_eq!(texts, ["Be brief.", "What is 2+2?", "4"]);
+    }
+
+    #[test]
+    fn a_turn_over_the_prompt_limit_is_refused_naming_it() {
+        let big = "x".repeat(2 << 20);
+        for (messages, param) in [
+            (
+                json!([{"role": "user", "content": "q"}, {"role": "assistant", "content": big},
+                    {"role": "user", "content": "and?"}]),
+                "messages[1]",
+            ),
+            (
+                json!([{"role": "user", "content": big}, {"role": "assistant", "content": "a"},
+                    {"role": "user", "content": "and?"}]),
+                "messages[0]",
+            ),
+        ] {
+            let error = read(json!({"model": "ask", "messages": messages})).unwrap_err();
+            assert_eq!(error.status, 400);
+            assert_eq!(error.param.as_deref(), Some(param));
+            assert!(
+                error.message.contains("limits.max_prompt_bytes"),
+                "{}",
+                error.message
+            );
+        }
+        let fits = "x".repeat(1 << 19);
+        let three = json!([{"role": "user", "content": "q"}, {"role": "assistant", "content": fits},
+            {"role": "user", "content": "q"}, {"role": "assistant", "content": fits},
+            {"role": "user", "content": "q"}, {"role": "assistant", "content": fits},
+            {"role": "user", "content": "and?"}]);
+        let asked = read(json!({"model": "ask", "messages": three})).unwrap();
+        let kept: usize = asked
+            .conversation
+            .unwrap()
+            .messages()
+            .iter()
+            .map(|m| m.content.len())
+            .sum();
+        assert!(
+            kept <= 1 << 20,
+            "the turns together are held to the limit: {kept}"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::errors::ApiError;
 use super::stream::{self, Frames};
-use super::{Shared, answer, body_of, read, request, start, with_run_id};
+use super::{Shared, answer, body, read, request, start, with_run_id};
 use crate::client::Client;
 use crate::events::live::Streamed;
 use crate::record::RunRecord;
@@ -28,7 +28,7 @@ pub(super) async fn create(
     request: Request,
 ) -> Response {
     let chorus = &shared.chorus;
-    let body = match body_of(chorus, request).await {
+    let body = match body::read(chorus, &client, &shared.parses, request).await {
         Ok(body) => body,
         Err(e) => return e.into_response(),
     };

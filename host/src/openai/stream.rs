@@ -7,8 +7,15 @@
 //! where the strategy makes that call with `host.complete-answer` (see
 //! `live`), else whole when the run has it.
 //!
-//! The run's future lives in the response body: a client that hangs up
-//! drops the body, and with it the run and every upstream request.
+//! The run goes on in a task of its own (see `super::start`), under its own
+//! deadline whether or not its reader reads; the response body awaits it.
+//! A client that hangs up drops the body, and with it the run and every
+//! upstream request. A client that stops reading holds nothing: the run's
+//! events wait in a buffer of [`BUFFERED`] (past it, progress lines are
+//! dropped, and the answer's text stops going out live: it follows whole,
+//! from where it stopped, when the run ends), the run ends and is kept as
+//! any other, and the connection is closed once a write has waited
+//! `http.write_timeout`.
 //!
 //! What each event looks like is the API's ([`Frames`]): chat completion
 //! chunks here, the Responses API's events in `responses`.
@@ -40,6 +47,10 @@ pub const HEARTBEAT: Duration = Duration::from_secs(15);
 /// says the rest in its heartbeat).
 const MAX_PROGRESS_LINES: usize = 200;
 
+/// Events waiting for a stream's reader; past this the run does not wait
+/// for it (see the module's note).
+pub const BUFFERED: usize = 1024;
+
 /// A run in flight, as its caller awaits it.
 pub type Run = Pin<Box<dyn Future<Output = Result<Arc<RunRecord>, RunError>> + Send>>;
 
@@ -63,14 +74,26 @@ pub trait Frames: Send + 'static {
     fn name(&self, event: &Value) -> Option<String>;
 }
 
-/// The watcher a streamed run is given, and what it hears.
-pub fn watcher() -> (Progress, mpsc::UnboundedReceiver<Event>) {
-    let (tx, rx) = mpsc::unbounded_channel();
+/// The watcher a streamed run is given, and what it hears. It never waits:
+/// an event that finds the buffer full is dropped, and once a piece of the
+/// answer's text has been, no later piece goes out (what went out stays a
+/// prefix of the answer, which `Live::rest` completes at the end).
+pub fn watcher() -> (Progress, mpsc::Receiver<Event>) {
+    let (tx, rx) = mpsc::channel(BUFFERED);
+    let text_lost = std::sync::atomic::AtomicBool::new(false);
     let progress: Progress = Arc::new(move |event: Event| {
+        use std::sync::atomic::Ordering::Relaxed;
         // Token counts are many and say nothing a client shows (the
         // answer's own text, `AnswerText`, is what it shows).
-        if !matches!(event, Event::CallTokens { .. } | Event::CallStarted { .. }) {
-            let _ = tx.send(event);
+        if matches!(event, Event::CallTokens { .. } | Event::CallStarted { .. }) {
+            return;
+        }
+        let is_text = matches!(event, Event::AnswerText { .. });
+        if is_text && text_lost.load(Relaxed) {
+            return;
+        }
+        if tx.try_send(event).is_err() && is_text {
+            text_lost.store(true, Relaxed);
         }
     });
     (progress, rx)
@@ -138,7 +161,7 @@ impl Panel {
 /// or fails before it starts, else a stream.
 pub async fn respond(
     mut run: Run,
-    mut events: mpsc::UnboundedReceiver<Event>,
+    mut events: mpsc::Receiver<Event>,
     mut frames: impl Frames,
 ) -> Response {
     let mut panel = Panel::default();
@@ -225,7 +248,7 @@ fn sse(run_id: &str, stream: Pin<Box<dyn Stream<Item = Bytes> + Send>>) -> Respo
 struct State<F> {
     /// `None` once it has ended.
     run: Option<Run>,
-    events: mpsc::UnboundedReceiver<Event>,
+    events: mpsc::Receiver<Event>,
     frames: F,
     panel: Panel,
     live: Live,
@@ -390,6 +413,48 @@ impl Frames for Chunks {
 mod tests {
     use super::*;
     use crate::plugins::Request;
+
+    #[test]
+    fn a_reader_that_falls_behind_gets_the_rest_of_the_answer_whole_from_where_its_text_stopped() {
+        let (progress, mut events) = watcher();
+        let piece = |i: usize| Event::AnswerText {
+            id: 1,
+            attempt: 1,
+            text: format!("{i} ").into(),
+        };
+        for i in 0..BUFFERED + 10 {
+            progress(piece(i));
+        }
+        progress(Event::FanOut { calls: 2 });
+        let mut live = Live::default();
+        let mut text = String::new();
+        while let Ok(event) = events.try_recv() {
+            let Event::AnswerText {
+                id,
+                attempt,
+                text: t,
+            } = event
+            else {
+                panic!("only text was buffered")
+            };
+            text.push_str(&live.piece(id, attempt, &t));
+        }
+        assert_eq!(
+            text.split(' ').count() - 1,
+            BUFFERED,
+            "the buffer is bounded"
+        );
+        // Room again, but the text stays stopped: a later piece would leave
+        // a gap in what the client has.
+        progress(piece(BUFFERED + 10));
+        progress(Event::FanOut { calls: 1 });
+        assert!(matches!(events.try_recv(), Ok(Event::FanOut { calls: 1 })));
+        let answer: String = (0..=BUFFERED + 10).map(|i| format!("{i} ")).collect();
+        let (rest, streamed) = live.rest(&answer);
+        text.push_str(&rest);
+        assert_eq!(text, answer);
+        assert_eq!(streamed, Streamed::Live);
+    }
 
     /// The events of a stream as far as it has gone.
     async fn next_data(body: &mut axum::body::BodyDataStream) -> Value {

@@ -24,17 +24,12 @@ use super::transport::Session;
 use crate::app::Chorus;
 use crate::http::{Access, Door, MCP_PATH, SHUTDOWN_GRACE};
 
-/// The smallest bound on a request body; a larger `max_prompt_bytes`
-/// raises it (a prompt grows when escaped as JSON).
-const MIN_REQUEST_BYTES: usize = 4 * 1024 * 1024;
-
 /// MCP at `MCP_PATH`, behind `access`. At a stop, its session ends: each
 /// call and task watches it, so every upstream request still open is
 /// dropped and every open stream ends with its call; then its tasks get
 /// a grace to settle before they are stopped.
 pub fn door(chorus: Arc<Chorus>, access: Arc<Access>) -> Door {
-    let max_body =
-        (chorus.runner().loaded.config.limits.max_prompt_bytes * 4).max(MIN_REQUEST_BYTES);
+    let max_body = chorus.runner().loaded.config.limits.max_request_bytes();
     let session = Session::new();
     let server = Server::new(chorus.clone(), session.clone());
     let gate = chorus.gate.clone();

@@ -5,6 +5,7 @@
 //! SDK — in [`clients`].
 
 mod clients;
+mod hostile;
 mod live;
 
 use std::time::Duration;
