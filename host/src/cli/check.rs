@@ -229,6 +229,13 @@ fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<bool> {
         )?;
     }
 
+    for (name, where_) in chorus.llm.providers_inside() {
+        writeln!(
+            out,
+            "  note: {name} is inside a network ({where_}) and fetches URL attachments itself: a URL whose host is an address inside a network is refused before it reaches it (limits.fetch_private_urls = false); a host name is resolved by {name}, not by chorus: set providers.{name}.fetch_urls = false to hold names to the same rule"
+        )?;
+    }
+
     writeln!(out, "\nmodels:")?;
     for model in chorus.llm.models().values() {
         let window = model

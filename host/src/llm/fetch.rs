@@ -10,6 +10,14 @@
 //! client's own resolver, so every redirect's target is held to it too,
 //! and for IP literals before anything is sent — a shared chorus must not
 //! be usable to reach the services beside it.
+//!
+//! The same rule holds for URLs chorus passes on: a provider inside a
+//! network (a company's model server on a private or loopback address)
+//! that fetches URL attachments itself would fetch a tenant's
+//! `https://10.0.0.5/…` from beside it, so such a URL is refused before
+//! any model is asked ([`Urls::forwarded`]). A host *name* is resolved by
+//! that provider, not here: `fetch_urls = false` on it puts names under
+//! the rule too (`chorus check` says so).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -36,6 +44,10 @@ pub(super) struct Urls {
     fetcher: Option<Fetcher>,
     /// `providers.NAME.fetch_urls` of those set to `false`.
     keys: Vec<String>,
+    /// Providers inside a network that fetch URLs themselves, with where
+    /// they are, when addresses inside a network are not to be fetched
+    /// (`limits.fetch_private_urls = false`).
+    inside: Vec<(String, String)>,
 }
 
 impl Urls {
@@ -62,7 +74,68 @@ impl Urls {
                 })?;
             Some(fetcher)
         };
-        Ok(Self { fetcher, keys })
+        let inside = if loaded.config.limits.fetch_private_urls {
+            Vec::new()
+        } else {
+            loaded
+                .config
+                .providers
+                .iter()
+                .filter(|(_, p)| p.fetch_urls)
+                .filter_map(|(name, p)| {
+                    let why = inside_host(&p.base_url)?;
+                    Some((name.clone(), format!("{} is {why}", host_port(&p.base_url))))
+                })
+                .collect()
+        };
+        Ok(Self {
+            fetcher,
+            keys,
+            inside,
+        })
+    }
+
+    /// Refuses a URL in `attachments` that a provider inside a network
+    /// would fetch from beside itself: one whose host is an address inside
+    /// a network (or `localhost`), when such a provider fetches URLs.
+    fn forwarded(&self, attachments: &Attachments) -> Result<(), String> {
+        let Some((provider, where_)) = self.inside.first() else {
+            return Ok(());
+        };
+        for a in attachments.iter() {
+            let Body::Url(url) = &a.body else { continue };
+            let Ok(parsed) = Url::parse(url) else {
+                continue;
+            };
+            if let Some(why) = inside_host(&parsed) {
+                return Err(format!(
+                    "attachment {} ({}): {} is {why}, inside a network, and provider `{provider}` ({where_}) would fetch it from beside itself: refused, so that a shared server cannot be made to reach the services beside its providers; send the file's bytes, or set {PRIVATE_KEY} = true to allow it",
+                    a.id,
+                    a.name,
+                    host_port(&parsed)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Each provider inside a network that fetches URL attachments itself,
+    /// and where it is (for `chorus check`).
+    pub(super) fn inside(&self) -> &[(String, String)] {
+        &self.inside
+    }
+}
+
+/// What kind of address inside a network `url`'s host is, if it is one:
+/// an IP literal in such a range, or `localhost` (and its subdomains).
+fn inside_host(url: &Url) -> Option<&'static str> {
+    match url.host()? {
+        Host::Ipv4(ip) => inside(IpAddr::V4(ip)),
+        Host::Ipv6(ip) => inside(IpAddr::V6(ip)),
+        Host::Domain(name) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            (name == "localhost" || name.ends_with(".localhost")).then_some("a loopback name")
+        }
     }
 }
 
@@ -78,10 +151,21 @@ impl super::Llm {
     ) -> Result<(Attachments, Vec<String>), String> {
         let by_url = attachments.iter().any(|a| matches!(a.body, Body::Url(_)));
         let Some(fetcher) = self.urls.fetcher.as_ref().filter(|_| by_url) else {
+            // Passed on as URLs: held to the rule where they are fetched.
+            self.urls.forwarded(&attachments)?;
             return Ok((attachments, Vec::new()));
         };
         let why = format!("{} = false", self.urls.keys.join(", "));
         fetcher.fetch_all(attachments, limits, &why).await
+    }
+}
+
+impl super::Llm {
+    /// Each provider inside a network that fetches URL attachments itself
+    /// while tenants' URLs to addresses inside a network are refused, and
+    /// where it is.
+    pub fn providers_inside(&self) -> &[(String, String)] {
+        self.urls.inside()
     }
 }
 
@@ -344,6 +428,20 @@ impl Resolve for PublicOnly {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_names_a_host_inside_a_network_by_its_literal_or_as_localhost() {
+        let kind = |url: &str| inside_host(&Url::parse(url).unwrap());
+        assert_eq!(
+            kind("https://169.254.169.254/x"),
+            Some("a link-local address")
+        );
+        assert_eq!(kind("https://[::1]:8443/x"), Some("a loopback address"));
+        assert_eq!(kind("https://LocalHost./x"), Some("a loopback name"));
+        assert_eq!(kind("https://api.localhost/x"), Some("a loopback name"));
+        assert_eq!(kind("https://example.com/x"), None);
+        assert_eq!(kind("https://8.8.8.8/x"), None);
+    }
 
     #[test]
     fn addresses_inside_a_network_are_named() {

@@ -262,3 +262,38 @@ async fn a_provider_that_fetches_urls_gets_the_url_untouched() {
     );
     assert_eq!(https.hits(), 0, "chorus fetched nothing");
 }
+
+/// The provider here is on 127.0.0.1, inside a network, as a company's own
+/// model server would be: a tenant's URL to an address beside it (cloud
+/// metadata, a private service) must not reach it to be fetched there.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_url_inside_a_network_is_not_passed_to_a_provider_inside_one() {
+    let mock = Mock::start().await;
+    catalog(&mock);
+    script(&mock);
+    let server = Server::start(&config(&mock, "", "")).await;
+    for url in [
+        "https://169.254.169.254/latest/meta-data/",
+        "https://10.0.0.5/x.png",
+        "https://[::1]/x.png",
+        "https://localhost/x.png",
+    ] {
+        let result = server.call("ask", ask(url)).await;
+        let said = text(&result);
+        assert_eq!(result.is_error, Some(true), "{url}: {said}");
+        assert!(
+            said.contains("inside a network") && said.contains("limits.fetch_private_urls"),
+            "{url}: {said}"
+        );
+    }
+    assert!(mock.requests().is_empty(), "no model was asked");
+    // A host name is the provider's to resolve: passed on untouched.
+    let url = "https://example.com/x.png";
+    let result = server.call("ask", ask(url)).await;
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    let sees = mock.requests_for(SEES);
+    assert_eq!(
+        image_parts(last_user(&sees[0].body)),
+        [&json!({"type": "image_url", "image_url": {"url": url}})]
+    );
+}
