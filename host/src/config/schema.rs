@@ -41,6 +41,13 @@ pub struct Config {
     /// HTTP; loopback ones always are, every other over HTTPS.
     #[serde(default)]
     pub insecure_registries: Vec<String>,
+    /// Token services (`HOST[:PORT]`) that may be sent a registry's
+    /// credentials when the registry names one on another host as its
+    /// Bearer `realm` (Docker Hub's `auth.docker.io`, GitLab's
+    /// `gitlab.com`). Any other such realm gets none: a registry must not
+    /// be able to hand its password to a host of its choosing.
+    #[serde(default)]
+    pub registry_token_realms: Vec<String>,
     pub providers: BTreeMap<String, Provider>,
     /// In the order written: selectors that prefer earlier models see it.
     #[serde(default)]

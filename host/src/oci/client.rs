@@ -8,6 +8,13 @@
 //! in `insecure_registries`. Every response is bounded in size, every
 //! request in time; a redirect (blob storage) never goes from HTTPS to
 //! HTTP, and credentials never follow it to another host.
+//!
+//! Credentials go only where the registry is: a request (an upload
+//! `Location`, say) to another scheme, host or port than the registry's is
+//! sent without them, and a token service (`realm`) on another host or
+//! port gets them only when `registry_token_realms` lists it — a registry
+//! cannot name a host of its choosing and be handed the password. What is
+//! withheld is logged, and named in the error when the registry refuses.
 
 use std::time::Duration;
 
@@ -33,16 +40,25 @@ pub struct Transport {
     /// `HOST[:PORT]`s reached over plain HTTP (besides loopback).
     pub insecure: Vec<String>,
     pub roots: Vec<reqwest::Certificate>,
+    /// Token services (`HOST[:PORT]`) on another host than the registry
+    /// that may be sent its credentials (`registry_token_realms`).
+    pub token_realms: Vec<String>,
 }
 
 /// A client for one registry.
 pub struct Client {
     http: reqwest::Client,
     base: String,
+    /// `base` parsed: its scheme, host and port are the only ones
+    /// credentials are sent to (besides `token_realms`).
+    origin: reqwest::Url,
     registry: String,
     credentials: Option<Credentials>,
+    token_realms: Vec<String>,
     /// The bearer token (or Basic header) that last worked.
     authorization: tokio::sync::Mutex<Option<String>>,
+    /// Credentials not sent, and why: said in a refusal's error.
+    withheld: std::sync::Mutex<Vec<String>>,
 }
 
 impl Client {
@@ -77,15 +93,26 @@ impl Client {
         let http = builder
             .build()
             .map_err(|e| OciError::Registry(format!("cannot make an HTTP client: {e}")))?;
+        let base = format!(
+            "{scheme}://{}/v2/{}",
+            reference.registry, reference.repository
+        );
+        let origin = reqwest::Url::parse(&base).map_err(|e| {
+            OciError::Registry(format!(
+                "`{}` is not a registry address ({e})",
+                reference.registry
+            ))
+        })?;
+        let found = auth::credentials(&reference.registry);
         Ok(Self {
             http,
-            base: format!(
-                "{scheme}://{}/v2/{}",
-                reference.registry, reference.repository
-            ),
+            base,
+            origin,
             registry: reference.registry.clone(),
-            credentials: auth::credentials(&reference.registry),
+            credentials: found.credentials,
+            token_realms: transport.token_realms.clone(),
             authorization: tokio::sync::Mutex::new(None),
+            withheld: std::sync::Mutex::new(found.withheld.into_iter().collect()),
         })
     }
 
@@ -196,6 +223,11 @@ impl Client {
         actions: &str,
         build: impl Fn(RequestBuilder) -> RequestBuilder,
     ) -> Result<Response, OciError> {
+        let target = reqwest::Url::parse(url)
+            .map_err(|e| OciError::Registry(format!("`{url}` is not a URL ({e})")))?;
+        if target.origin() != self.origin.origin() {
+            return self.send_elsewhere(method, &target, build).await;
+        }
         let mut authorization = self.authorization.lock().await;
         let request = |auth: Option<&str>| {
             let request = build(self.http.request(method.clone(), url));
@@ -226,14 +258,95 @@ impl Client {
         Ok(response)
     }
 
+    /// Sends a request to another scheme, host or port than the
+    /// registry's (an upload `Location` it named) without credentials: they
+    /// are the registry's, and a registry naming a host must not be a way
+    /// to hand them to it. Never from HTTPS down to plain HTTP.
+    async fn send_elsewhere(
+        &self,
+        method: Method,
+        target: &reqwest::Url,
+        build: impl Fn(RequestBuilder) -> RequestBuilder,
+    ) -> Result<Response, OciError> {
+        let elsewhere = authority(target);
+        if self.origin.scheme() == "https" && target.scheme() != "https" {
+            return Err(OciError::Registry(format!(
+                "{} sent chorus to plain HTTP ({}://{elsewhere}): refusing it",
+                self.registry,
+                target.scheme()
+            )));
+        }
+        if self.credentials.is_some() {
+            let note = format!(
+                "the credentials for {} are not sent to {}://{elsewhere}, which it named: \
+                 they go only to {}://{}",
+                self.registry,
+                target.scheme(),
+                self.origin.scheme(),
+                authority(&self.origin)
+            );
+            tracing::warn!("{note}");
+            self.withhold(note);
+        }
+        let response = build(self.http.request(method, target.clone()))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(e))?;
+        if response.status() == StatusCode::UNAUTHORIZED {
+            return Err(self.denied(format!(
+                "{}://{elsewhere}, where it sent chorus, asks for credentials",
+                target.scheme()
+            )));
+        }
+        Ok(response)
+    }
+
+    /// Notes that credentials were withheld, once per reason.
+    fn withhold(&self, note: String) {
+        let mut withheld = self.withheld.lock().unwrap_or_else(|e| e.into_inner());
+        if !withheld.contains(&note) {
+            withheld.push(note);
+        }
+    }
+
+    /// A refusal, saying which credentials were withheld (the likely
+    /// reason for it).
+    fn denied(&self, why: String) -> OciError {
+        let withheld = self.withheld.lock().unwrap_or_else(|e| e.into_inner());
+        let why = if withheld.is_empty() {
+            why
+        } else {
+            format!("{why} ({})", withheld.join("; "))
+        };
+        OciError::Denied {
+            registry: self.registry.clone(),
+            why,
+        }
+    }
+
+    /// Whether the token service at `realm` may be sent the registry's
+    /// credentials: it is on the registry's host and port, or the operator
+    /// listed it in `registry_token_realms`.
+    fn trusts_realm(&self, realm: &reqwest::Url) -> bool {
+        let same_host = realm
+            .host_str()
+            .zip(self.origin.host_str())
+            .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b))
+            && realm.port_or_known_default() == self.origin.port_or_known_default();
+        let here = authority(realm);
+        same_host
+            || self
+                .token_realms
+                .iter()
+                .any(|listed| listed.trim().eq_ignore_ascii_case(&here))
+    }
+
     /// The Authorization header the registry's challenge asks for.
     async fn authorize(&self, challenge: &str, actions: &str) -> Result<String, OciError> {
-        let denied = |why: &str| OciError::Denied {
-            registry: self.registry.clone(),
-            why: why.to_owned(),
-        };
+        let denied = |why: &str| self.denied(why.to_owned());
         let (scheme, params) = challenge.split_once(' ').unwrap_or((challenge, ""));
         if scheme.eq_ignore_ascii_case("basic") {
+            // Only ever reached for the registry's own origin (`send`).
             let credentials = self
                 .credentials
                 .as_ref()
@@ -265,8 +378,35 @@ impl Client {
             let repository = self.base.rsplit_once("/v2/").map_or("", |(_, r)| r);
             query.append_pair("scope", &format!("repository:{repository}:{actions}"));
         }
+        // The credentials go to the realm only where the registry is (or
+        // where the operator said): else the token asked for is anonymous.
+        let credentials = match &self.credentials {
+            Some(c) if self.trusts_realm(&url) => Some(c),
+            Some(_) => {
+                let note = format!(
+                    "the credentials for {} are not sent to its token service at {}, \
+                     another host: list it in `registry_token_realms` to allow that",
+                    self.registry,
+                    authority(&url)
+                );
+                tracing::info!("{note}; asking it for an anonymous token");
+                self.withhold(note);
+                None
+            }
+            None => {
+                if let Some(note) = self
+                    .withheld
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .first()
+                {
+                    tracing::info!("{note}; asking for an anonymous token");
+                }
+                None
+            }
+        };
         let mut request = self.http.get(url);
-        if let Some(c) = &self.credentials {
+        if let Some(c) = credentials {
             request = request.basic_auth(&c.user, Some(&c.secret));
         }
         let response = request.send().await.map_err(|e| self.unreachable(e))?;
@@ -274,8 +414,8 @@ impl Client {
             return Err(denied(&format!(
                 "its token service answered {}{}",
                 response.status(),
-                if self.credentials.is_none() {
-                    " (no credentials configured)"
+                if credentials.is_none() {
+                    " (no credentials sent)"
                 } else {
                     ""
                 }
@@ -313,10 +453,10 @@ impl Client {
             .unwrap_or_default();
         let said: String = String::from_utf8_lossy(&body).chars().take(300).collect();
         Err(match status {
-            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => OciError::Denied {
-                registry: self.registry.clone(),
-                why: format!("{status} when trying to {doing}: {}", said.trim()),
-            },
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => self.denied(match said.trim() {
+                "" => format!("{status} when trying to {doing}"),
+                said => format!("{status} when trying to {doing}: {said}"),
+            }),
             StatusCode::NOT_FOUND => OciError::NotFound(format!(
                 "{} has no such {} ({})",
                 self.base.replacen("/v2/", "/", 1),
@@ -346,6 +486,16 @@ impl Client {
             registry: self.registry.clone(),
             why,
         }
+    }
+}
+
+/// `HOST[:PORT]` of `url`, the port only when it is not the scheme's
+/// default: how `registry_token_realms` and messages name a host.
+fn authority(url: &reqwest::Url) -> String {
+    let host = url.host_str().unwrap_or_default();
+    match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
     }
 }
 

@@ -6,8 +6,9 @@
 //! read from the local store, so every instance of a team runs the same
 //! bytes and a restart with the registry down still starts.
 //!
-//! `reference` names artifacts, `client` speaks the registry's HTTP API,
-//! `auth` finds credentials, `store` keeps what was pulled, `artifact`
+//! `reference` names artifacts, `client` speaks the registry's HTTP API
+//! (and keeps credentials to the registry's own origin), `auth` finds
+//! credentials (a token only for the registry it names), `store` keeps what was pulled, `artifact`
 //! builds and reads the manifests, `pull` puts them together. Depends on
 //! `config` only (bounded file reads); `plugins` and `cli` use it.
 
@@ -21,7 +22,7 @@ use std::fmt;
 
 pub use crate::config::oci_reference::{Digest, Reference};
 pub use artifact::{Artifact, CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE};
-pub use auth::{TOKEN_ENV, USER_ENV};
+pub use auth::{HOST_ENV, TOKEN_ENV, USER_ENV};
 pub use client::{Client, Transport};
 pub use pull::{Pulled, pull, pull_blocking, push};
 pub use store::Store;
@@ -73,8 +74,10 @@ impl fmt::Display for OciError {
             Self::Denied { registry, why } => write!(
                 f,
                 "the registry {registry} refused access: {why}; log in with `podman login`/`docker login` \
-                 (chorus reads their auth.json / ~/.docker/config.json) or set ${}",
-                auth::TOKEN_ENV
+                 (chorus reads their auth.json / ~/.docker/config.json) or set ${} \
+                 with ${}={registry}",
+                auth::TOKEN_ENV,
+                auth::HOST_ENV
             ),
             Self::NotFound(why) => write!(f, "{why}"),
             Self::WrongDigest {

@@ -27,7 +27,8 @@ impl From<ConfigError> for Unavailable {
 }
 
 /// How registries are reached and where pulled components are kept, as
-/// `loaded` says: `insecure_registries`, `[tls] ca_files`, `[cache]`.
+/// `loaded` says: `insecure_registries`, `registry_token_realms`,
+/// `[tls] ca_files`, `[cache]`.
 pub fn registry_access(loaded: &Loaded) -> Result<(Transport, Option<Store>), ConfigError> {
     let config = &loaded.config;
     let roots = config
@@ -45,6 +46,7 @@ pub fn registry_access(loaded: &Loaded) -> Result<(Transport, Option<Store>), Co
     };
     let transport = Transport {
         insecure: config.insecure_registries.clone(),
+        token_realms: config.registry_token_realms.clone(),
         roots,
     };
     Ok((transport, dir.map(|d| Store::in_cache(&d))))

@@ -7,6 +7,13 @@
 //! bytes that do not match their digest are refused naming both, and an
 //! unreachable registry fails only the pipelines of its plugin.
 //!
+//! Credentials stay with their registry: against small fake registries
+//! (real HTTP on 127.0.0.1, and on 127.0.0.2 for the other host),
+//! `CHORUS_REGISTRY_TOKEN` reaches only the registry `CHORUS_REGISTRY_HOST`
+//! names, a token service on another host gets credentials only when
+//! `registry_token_realms` lists it, and a push's upload `Location` on
+//! another host gets none.
+//!
 //! Without `docker-registry` the tests are skipped, saying so, unless
 //! `CHORUS_REQUIRE_REGISTRY=1` (set by .ci/run, which installs it).
 
@@ -413,4 +420,362 @@ async fn changing_the_reference_pulls_and_swaps_the_plugin_live() {
     server.wait_for_stderr("reloaded plugins.toml", 1).await;
     let second = server.ask("ask", "q").await;
     assert_eq!(structured(&second)["kind"], "vote", "{}", server.stderr());
+}
+
+/// What a [`Fake`] server was asked.
+#[derive(Clone, Debug)]
+struct Seen {
+    method: String,
+    /// The path and query.
+    path: String,
+    authorization: Option<String>,
+}
+
+/// A registry, token service or upload host as small as a test needs: a
+/// real HTTP server on `ip` (a loopback address) that records every
+/// request and answers as `respond` says (given the request and its own
+/// `HOST:PORT`): `(status, headers, body)`.
+struct Fake {
+    /// `HOST:PORT`
+    host: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+type Answer = (u16, Vec<(&'static str, String)>, String);
+
+impl Fake {
+    async fn start(
+        ip: &str,
+        respond: impl Fn(&Seen, &str) -> Answer + Send + Sync + 'static,
+    ) -> Self {
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let respond = std::sync::Arc::new(respond);
+        let app = axum::Router::new().fallback({
+            let (seen, host) = (seen.clone(), host.clone());
+            move |request: axum::extract::Request| {
+                let (seen, host, respond) = (seen.clone(), host.clone(), respond.clone());
+                async move {
+                    let asked = Seen {
+                        method: request.method().to_string(),
+                        path: request.uri().to_string(),
+                        authorization: request
+                            .headers()
+                            .get("authorization")
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned),
+                    };
+                    // Read the body (an upload) before answering, as a
+                    // registry does.
+                    let _ = axum::body::to_bytes(request.into_body(), 64 << 20).await;
+                    seen.lock().unwrap().push(asked.clone());
+                    let (status, headers, body) = respond(&asked, &host);
+                    let mut response = axum::response::Response::builder().status(status);
+                    for (name, value) in headers {
+                        response = response.header(name, value);
+                    }
+                    response.body(axum::body::Body::from(body)).unwrap()
+                }
+            }
+        });
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { host, seen, task }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// The Authorization headers it received.
+    fn authorizations(&self) -> Vec<String> {
+        self.seen()
+            .into_iter()
+            .filter_map(|s| s.authorization)
+            .collect()
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The team's token, which only its own registry may see.
+const TEAM_SECRET: &str = "team-secret-5e1f0a93c7";
+
+/// The Basic header for the user `chorus` and [`TEAM_SECRET`].
+fn team_basic() -> String {
+    use base64::Engine as _;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("chorus:{TEAM_SECRET}"))
+    )
+}
+
+/// `chorus ARGS` with the plugin cache in `cache`, the registry variables
+/// as `env` sets them and no others (nothing inherited from the machine).
+async fn chorus_with_registry_env(
+    args: &[&str],
+    cache: &Path,
+    env: &[(&str, &str)],
+) -> (i32, String, String) {
+    let mut command = command(args);
+    command
+        .env("XDG_CACHE_HOME", cache)
+        .env_remove("CHORUS_REGISTRY_TOKEN")
+        .env_remove("CHORUS_REGISTRY_HOST")
+        .env_remove("CHORUS_REGISTRY_USER")
+        .env_remove("REGISTRY_AUTH_FILE")
+        .env_remove("DOCKER_CONFIG")
+        .envs(env.iter().copied());
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("chorus finished within 60 s")
+        .expect("chorus ran");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// A registry whose token service is itself (`/token`): it hands out
+/// `Bearer anonymous` without credentials and `Bearer team` with the
+/// team's, and serves nothing (404) to the team, 401 to anyone else.
+fn own_realm_registry(asked: &Seen, host: &str) -> Answer {
+    if asked.path.starts_with("/token") {
+        let token = if asked.authorization.as_deref() == Some(team_basic().as_str()) {
+            "team"
+        } else {
+            "anonymous"
+        };
+        return (200, vec![], format!(r#"{{"token": "{token}"}}"#));
+    }
+    if asked.authorization.as_deref() == Some("Bearer team") {
+        return (
+            404,
+            vec![],
+            r#"{"errors":[{"code":"MANIFEST_UNKNOWN"}]}"#.into(),
+        );
+    }
+    (
+        401,
+        vec![(
+            "www-authenticate",
+            format!(r#"Bearer realm="http://{host}/token",service="{host}""#),
+        )],
+        r#"{"errors":[{"code":"UNAUTHORIZED"}]}"#.into(),
+    )
+}
+
+/// `CHORUS_REGISTRY_TOKEN` is the team's: a community registry (on
+/// another loopback address) that asks for credentials never gets it, and
+/// the refusal says why; the registry `CHORUS_REGISTRY_HOST` names does.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_registry_token_goes_only_to_the_registry_it_names() {
+    let community = Fake::start("127.0.0.2", own_realm_registry).await;
+    let cache = tempfile::tempdir().unwrap();
+    let judge = format!("oci://{}/community/judge:1", community.host);
+
+    // Named for the team's registry: not sent to the community's.
+    let (code, _, stderr) = chorus_with_registry_env(
+        &["plugin", "pull", &judge],
+        cache.path(),
+        &[
+            ("CHORUS_REGISTRY_TOKEN", TEAM_SECRET),
+            ("CHORUS_REGISTRY_HOST", "127.0.0.1:5000"),
+        ],
+    )
+    .await;
+    assert!(
+        !community.authorizations().contains(&team_basic()),
+        "the community registry was sent the team's token: {:?}",
+        community.seen()
+    );
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains(&format!(
+            "CHORUS_REGISTRY_TOKEN is for registry 127.0.0.1:5000; not sent to {}",
+            community.host
+        )),
+        "{stderr}"
+    );
+
+    // Named for no registry: sent to none, saying how to name one.
+    let (code, _, stderr) = chorus_with_registry_env(
+        &["plugin", "pull", &judge],
+        cache.path(),
+        &[("CHORUS_REGISTRY_TOKEN", TEAM_SECRET)],
+    )
+    .await;
+    assert!(!community.authorizations().contains(&team_basic()));
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains(&format!(
+            "CHORUS_REGISTRY_TOKEN names no registry, so it is not sent to {}",
+            community.host
+        )),
+        "{stderr}"
+    );
+
+    // Named for this registry: its own token service gets it.
+    let (_, _, stderr) = chorus_with_registry_env(
+        &["plugin", "pull", &judge],
+        cache.path(),
+        &[
+            ("CHORUS_REGISTRY_TOKEN", TEAM_SECRET),
+            ("CHORUS_REGISTRY_HOST", &community.host),
+        ],
+    )
+    .await;
+    assert!(
+        community.authorizations().contains(&team_basic()),
+        "{:?}\n{stderr}",
+        community.seen()
+    );
+    assert!(stderr.contains("no such manifest"), "{stderr}");
+}
+
+/// A registry on 127.0.0.1 whose token service is on another host
+/// (127.0.0.2): the registry's own credentials go there only when
+/// `registry_token_realms` lists it.
+#[tokio::test(flavor = "multi_thread")]
+async fn credentials_go_to_a_token_service_on_another_host_only_when_listed() {
+    let realm = Fake::start("127.0.0.2", |asked, _| {
+        let token = if asked.authorization.as_deref() == Some(team_basic().as_str()) {
+            "team"
+        } else {
+            "anonymous"
+        };
+        (200, vec![], format!(r#"{{"token": "{token}"}}"#))
+    })
+    .await;
+    let realm_host = realm.host.clone();
+    let registry = Fake::start("127.0.0.1", move |asked, host| {
+        if asked.authorization.as_deref() == Some("Bearer team") {
+            return (404, vec![], String::new());
+        }
+        (
+            401,
+            vec![(
+                "www-authenticate",
+                format!(r#"Bearer realm="http://{realm_host}/token",service="{host}""#),
+            )],
+            String::new(),
+        )
+    })
+    .await;
+    let cache = tempfile::tempdir().unwrap();
+    let judge = format!("oci://{}/team/judge:1", registry.host);
+    let env = [
+        ("CHORUS_REGISTRY_TOKEN", TEAM_SECRET),
+        ("CHORUS_REGISTRY_HOST", registry.host.as_str()),
+    ];
+
+    let (code, _, stderr) =
+        chorus_with_registry_env(&["plugin", "pull", &judge], cache.path(), &env).await;
+    assert!(
+        realm.authorizations().is_empty(),
+        "a token service on another host was sent credentials: {:?}",
+        realm.seen()
+    );
+    assert_eq!(realm.seen().len(), 1, "an anonymous token was asked for");
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains(&format!(
+            "not sent to its token service at {}, another host: list it in `registry_token_realms`",
+            realm.host
+        )),
+        "{stderr}"
+    );
+
+    // The operator lists it: it gets them.
+    let mock = Mock::start().await;
+    let listed = write_config(&format!(
+        "registry_token_realms = [\"{}\"]\n{}",
+        realm.host,
+        config(&mock, "")
+    ));
+    let (_, _, stderr) = chorus_with_registry_env(
+        &[
+            "plugin",
+            "pull",
+            "--config",
+            listed.path.to_str().unwrap(),
+            &judge,
+        ],
+        cache.path(),
+        &env,
+    )
+    .await;
+    assert_eq!(realm.authorizations(), vec![team_basic()], "{stderr}");
+    assert!(stderr.contains("no such manifest"), "{stderr}");
+}
+
+/// `plugin push` to a registry that answers the upload with a `Location`
+/// on another host: the upload goes there, its credentials do not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_sends_credentials_only_to_the_registrys_own_origin() {
+    let elsewhere = Fake::start("127.0.0.2", |_, _| (201, vec![], String::new())).await;
+    let upload = format!("http://{}/upload/1?state=x", elsewhere.host);
+    let registry = Fake::start("127.0.0.1", move |asked, _| {
+        if asked.authorization.as_deref() != Some(team_basic().as_str()) {
+            return (
+                401,
+                vec![("www-authenticate", r#"Basic realm="registry""#.into())],
+                String::new(),
+            );
+        }
+        match (asked.method.as_str(), asked.path.as_str()) {
+            ("HEAD", _) => (404, vec![], String::new()),
+            ("POST", path) if path.contains("/blobs/uploads/") => {
+                (202, vec![("location", upload.clone())], String::new())
+            }
+            ("PUT", path) if path.contains("/manifests/") => (201, vec![], String::new()),
+            _ => (400, vec![], "unexpected".into()),
+        }
+    })
+    .await;
+    let cache = tempfile::tempdir().unwrap();
+    let (code, _, stderr) = chorus_with_registry_env(
+        &[
+            "plugin",
+            "push",
+            chaos_wasm().to_str().unwrap(),
+            &format!("oci://{}/team/chaos:1", registry.host),
+        ],
+        cache.path(),
+        &[
+            ("CHORUS_REGISTRY_TOKEN", TEAM_SECRET),
+            ("CHORUS_REGISTRY_HOST", registry.host.as_str()),
+        ],
+    )
+    .await;
+    let uploads = elsewhere.seen();
+    assert_eq!(
+        uploads.len(),
+        2,
+        "the config and the component: {uploads:?}"
+    );
+    assert!(
+        uploads.iter().all(|u| u.authorization.is_none()),
+        "the upload host was sent credentials: {uploads:?}"
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "are not sent to http://{}, which it named",
+            elsewhere.host
+        )),
+        "{stderr}"
+    );
+    assert!(
+        registry.authorizations().contains(&team_basic()),
+        "the registry itself still gets them"
+    );
 }
