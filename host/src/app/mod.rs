@@ -267,7 +267,9 @@ impl Chorus {
             Earlier::Sent(conversation) => (Some(conversation), question),
             Earlier::None => (None, question),
         };
-        let question = match self.prepared(question).await {
+        // Its PDFs' pages are counted as its client's (`attach::pdf::turns`).
+        let prepared = crate::attach::pdf::for_client(&client.name, self.prepared(question));
+        let question = match prepared.await {
             Ok(question) => question,
             Err(e) => return Err(unspent(pass, e)),
         };
@@ -305,7 +307,9 @@ impl Chorus {
         let pass = self
             .admit(client, &name, worst_case(&self.runner(), None))
             .await?;
-        let question = match self.prepared(question).await {
+        // Its PDFs' pages are counted as its client's (`attach::pdf::turns`).
+        let prepared = crate::attach::pdf::for_client(&client.name, self.prepared(question));
+        let question = match prepared.await {
             Ok(question) => question,
             Err(e) => return Err(unspent(pass, e)),
         };
@@ -356,8 +360,11 @@ impl Chorus {
             &runner,
             trace.as_ref(),
         );
+        // Its PDFs are parsed as its client's: one turn at a time, within
+        // one budget (`attach::pdf::turns`).
+        let run = crate::attach::pdf::for_client(&client.name, run(runner, progress));
         let outcome = crate::respcache::SCOPE
-            .scope(client.name.clone(), run(runner, progress))
+            .scope(client.name.clone(), run)
             .await;
         let cost = match &outcome {
             Ok(record) => record.usage.cost_usd,

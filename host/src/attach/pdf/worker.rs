@@ -10,9 +10,8 @@
 //! its stdin, one JSON `Reply` on its stdout, nothing on stderr, no
 //! environment. On unix it runs under `RLIMIT_AS` ([`ADDRESS_SPACE`]),
 //! `RLIMIT_CPU` ([`CPU_SECONDS`]) and no core file; on every platform it
-//! is killed at its wall deadline, and it is reaped before its turn (one
-//! of two, `pdf::RUNNING`) is given back, even when the caller stops
-//! waiting. On other platforms there is no rlimit: the wall time is the
+//! is killed at its wall deadline, and it is reaped before its turn
+//! (`pdf::turns`) is given back, even when the caller stops waiting. On other platforms there is no rlimit: the wall time is the
 //! only bound there. A child that runs out, crashes or answers garbage is
 //! a `Failure` that says why, never a crash of the server.
 
@@ -26,7 +25,6 @@ use std::time::Duration;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::sync::SemaphorePermit;
 use tokio::time::Instant;
 
 use super::{Bounds, Text, extract_bytes, page_count};
@@ -76,7 +74,7 @@ pub(super) fn registered() -> Option<&'static Worker> {
 /// What a child is asked: the `chorus __pdf` subcommands.
 #[derive(Debug, Clone, PartialEq, clap::Subcommand)]
 pub enum Job {
-    /// The page count, from the page tree (`page_count`).
+    /// The page count, from the page tree's leaves (`page_count`).
     Pages,
     /// The text layer, within bounds (`extract_bytes`).
     Text {
@@ -225,12 +223,13 @@ pub fn serve(job: Job) -> ExitCode {
 
 /// `job` on the PDF whose bytes are `base64`, in a child of `worker`,
 /// given up on at `deadline`. The child is seen to its end by a task of
-/// its own, which holds `turn`: a caller that stops waiting (its run
-/// cancelled) gets the child killed, and the turn comes back only once
-/// the child is gone — never a parse left running outside the count.
+/// its own, which holds `turn` (whatever gives a turn back when dropped):
+/// a caller that stops waiting (its run cancelled) gets the child killed,
+/// and the turn comes back only once the child is gone — never a parse
+/// left running outside the count.
 pub(super) async fn in_child(
     worker: Option<&Worker>,
-    turn: SemaphorePermit<'static>,
+    turn: impl Send + 'static,
     base64: Arc<str>,
     job: Job,
     deadline: Instant,
