@@ -1,4 +1,4 @@
-//! The process's wasmtime engine: fuel for CPU budgets, and the pooling
+//! The process's wasmtime engine: fuel for yielding (CPU budgets), and the pooling
 //! instance allocator, so a plugin call takes a warm slot instead of mapping
 //! and unmapping a fresh reservation. The pool's slots are a hard cap on
 //! instances alive at once; `Slots` pairs it with a semaphore, so a call past

@@ -15,6 +15,7 @@ mod own_time;
 mod registry;
 mod sandbox;
 mod services;
+mod thread_cpu;
 mod types;
 
 use std::sync::Arc;
@@ -26,26 +27,41 @@ pub use bindings::{CONTRACT, VERSIONS};
 pub use cache::Source;
 pub use oci_source::{describe, registry_access};
 pub use registry::{Availability, Registry, builtin_names};
-pub use sandbox::{FUEL_PER_SECOND, MAX_LOG_MESSAGES, MAX_PROGRESS_MESSAGES};
+pub use sandbox::{MAX_LOG_MESSAGES, MAX_PROGRESS_MESSAGES};
 pub use services::{Budget, HostServices, NoRun, no_outcome};
 pub use types::*;
 
 use bindings::{Guest, GuestAnswer, Sources};
 use engine::Slots;
-use own_time::OwnTime;
+use own_time::{Exceeded, OwnTime, Spent};
 use sandbox::{CallLimits, State, Stopped};
 
 /// A plugin call that did not produce a usable value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PluginError {
+    /// `cpu` of CPU spent (past `limit`) in `wall` of its own time.
     #[error(
-        "plugin `{plugin}` used up its CPU time ({limit:?}) and was stopped; raise plugins.{plugin}.cpu_time if it needs more"
+        "plugin `{plugin}` used up its CPU time ({limit:?}) and was stopped ({}); raise plugins.{plugin}.cpu_time if it needs more",
+        used(*cpu, *wall)
     )]
-    CpuTime { plugin: String, limit: Duration },
+    CpuTime {
+        plugin: String,
+        limit: Duration,
+        cpu: Duration,
+        wall: Duration,
+    },
+    /// `wall` of its own time spent (past `limit`), `cpu` of it running.
     #[error(
-        "plugin `{plugin}` spent more than its {limit:?} of wall-clock time outside model calls (sleeping or waiting) and was stopped; raise plugins.{plugin}.wall_time if it needs more"
+        "plugin `{plugin}` spent more than its {limit:?} of wall-clock time outside model calls, {} ({}), and was stopped; raise plugins.{plugin}.wall_time if it needs more",
+        if running(*cpu, *wall) { "running" } else { "sleeping or waiting" },
+        used(*cpu, *wall)
     )]
-    WallTime { plugin: String, limit: Duration },
+    WallTime {
+        plugin: String,
+        limit: Duration,
+        cpu: Duration,
+        wall: Duration,
+    },
     /// Still working when the run's deadline came (`pipeline::deadline`).
     #[error(
         "plugin `{plugin}` was still working at the run's deadline and was stopped: the run's run_timeout ({}) is over; raise run_timeout (limits or the pipeline's) if it needs more",
@@ -68,6 +84,21 @@ pub enum PluginError {
     /// `serve`), or was still compiling when the run could wait no more.
     #[error("plugin `{plugin}` did not load: {message}")]
     NotLoaded { plugin: String, message: String },
+}
+
+/// What a stopped call had used, in words.
+fn used(cpu: Duration, wall: Duration) -> String {
+    format!(
+        "{:.2} s of CPU in {:.2} s of its own time",
+        cpu.as_secs_f64(),
+        wall.as_secs_f64()
+    )
+}
+
+/// Whether a call that used `cpu` in `wall` was mostly running (a loop on
+/// a machine too busy to give it its CPU in time), not waiting.
+fn running(cpu: Duration, wall: Duration) -> bool {
+    cpu >= wall / 4
 }
 
 impl PluginError {
@@ -111,7 +142,7 @@ struct Call {
     _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
-type Outcome<T> = Result<wasmtime::Result<Result<T, String>>, own_time::Exceeded>;
+type Outcome<T> = Result<wasmtime::Result<Result<T, String>>, Exceeded>;
 
 impl Plugin {
     pub async fn select(
@@ -187,7 +218,7 @@ impl Plugin {
 
     async fn begin(&self, host: Arc<dyn HostServices>) -> Result<Call, PluginError> {
         let slot = self.slots.take().await;
-        let own_time = OwnTime::start(self.limits.wall_time);
+        let own_time = OwnTime::start(self.limits.wall_time, self.limits.cpu_time);
         let store = sandbox::store(
             &self.engine,
             Arc::from(self.name.as_str()),
@@ -214,22 +245,34 @@ impl Plugin {
         let plugin = self.name.clone();
         let result = match result {
             Ok(result) => result,
-            Err(own_time::Exceeded) => {
+            Err(Exceeded {
+                spent: Spent::Wall,
+                cpu,
+                wall,
+            }) => {
                 return Err(PluginError::WallTime {
                     plugin,
                     limit: self.limits.wall_time,
+                    cpu,
+                    wall,
+                });
+            }
+            Err(Exceeded {
+                spent: Spent::Cpu,
+                cpu,
+                wall,
+            }) => {
+                return Err(PluginError::CpuTime {
+                    plugin,
+                    limit: self.limits.cpu_time,
+                    cpu,
+                    wall,
                 });
             }
         };
         match result {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(message)) => Err(PluginError::Failed { plugin, message }),
-            Err(e) if e.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::OutOfFuel) => {
-                Err(PluginError::CpuTime {
-                    plugin,
-                    limit: self.limits.cpu_time,
-                })
-            }
             Err(e) if e.is::<Stopped>() => Err(PluginError::Stopped {
                 plugin,
                 message: e

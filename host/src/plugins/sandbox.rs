@@ -1,9 +1,10 @@
 //! The per-call sandbox: a fresh store for every plugin call, with WASI that
 //! grants nothing (no files, network, env or args), fixed clocks, guest
 //! stdout/stderr captured into tracing (bounded), one memory cap for all of
-//! the plugin's memories and tables together, a CPU budget counted in fuel
-//! (guest work, not wall time, so machine load does not shrink it), and the
-//! host imports' side of things: bounded logs, progress and batches.
+//! the plugin's memories and tables together, fuel that hands control back
+//! every few milliseconds (the CPU budget itself is the threads' CPU
+//! clocks: `own_time`), and the host imports' side of things: bounded
+//! logs, progress and batches.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,22 +20,12 @@ use super::own_time::OwnTime;
 use super::services::HostServices;
 use crate::llm::{ChatRequest, Completion};
 
-/// Fuel per second of `cpu_time`: a fixed exchange rate, so a budget means
-/// the same amount of guest work on any machine under any load. Measured,
-/// not guessed: a tight loop (the chaos test plugin's `loop` mode, under
-/// `chorus ask`, timed with `/usr/bin/time`) burns 43e9 fuel per second of
-/// CPU on one core of the AMD EPYC machines chorus is built on — with
-/// `cpu_time = "6s"` at 30e9 a second it stopped after 4.17, 4.23 and
-/// 4.16 s of user CPU (0.03 s without the loop): 180e9 fuel in 4.15 s. So
-/// `cpu_time = "60s"` lets such a loop run about 60 s of CPU there (the
-/// first rate, 1e9, let it run 1.4 s). Code that waits on memory burns
-/// fuel more slowly, so it gets more CPU time for the same budget; a
-/// faster machine less.
-pub const FUEL_PER_SECOND: u64 = 43_000_000_000;
-/// How much fuel a guest burns between yields to the async runtime, so a
-/// busy guest never starves the other tasks, and a call stopped at a
-/// deadline stops within a few milliseconds (~2 ms at the rate above;
-/// yielding much more often costs the guest a third of its speed).
+/// How much fuel a guest burns between yields to the async runtime: fuel
+/// only gets control back, so a busy guest never starves the other tasks,
+/// its CPU clock is looked at (`own_time`), and a call stopped at a budget
+/// or a deadline stops within a few milliseconds (about 2.3 ms of a tight
+/// loop on the machines chorus is built on; yielding much more often costs
+/// the guest a third of its speed). The fuel itself is never the limit.
 const YIELD_EVERY: u64 = 100_000_000;
 /// Bytes a table element is counted as against the memory cap.
 const TABLE_ELEMENT_BYTES: usize = 8;
@@ -58,13 +49,6 @@ pub struct CallLimits {
     pub max_memory_mib: u32,
     /// The largest `host.complete` batch (limits.max_calls_per_run).
     pub max_batch: u32,
-}
-
-impl CallLimits {
-    pub fn fuel(&self) -> u64 {
-        let fuel = self.cpu_time.as_secs_f64() * FUEL_PER_SECOND as f64;
-        (fuel as u64).max(1)
-    }
 }
 
 /// Why the sandbox stopped a call, when it was the host that stopped it.
@@ -135,7 +119,8 @@ pub fn store(
     };
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.limiter);
-    store.set_fuel(limits.fuel())?;
+    // As much as a store holds: `cpu_time` is decided by the CPU clock.
+    store.set_fuel(u64::MAX)?;
     store.fuel_async_yield_interval(Some(YIELD_EVERY))?;
     Ok(store)
 }

@@ -1,7 +1,7 @@
 //! Plugin budgets that mean what they say: a plugin still computing at the
 //! run's deadline is stopped there (no fixed wrap-up past `run_timeout`),
-//! and `cpu_time` buys about that much CPU of a tight loop (fuel is
-//! calibrated against a measured rate, `plugins::FUEL_PER_SECOND`).
+//! and `cpu_time` buys that much CPU of a tight loop, measured by the
+//! operating system, on any machine (the plugin's threads' CPU clocks).
 
 use std::io::Read;
 use std::path::Path;
@@ -131,10 +131,12 @@ builtin = "synthesize"
         "{stderr}"
     );
     let looped = cpu - base;
-    // Calibrated on a machine where the loop ran 2.0 s; one twice as fast
-    // would run it 1 s. The old rate (1e9 fuel a second) ran it 0.07 s.
+    // The CPU clock decides: 2 s and a stretch between yields, on a fast
+    // machine or a slow one (fuel, calibrated on one machine, bought 1 to
+    // 5 s depending on the core). The margin is the process's own work
+    // around the loop, which the baseline does not repeat exactly.
     assert!(
-        looped > 1.0,
+        (1.8..2.8).contains(&looped),
         "cpu_time = \"2s\" bought {looped:.2} s of CPU ({cpu:.2} s, {base:.2} s without the loop)"
     );
 }

@@ -23,7 +23,11 @@ async fn assert_still_serving(server: &Server) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_looping_plugin_is_stopped_by_its_cpu_budget() {
     let mock = Mock::start().await;
-    let server = serving_server(&mock, &chaos_pipeline("loops", "loop", "")).await;
+    // Its wall time is far beyond: on a slow or busy machine the loop takes
+    // longer to spend its CPU, and must still be stopped for its CPU.
+    let extra = chaos_pipeline("loops", "loop", "")
+        .replace("cpu_time = \"2s\"", "cpu_time = \"2s\"\nwall_time = \"5m\"");
+    let server = serving_server(&mock, &extra).await;
     let result = server.ask("loops", "q").await;
     assert_eq!(result.is_error, Some(true));
     let message = text(&result);
@@ -31,7 +35,23 @@ async fn a_looping_plugin_is_stopped_by_its_cpu_budget() {
         message.contains("plugin `chaos-loops` used up its CPU time (2s)"),
         "{message}"
     );
+    // Stopped at the first yield past its budget: a few milliseconds of
+    // work on any machine, stated as CPU (however long it took).
+    let cpu = seconds_before(&message, " s of CPU");
+    assert!((2.0..2.5).contains(&cpu), "{cpu} s of CPU: {message}");
     assert_still_serving(&server).await;
+}
+
+/// The number of seconds that comes just before `unit` in `message`.
+fn seconds_before(message: &str, unit: &str) -> f64 {
+    let head = &message[..message.find(unit).expect(unit)];
+    let number = head
+        .rsplit(|c: char| c != '.' && !c.is_ascii_digit())
+        .next()
+        .unwrap();
+    number
+        .parse()
+        .unwrap_or_else(|_| panic!("no number before {unit:?}: {message}"))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -309,10 +329,11 @@ async fn a_sleeping_plugin_is_stopped_by_its_wall_time_not_the_run_deadline() {
     let message = text(&server.ask("sleeps", "q").await);
     assert!(
         message.contains(
-            "plugin `chaos-sleeps` spent more than its 1s of wall-clock time outside model calls"
+            "plugin `chaos-sleeps` spent more than its 1s of wall-clock time outside model calls, sleeping or waiting"
         ),
         "{message}"
     );
+    assert!(seconds_before(&message, " s of CPU") < 0.5, "{message}");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(15),
         "not the 20 s run deadline"
