@@ -256,9 +256,12 @@ async fn the_vote_stops_when_the_deadline_leaves_no_time_for_another_wave() {
     let structured = structured(&result);
     assert_eq!(structured["details"]["stopped"], "time", "{structured}");
     assert_eq!(mock.requests().len(), 5, "the first wave only");
+    // The five requests say no second wave was started; the time says
+    // none was waited for either, with all the margin a busy machine
+    // needs (a second wave would have held the run to its deadline).
     assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "answered long before the 6 s deadline: no second wave was started ({:?})",
+        started.elapsed() < Duration::from_secs(6),
+        "answered before the 6 s deadline: no second wave was waited for ({:?})",
         started.elapsed()
     );
     let note = note_with(structured, "Sampled in");
