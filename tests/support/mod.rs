@@ -178,6 +178,11 @@ pub async fn run_cli(args: &[&str]) -> (i32, String, String) {
 pub async fn run_cli_with(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut command = command(args);
     command.envs(env.iter().copied());
+    output_of(command).await
+}
+
+/// `command` run to its end (within 60 s): its exit code, stdout, stderr.
+pub async fn output_of(mut command: tokio::process::Command) -> (i32, String, String) {
     let output = tokio::time::timeout(Duration::from_secs(60), command.output())
         .await
         .expect("chorus finished within 60 s")

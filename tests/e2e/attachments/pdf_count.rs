@@ -8,56 +8,11 @@ use serde_json::json;
 
 use crate::attachments::pdf_text::pdf;
 use crate::attachments::sent::b64;
+use crate::providers::money::reading as config;
 use crate::support::*;
 
+/// The file-reading model of `providers::money::reading`.
 const READER: &str = "f/reader";
-
-/// A PDF reader at $3 per million tokens either way beside a free
-/// text-only member and merger, under `max_cost_usd = 0.05`: a page
-/// (3,000 tokens, $0.009) fits, 300 pages ($2.70) do not.
-fn config(mock: &Mock) -> String {
-    let free = "context_window = 100000\nmax_output_tokens = 100\ninput = [\"text\"]\ninput_price = 0.0\noutput_price = 0.0";
-    format!(
-        r#"
-[limits]
-run_timeout = "20s"
-max_cost_usd = 0.05
-
-[providers.mock]
-base_url = "{url}"
-api_key_env = "{KEY_VAR}"
-
-[providers.mock.retry]
-max_attempts = 1
-
-[models."{READER}"]
-context_window = 1000000
-max_output_tokens = 100
-input = ["text", "file"]
-input_price = 3.0
-output_price = 3.0
-[models."t/free"]
-{free}
-[models."t/merger"]
-{free}
-
-[plugins.panel]
-builtin = "static-panel"
-settings = {{ panel = ["{READER}", "t/free"], synthesizers = ["t/merger"] }}
-[plugins.passthrough]
-builtin = "passthrough"
-[plugins.synthesize]
-builtin = "synthesize"
-
-[pipelines.ask]
-description = "A PDF reader and a text model, one merge."
-selector = "panel"
-prompter = "passthrough"
-synthesizer = "synthesize"
-"#,
-        url = mock.base_url,
-    )
-}
 
 /// `bytes` with its page tree's root declaring `count` pages, the pages
 /// themselves as they were.

@@ -212,9 +212,10 @@ async fn tokens_streamed_by_broken_attempts_are_counted_and_priced() {
     assert!(cost >= 0.006, "{m2}");
 }
 
-/// A PDF reader at $3 per million tokens either way beside a free
-/// text-only member and merger, under `max_cost_usd = 0.05`.
-fn reading(mock: &Mock) -> String {
+/// A PDF reader (`f/reader`) at $3 per million tokens either way beside a
+/// free text-only member and merger, under `max_cost_usd = 0.05`: a page
+/// (3,000 tokens, $0.009) fits, 300 pages ($2.70) do not.
+pub(crate) fn reading(mock: &Mock) -> String {
     let free = "context_window = 100000\nmax_output_tokens = 100\ninput = [\"text\"]\ninput_price = 0.0\noutput_price = 0.0";
     format!(
         r#"

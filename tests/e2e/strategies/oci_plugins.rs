@@ -533,15 +533,7 @@ async fn chorus_with_registry_env(
         .env_remove("REGISTRY_AUTH_FILE")
         .env_remove("DOCKER_CONFIG")
         .envs(env.iter().copied());
-    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
-        .await
-        .expect("chorus finished within 60 s")
-        .expect("chorus ran");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
+    output_of(command).await
 }
 
 /// A registry whose token service is itself (`/token`): it hands out
