@@ -324,6 +324,28 @@ async fn what_chorus_cannot_do_or_will_not_allow_is_refused_in_openais_shape() {
             .unwrap()
             .contains("may not run pipeline `cheap`")
     );
+    // Asked whether it exists, a pipeline the client may not run is one it
+    // does not see: the same 404 as for one that does not exist.
+    for model in ["cheap", "gpt-4o"] {
+        let (status, error) = error_of(
+            reqwest::Client::new()
+                .get(format!("{}/v1/models/{model}", server.origin()))
+                .bearer_auth(ALICE)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status, error["code"].as_str()),
+            (404, Some("model_not_found")),
+            "{model}"
+        );
+        assert!(
+            !error["message"].as_str().unwrap().contains("cheap,"),
+            "{error}"
+        );
+    }
 
     // A body over the bound is refused from its length, before it is sent.
     let (status, error) = declared_only(&server, ALICE, 8 << 20).await;
