@@ -27,6 +27,7 @@ mod discovery;
 mod drain;
 mod listen;
 mod setup;
+mod shape;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -48,6 +49,7 @@ pub use access::{Access, Hosts, Origins, check, plain, refuse};
 pub use clients::{Clients, Token};
 pub use listen::Proven;
 pub use setup::{Options, SetupError, metrics_hosts};
+pub use shape::{MAX_VALUES, values_at_most};
 
 /// The path MCP is served at.
 pub const MCP_PATH: &str = "/mcp";

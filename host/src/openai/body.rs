@@ -9,9 +9,9 @@
 //! 2. the bound `/mcp` has too ([`Limits::max_request_bytes`]): a
 //!    `Content-Length` over it is refused unread, a body that grows past
 //!    it is cut off where it crosses;
-//! 3. its shape bounded before it is parsed: at most [`MAX_VALUES`] JSON
-//!    values (a body of a million `0,`s would otherwise parse into ~40
-//!    times its size);
+//! 3. its shape bounded before it is parsed, as on `/mcp`: at most
+//!    [`MAX_VALUES`] JSON values (a body of a million `0,`s would otherwise
+//!    parse into ~40 times its size);
 //! 4. parsed on a blocking thread, at most [`PARSES`] at once, never on
 //!    an async worker.
 //!
@@ -28,10 +28,7 @@ use super::errors::ApiError;
 use super::request;
 use crate::app::Chorus;
 use crate::client::Client;
-
-/// JSON values one body may hold: a conversation of a thousand messages
-/// with a few parts each is a few thousand.
-pub const MAX_VALUES: usize = 1 << 16;
+use crate::http::{MAX_VALUES, values_at_most};
 
 /// Bodies parsed at once; more wait for a turn (their bytes are already
 /// bounded, their parse is what costs).
@@ -107,74 +104,4 @@ fn too_large(max: usize) -> ApiError {
     error.status = StatusCode::PAYLOAD_TOO_LARGE;
     error.code = Some("request_too_large");
     error
-}
-
-/// An upper bound on the JSON values `text` holds, counted without parsing
-/// it: one for the first, one more for each `,` and each opening bracket
-/// outside a string. Wrong JSON may count anything; the parse refuses it.
-pub fn values_at_most(text: &[u8]) -> usize {
-    let mut count = 1;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &byte in text {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match byte {
-            b'"' => in_string = true,
-            b',' | b'[' | b'{' => count += 1,
-            _ => {}
-        }
-    }
-    count
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The values `text` holds, as a parse counts them.
-    fn parsed(text: &str) -> usize {
-        fn count(value: &Value) -> usize {
-            1 + match value {
-                Value::Array(items) => items.iter().map(count).sum(),
-                Value::Object(pairs) => pairs.values().map(count).sum(),
-                _ => 0,
-            }
-        }
-        count(&serde_json::from_str(text).unwrap())
-    }
-
-    #[test]
-    fn the_count_is_never_below_what_a_parse_makes() {
-        for text in [
-            r#"{}"#,
-            r#"[]"#,
-            r#"0"#,
-            r#"[0,1,[2,{"a":[3,4]}],"x,[{"]"#,
-            r#"{"model":"ask","messages":[{"role":"user","content":"a \" , [ { b"}]}"#,
-            r#"[[[[[]]]],{},{"k":{"k":{"k":null}}}]"#,
-        ] {
-            let bound = values_at_most(text.as_bytes());
-            assert!(bound >= parsed(text), "{text}: {bound} < {}", parsed(text));
-        }
-    }
-
-    #[test]
-    fn commas_and_brackets_inside_strings_are_not_counted() {
-        let text = r#"{"content":"[,{,[,{,\",\\"}"#;
-        assert_eq!(values_at_most(text.as_bytes()), 2);
-    }
-
-    #[test]
-    fn a_body_of_tiny_values_is_counted_as_many() {
-        let text = format!("[{}0]", "0,".repeat(100_000));
-        assert!(values_at_most(text.as_bytes()) > MAX_VALUES);
-    }
 }

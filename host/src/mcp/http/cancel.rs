@@ -220,6 +220,16 @@ pub async fn track(
             };
         }
     };
+    if crate::http::values_at_most(&bytes) > crate::http::MAX_VALUES {
+        return refuse(
+            &parts.headers,
+            StatusCode::BAD_REQUEST,
+            format!(
+                "chorus: the request holds more than {} JSON values; an MCP message needs a few thousand at most.\n",
+                crate::http::MAX_VALUES
+            ),
+        );
+    }
     // A body sent as something else than JSON is rmcp's to refuse (415).
     let json = parts
         .headers

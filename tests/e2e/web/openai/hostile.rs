@@ -1,7 +1,7 @@
 //! The OpenAI endpoint against a tenant who attacks it (issue 51): a
 //! stream whose reader stops reading, bodies past the bound or built to
-//! cost memory, a client past its limits still sending megabytes. Each
-//! with a real socket and the real binary.
+//! cost memory (refused alike at `/mcp`), a client past its limits still
+//! sending megabytes. Each with a real socket and the real binary.
 
 use std::time::Duration;
 
@@ -196,6 +196,23 @@ async fn bodies_are_bounded_as_on_mcp_and_refused_unread_past_a_limit() {
         error["message"].as_str().unwrap().contains("JSON values"),
         "{error}"
     );
+    // The same shape is refused at the MCP door too, before rmcp parses it.
+    let mut call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{"prompt":"q","x":["#.to_vec();
+    while call.len() < (3 << 20) {
+        call.extend_from_slice(b"0,");
+    }
+    call.extend_from_slice(b"0]}}}");
+    let response = reqwest::Client::new()
+        .post(&server.url)
+        .bearer_auth(ALICE)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(call)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert!(response.text().await.unwrap().contains("JSON values"));
     let grown = peak_rss(pid).saturating_sub(before);
     assert!(
         grown < 64 << 20,
