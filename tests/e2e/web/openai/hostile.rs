@@ -32,6 +32,22 @@ async fn unread(server: &HttpServer, path: &str, body: &[u8]) -> tokio::net::Tcp
     stream
 }
 
+/// A chat request that opens an array of tiny values in its options.
+const CHAT_OPEN: &[u8] =
+    br#"{"model":"ask","messages":[{"role":"user","content":"q"}],"chorus":{"x":["#;
+
+/// `open`, then `0,` until about `size` bytes, then `close`: a body of
+/// hundreds of thousands of tiny JSON values.
+fn zeros(open: &[u8], size: usize, close: &[u8]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(size);
+    body.extend_from_slice(open);
+    while body.len() + close.len() + 2 <= size {
+        body.extend_from_slice(b"0,");
+    }
+    body.extend_from_slice(close);
+    body
+}
+
 /// The peak resident memory of process `pid` so far, in bytes.
 fn peak_rss(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -149,14 +165,7 @@ async fn bodies_are_bounded_as_on_mcp_and_refused_unread_past_a_limit() {
     // Over the bound (4 × max_prompt_bytes, at least 4 MiB, as on /mcp):
     // a 64 MiB body of a million tiny values costs next to nothing.
     let before = peak_rss(pid);
-    let mut flood = Vec::with_capacity(64 << 20);
-    flood.extend_from_slice(
-        br#"{"model":"ask","messages":[{"role":"user","content":"q"}],"chorus":{"x":["#,
-    );
-    while flood.len() < (64 << 20) - 16 {
-        flood.extend_from_slice(b"0,");
-    }
-    flood.extend_from_slice(b"0]}}");
+    let flood = zeros(CHAT_OPEN, 64 << 20, b"0]}}");
     let response = reqwest::Client::new()
         .post(format!("{}{chat}", server.origin()))
         .bearer_auth(ALICE)
@@ -176,12 +185,7 @@ async fn bodies_are_bounded_as_on_mcp_and_refused_unread_past_a_limit() {
         );
     }
     // Under the bound, the same shape is refused before it is parsed.
-    let mut tiny =
-        br#"{"model":"ask","messages":[{"role":"user","content":"q"}],"chorus":{"x":["#.to_vec();
-    while tiny.len() < (3 << 20) {
-        tiny.extend_from_slice(b"0,");
-    }
-    tiny.extend_from_slice(b"0]}}");
+    let tiny = zeros(CHAT_OPEN, 3 << 20, b"0]}}");
     let response = reqwest::Client::new()
         .post(format!("{}{chat}", server.origin()))
         .bearer_auth(ALICE)
@@ -197,11 +201,11 @@ async fn bodies_are_bounded_as_on_mcp_and_refused_unread_past_a_limit() {
         "{error}"
     );
     // The same shape is refused at the MCP door too, before rmcp parses it.
-    let mut call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{"prompt":"q","x":["#.to_vec();
-    while call.len() < (3 << 20) {
-        call.extend_from_slice(b"0,");
-    }
-    call.extend_from_slice(b"0]}}}");
+    let call = zeros(
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{"prompt":"q","x":["#,
+        3 << 20,
+        b"0]}}}",
+    );
     let response = reqwest::Client::new()
         .post(&server.url)
         .bearer_auth(ALICE)
