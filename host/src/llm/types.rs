@@ -99,6 +99,13 @@ impl JsonSchema {
     /// digits, `_` or `-`, and a schema that is a JSON object. The error
     /// says which, for the plugin that sent it.
     pub fn new(name: String, schema: &str, strict: bool) -> Result<Self, String> {
+        let schema: Value = serde_json::from_str(schema)
+            .map_err(|e| format!("the response format's schema `{name}` is not JSON: {e}"))?;
+        Self::of_value(name, schema, strict)
+    }
+
+    /// As `new`, of a schema already read.
+    pub fn of_value(name: String, schema: Value, strict: bool) -> Result<Self, String> {
         let name_ok = (1..=64).contains(&name.len())
             && name
                 .bytes()
@@ -108,8 +115,6 @@ impl JsonSchema {
                 "the response format's schema name {name:?} must be 1 to 64 letters, digits, `_` or `-`"
             ));
         }
-        let schema: Value = serde_json::from_str(schema)
-            .map_err(|e| format!("the response format's schema `{name}` is not JSON: {e}"))?;
         if !schema.is_object() {
             return Err(format!(
                 "the response format's schema `{name}` must be a JSON object, not {schema}"

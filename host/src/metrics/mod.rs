@@ -463,6 +463,7 @@ pub(crate) fn failure(error: &RunError) -> &'static str {
         RunError::Timeout(_) => "timeout",
         RunError::Plugin(_) => "plugin",
         RunError::Busy { .. } => "busy",
+        RunError::AnswerFormat(_) => "answer_format",
         _ => "refused",
     }
 }

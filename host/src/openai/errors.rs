@@ -137,6 +137,18 @@ impl ApiError {
                 code: Some("timeout"),
                 ..Self::new(StatusCode::GATEWAY_TIMEOUT, "server_error", message)
             },
+            // The caller's schema and the answer disagree: not a server
+            // fault to retry blindly (each try is paid for), and not the
+            // request's shape either.
+            RunError::AnswerFormat(_) => Self {
+                code: Some("answer_format_mismatch"),
+                param: Some("response_format".into()),
+                ..Self::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_response_error",
+                    message,
+                )
+            },
             RunError::Plugin(_) => Self {
                 code: Some("strategy_failed"),
                 ..Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)

@@ -11,7 +11,8 @@
 //! - [`body`]: a request body, refused unread when the gate would refuse
 //!   its client, bounded, parsed off the async workers;
 //! - [`request`]: a request body, read into a run ([`parts`]: its
-//!   content parts, text and attachments);
+//!   content parts, text and attachments; [`format`]: `response_format`,
+//!   the answer's structured output);
 //! - [`answer`]: a finished run as a `chat.completion`;
 //! - [`stream`]: a run as server-sent events, progress and answer;
 //! - [`responses`]: the Responses API over the same parts;
@@ -20,6 +21,7 @@
 mod answer;
 mod body;
 mod errors;
+mod format;
 mod parts;
 mod request;
 mod responses;

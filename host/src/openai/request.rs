@@ -6,7 +6,8 @@
 //! and held to the same limits as MCP's `attachments` argument.
 //!
 //! What chorus cannot do is refused by name (`n` > 1, tools, logprobs),
-//! never dropped in silence; sampling parameters go to the pipeline when
+//! never dropped in silence; `response_format` is the answer's format
+//! (see `format`); sampling parameters go to the pipeline when
 //! it declares an option of that name, and are listed as not applied
 //! (in the answer's `chorus` object) when it does not.
 
@@ -23,7 +24,7 @@ use crate::pipeline::follow_up::{Conversation, Turn};
 pub const MODEL_PREFIX: &str = "chorus/";
 
 /// Parameters a pipeline may declare as options of the same name.
-const SAMPLING: [&str; 8] = [
+const SAMPLING: [&str; 7] = [
     "temperature",
     "top_p",
     "max_tokens",
@@ -31,12 +32,12 @@ const SAMPLING: [&str; 8] = [
     "stop",
     "frequency_penalty",
     "presence_penalty",
-    "response_format",
 ];
 
 /// The fields read here; any other is listed as not applied.
-const READ: [&str; 16] = [
+const READ: [&str; 17] = [
     "model",
+    "response_format",
     "messages",
     "stream",
     "stream_options",
@@ -144,7 +145,7 @@ pub fn chat(
         let Some(value) = body.remove(key) else {
             continue;
         };
-        if value.is_null() || (key == "response_format" && value["type"] == "text") {
+        if value.is_null() {
             continue;
         }
         if declared.contains_key(key) && !options.contains_key(key) {
@@ -158,6 +159,17 @@ pub fn chat(
             .filter(|(key, value)| !READ.contains(&key.as_str()) && !value.is_null())
             .map(|(key, _)| key.clone()),
     );
+    let format = match body.get("response_format") {
+        None | Some(Value::Null) => None,
+        Some(value) => {
+            // A pipeline that declares the option sees it too.
+            if declared.contains_key("response_format") && !options.contains_key("response_format")
+            {
+                options.insert("response_format".to_owned(), value.clone());
+            }
+            super::format::read(value)?
+        }
+    };
     let kept = kept_note(&body)?;
     let messages = match body.remove("messages") {
         Some(Value::Array(messages)) if !messages.is_empty() => messages,
@@ -171,6 +183,7 @@ pub fn chat(
     let read = read_messages(messages, max_bytes)?;
     let mut question = Question::text(read.question);
     question.notes.extend(kept);
+    question.format = format;
     let conversation = match (read.turns.is_empty(), read.system.is_empty()) {
         (true, true) => None,
         _ => Some(Conversation::sent(read.turns, max_bytes).with_system(read.system)),

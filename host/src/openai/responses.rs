@@ -102,7 +102,10 @@ fn as_chat(mut body: Map<String, Value>) -> Result<Map<String, Value>, ApiError>
         }
     }
     if let Some(format) = body.remove("text").and_then(|t| t.get("format").cloned()) {
-        body.insert("response_format".into(), format);
+        body.insert(
+            "response_format".into(),
+            super::format::from_responses(format),
+        );
     }
     // Responses-only fields with nothing to do here.
     for key in [

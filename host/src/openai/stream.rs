@@ -116,10 +116,18 @@ impl Panel {
             Event::Stage(stage) => {
                 self.stage = Some(*stage);
                 match stage {
+                    Stage::Synthesize if self.asked > 0 && self.answered == 0 => {
+                        Some(format!("{}: no answer to merge.", self.state()))
+                    }
                     Stage::Synthesize => Some(format!("{}: merging the answers.", self.state())),
                     _ => None,
                 }
             }
+            // What the host says while a run waits (a plugin still
+            // compiling on a first start, a free slot) and what a
+            // plugin says it is doing.
+            Event::Note { plugin, message } if plugin == "chorus" => Some(sentence(message)),
+            Event::Note { plugin, message } => Some(format!("{plugin}: {}", sentence(message))),
             Event::FanOut { calls } => {
                 self.asked += calls;
                 Some(format!("Asking {calls} models."))
@@ -155,6 +163,21 @@ impl Panel {
             self.state()
         )
     }
+}
+
+/// `message` as a sentence: its first letter capital, a full stop at
+/// its end.
+fn sentence(message: &str) -> String {
+    let message = crate::text::ellipsized(message.trim(), 300);
+    let mut chars = message.chars();
+    let mut sentence: String = chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default();
+    if !sentence.ends_with(['.', '!', '?', '…']) {
+        sentence.push('.');
+    }
+    sentence
 }
 
 /// Runs `run` and answers in `frames`: an error response if it is refused

@@ -10,7 +10,8 @@
 //! call budget and ids), `budget` (money, in `pipeline/budget.rs`),
 //! `attach` (the run's attachments, their descriptions and extracted
 //! text), `search`, `cached` (the response cache port), `fallback`,
-//! `recording` (the call log) and `host` (what plugins may ask of it).
+//! `recording` (the call log), `format` (the caller's answer format, for
+//! structured outputs) and `host` (what plugins may ask of it).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,7 @@ mod batch;
 mod cached;
 mod calls;
 mod fallback;
+mod format;
 mod host;
 mod recording;
 mod search;
@@ -99,6 +101,8 @@ pub struct RunContext {
     unsearched: Mutex<Vec<String>>,
     /// The response cache, when it is on (see `cached`).
     cache: Option<Box<dyn super::RunCallCache>>,
+    /// The format the answer must take, when the caller asked for one.
+    format: Option<format::Format>,
 }
 
 impl RunContext {
@@ -122,6 +126,7 @@ impl RunContext {
             search: None,
             unsearched: Mutex::new(Vec::new()),
             cache: None,
+            format: None,
         }
     }
 
@@ -209,8 +214,17 @@ impl RunContext {
     /// Runs `requests` all at once (each provider's concurrency cap still
     /// applies) under the fan-out policy and the budgets, and returns their
     /// outcomes in request order.
+    ///
+    /// The panel's own batch (stage `FAN_OUT`) is asked for the caller's
+    /// answer format, if any, and its JSON answers come back canonical
+    /// (see `format`).
     pub async fn fan_out(&self, stage: &str, requests: Vec<ChatRequest>) -> Vec<Completion> {
-        self.gather(stage, requests, false).await
+        if stage != super::FAN_OUT {
+            return self.gather(stage, requests, false).await;
+        }
+        let requests = self.formatted_panel(requests);
+        let completions = self.gather(stage, requests, false).await;
+        self.canonical_panel(completions)
     }
 
     /// One call whose reply is the run's answer as its model writes it (a
@@ -218,10 +232,17 @@ impl RunContext {
     /// same policy and budgets, whose text goes out as it streams — once
     /// the merge has begun: a selector or prompter that asks for one gets
     /// an ordinary call, as the contract says, so nothing before the
-    /// synthesizer can write into the answer.
+    /// synthesizer can write into the answer. With an answer format, it is
+    /// asked for the format, and its text is not streamed: the answer is
+    /// checked (and perhaps repaired) before any of it goes out.
     pub async fn answer_call(&self, stage: &str, request: ChatRequest) -> Completion {
         let (label, model) = (request.label.clone(), request.model.clone());
-        let streams = self.merging.load(Ordering::Relaxed);
+        let streams = self.merging.load(Ordering::Relaxed) && self.format.is_none();
+        let request = if self.merging.load(Ordering::Relaxed) {
+            self.formatted_answer(request)
+        } else {
+            request
+        };
         let mut outcomes = self.gather(stage, vec![request], streams).await;
         outcomes
             .pop()

@@ -21,6 +21,7 @@ mod roles;
 mod run;
 mod single;
 mod stragglers;
+pub mod structured;
 mod summary;
 pub mod watch;
 
@@ -90,6 +91,10 @@ pub enum RunError {
     /// The client's grants or limits do not allow the run (`budget`).
     #[error("{0}")]
     Refused(crate::client::Refusal),
+    /// The answer does not match the format the caller asked for, even
+    /// after a repair round (see `structured`).
+    #[error("{0}")]
+    AnswerFormat(structured::Unmatched),
 }
 
 /// What a run is asked: the prompt, and what it came with.
@@ -100,6 +105,9 @@ pub struct Question {
     /// What the result should say of what the question came with (say,
     /// attachments carried over from the run a follow-up continues).
     pub notes: Vec<String>,
+    /// The shape the answer must take (structured outputs); `None` for
+    /// free text.
+    pub format: Option<structured::AnswerFormat>,
 }
 
 impl From<&str> for Question {
@@ -276,6 +284,7 @@ impl Runner {
             text: prompt,
             attachments,
             notes: question_notes,
+            format,
         }: Question,
         options: serde_json::Map<String, Value>,
         conversation: Option<Conversation>,
@@ -326,6 +335,7 @@ impl Runner {
                 .collect(),
             attachments,
             search: options::web_search(pipeline, &request.options),
+            format,
         };
         let mut record = self
             .wrapped(setup, progress, |context| async move {

@@ -132,6 +132,7 @@ impl Runner {
             lead_notes,
             attachments,
             search: None,
+            format: None,
         };
         let synthesizer = merge.synthesizer;
         let mut record = self

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::budget::Ceiling;
 use super::checks::checked;
 use super::context::{self, RunContext};
+use super::structured;
 use super::summary::summary;
 use super::{CATALOG_WAIT, RunError, Runner, WRAP_UP, options};
 use crate::events::{Event, Progress};
@@ -43,6 +44,8 @@ pub(super) struct Setup {
     pub attachments: Option<Arc<super::attachments::RunAttachments>>,
     /// The run's web search, if it asked for one.
     pub search: Option<crate::llm::WebSearch>,
+    /// The shape its answer must take (structured outputs).
+    pub format: Option<super::structured::AnswerFormat>,
 }
 
 impl Runner {
@@ -71,6 +74,7 @@ impl Runner {
                 .with_reused(setup.reused)
                 .with_attachments(setup.attachments)
                 .with_search(setup.search)
+                .with_format(setup.format.clone(), &setup.request.prompt)
                 .with_cache(
                     self.responses
                         .as_ref()
@@ -82,7 +86,13 @@ impl Runner {
             tokio::time::timeout_at(context.deadline() + WRAP_UP, make(context.clone()))
                 .await
                 .map_err(|_| RunError::Timeout(setup.run_timeout))??;
-        let mut answer = checked(&setup.answered_by, answer, &fan_out, &context.records())?;
+        let answer = checked(&setup.answered_by, answer, &fan_out, &context.records())?;
+        let mut answer = match &setup.format {
+            Some(format) => {
+                structured::held_to(format, answer, &context, &setup.request.run_id).await?
+            }
+            None => answer,
+        };
         let mut notes = setup.lead_notes;
         notes.append(&mut answer.notes);
         answer.notes = notes;
@@ -203,7 +213,9 @@ impl Runner {
         let sources = crate::record::sources::merged(&calls);
         let summary = summary(&answer, fan_out, &calls);
         let mut text = answer.text;
-        if !sources.is_empty() && !text.trim().is_empty() {
+        // An answer in a format is that format alone: its web sources
+        // are in the record, not written after it.
+        if !sources.is_empty() && !text.trim().is_empty() && context.format().is_none() {
             text = format!(
                 "{}\n\n{}",
                 text.trim_end(),

@@ -32,6 +32,7 @@ impl Runner {
             text: prompt,
             attachments,
             notes,
+            format,
         }: super::Question,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
@@ -72,6 +73,7 @@ impl Runner {
             lead_notes: notes,
             attachments,
             search: None,
+            format,
         };
         let chat = ChatRequest {
             label: "panel".to_owned(),
