@@ -215,16 +215,13 @@ impl RunContext {
     /// applies) under the fan-out policy and the budgets, and returns their
     /// outcomes in request order.
     ///
-    /// The panel's own batch (stage `FAN_OUT`) is asked for the caller's
-    /// answer format, if any, and its JSON answers come back canonical
-    /// (see `format`).
+    /// With an answer format, the calls that put the caller's question are
+    /// asked for it, and their JSON answers come back canonical (see
+    /// `format`).
     pub async fn fan_out(&self, stage: &str, requests: Vec<ChatRequest>) -> Vec<Completion> {
-        if stage != super::FAN_OUT {
-            return self.gather(stage, requests, false).await;
-        }
-        let requests = self.formatted_panel(requests);
+        let (requests, asked) = self.formatted_calls(requests);
         let completions = self.gather(stage, requests, false).await;
-        self.canonical_panel(completions)
+        self.canonical_answers(completions, &asked)
     }
 
     /// One call whose reply is the run's answer as its model writes it (a

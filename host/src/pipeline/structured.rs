@@ -355,8 +355,13 @@ pub(super) async fn held_to(
     }
 }
 
-/// The model that wrote `answer`: the latest of the calls it rests on.
+/// The model that wrote `answer`: the one asked to write it (a
+/// synthesizer's `complete-answer`), else the latest of the calls it
+/// rests on (a vote's or a pick's answer is a panel model's).
 fn writer(answer: &Answer, context: &RunContext) -> Option<String> {
+    if let Some(model) = context.answer_writer() {
+        return Some(model);
+    }
     let records = context.records();
     answer
         .sources

@@ -145,6 +145,20 @@ pub fn extract_list(text: &str) -> Vec<String> {
     text.lines().filter_map(list_item).collect()
 }
 
+/// `value` with every object's keys in order.
+fn canonical(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut pairs: Vec<(String, Value)> = map.into_iter().collect();
+            pairs.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(pairs.into_iter().map(|(k, v)| (k, canonical(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(canonical).collect()),
+        other => other,
+    }
+}
+
 /// `1. x`, `2) x`, `- x`, `* x` -> `x`.
 fn list_item(line: &str) -> Option<String> {
     let line = line.trim();
@@ -165,8 +179,15 @@ fn list_item(line: &str) -> Option<String> {
 
 /// An answer reduced to what a vote should compare: the text after a
 /// final "answer:" marker if there is one, lowercased, punctuation and
-/// extra whitespace removed.
+/// extra whitespace removed. A JSON object or array (a structured
+/// output) is compared as JSON, exactly: written compactly, keys in
+/// order, nothing lowercased — `{"a":"X"}` and `{"a":"x"}` differ.
 pub fn normalise(answer: &str) -> String {
+    if let Ok(json) = serde_json::from_str::<serde_json::Value>(answer.trim())
+        && (json.is_object() || json.is_array())
+    {
+        return canonical(json).to_string();
+    }
     let lower = answer.to_lowercase();
     let tail = ["final answer:", "answer:"]
         .iter()

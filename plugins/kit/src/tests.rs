@@ -55,6 +55,20 @@ fn normalising_compares_what_matters() {
 }
 
 #[test]
+fn json_answers_are_compared_as_json() {
+    assert_eq!(
+        normalise("{\"b\": [1, 2], \"a\": \"X\"}"),
+        normalise(" {\"a\":\"X\",\"b\":[1,2]}\n")
+    );
+    assert_ne!(normalise("{\"a\": \"X\"}"), normalise("{\"a\": \"x\"}"));
+    assert_ne!(normalise("{\"a\": 1}"), normalise("{\"a\": \"1\"}"));
+    assert_eq!(
+        normalise("[1, {\"d\": 1, \"c\": 2}]"),
+        "[1,{\"c\":2,\"d\":1}]"
+    );
+}
+
+#[test]
 fn shuffles_are_permutations_and_depend_on_the_seed() {
     let a = shuffle("run-1", 10);
     let mut sorted = a.clone();

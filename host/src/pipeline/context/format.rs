@@ -4,10 +4,12 @@
 //!
 //! The format is asked of the call that writes the answer (a
 //! synthesizer's `complete-answer`, whatever format its plugin asked for)
-//! and of each panel call that puts the caller's question — its last user
-//! message holds the question as asked. A panel call that asks something
-//! else (a sub-question of a heavy plan, a critique) is left as its
-//! plugin wrote it: the caller's schema is the answer's, not every step's.
+//! and of every call that puts the caller's question as it was asked —
+//! its last user message is the question: the panel's, and a plugin's
+//! own (a vote's further samples). A call that asks something else (a
+//! sub-question of a heavy plan, a judge's ballot, a critique) is left as
+//! its plugin wrote it: the caller's schema is the answer's, not every
+//! step's.
 
 use std::sync::Arc;
 
@@ -19,6 +21,8 @@ use crate::pipeline::structured::{AnswerFormat, canonical};
 pub(super) struct Format {
     format: AnswerFormat,
     question: String,
+    /// The model of the latest call that wrote the answer.
+    writer: std::sync::Mutex<Option<String>>,
 }
 
 impl RunContext {
@@ -28,6 +32,7 @@ impl RunContext {
         self.format = format.map(|format| Format {
             format,
             question: question.to_owned(),
+            writer: std::sync::Mutex::new(None),
         });
         self
     }
@@ -37,40 +42,66 @@ impl RunContext {
         self.format.as_ref().map(|f| &f.format)
     }
 
-    /// `requests` of the panel, those that put the question asked for the
-    /// format.
-    pub(super) fn formatted_panel(&self, mut requests: Vec<ChatRequest>) -> Vec<ChatRequest> {
-        if let Some(Format { format, question }) = &self.format {
-            for request in &mut requests {
-                let asks_it = request
+    /// `requests`, those that put the question asked for the format;
+    /// which those are, in request order.
+    pub(super) fn formatted_calls(
+        &self,
+        mut requests: Vec<ChatRequest>,
+    ) -> (Vec<ChatRequest>, Vec<bool>) {
+        let Some(Format {
+            format, question, ..
+        }) = &self.format
+        else {
+            let asked = vec![false; requests.len()];
+            return (requests, asked);
+        };
+        let asked = requests
+            .iter_mut()
+            .map(|request| {
+                let puts_it = request
                     .messages
                     .iter()
                     .rev()
                     .find(|m| m.role == Role::User)
-                    .is_some_and(|m| m.content.contains(question.trim()));
-                if asks_it {
+                    .is_some_and(|m| m.content.trim() == question.trim());
+                if puts_it {
                     format.ask(request);
                 }
-            }
-        }
-        requests
+                puts_it
+            })
+            .collect();
+        (requests, asked)
     }
 
     /// The call that writes the answer, asked for the format.
     pub(super) fn formatted_answer(&self, mut request: ChatRequest) -> ChatRequest {
-        if let Some(Format { format, .. }) = &self.format {
+        if let Some(Format { format, writer, .. }) = &self.format {
             format.ask(&mut request);
+            *writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.model.clone());
         }
         request
     }
 
-    /// The panel's answers, each that is JSON made canonical (keys sorted,
-    /// no spaces), so equal answers are equal text.
-    pub(super) fn canonical_panel(&self, mut completions: Vec<Completion>) -> Vec<Completion> {
-        if self.format.is_none() {
-            return completions;
-        }
-        for completion in &mut completions {
+    /// The model of the latest call made to write the answer (a
+    /// synthesizer's `complete-answer`), when the run has a format.
+    pub fn answer_writer(&self) -> Option<String> {
+        let format = self.format.as_ref()?;
+        format
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The answers to the calls `asked` for the format, each that is JSON
+    /// made canonical (keys sorted, no spaces), so equal answers are
+    /// equal text.
+    pub(super) fn canonical_answers(
+        &self,
+        mut completions: Vec<Completion>,
+        asked: &[bool],
+    ) -> Vec<Completion> {
+        for (completion, _) in completions.iter_mut().zip(asked).filter(|(_, a)| **a) {
             if let Ok(reply) = &mut completion.outcome
                 && let Some(json) = canonical(&reply.content)
             {

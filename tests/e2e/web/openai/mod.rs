@@ -7,6 +7,7 @@
 mod clients;
 mod hostile;
 mod live;
+mod structured;
 
 use std::time::Duration;
 
