@@ -438,6 +438,43 @@ mod tests {
     use crate::plugins::Request;
 
     #[test]
+    fn the_panel_line_says_what_the_host_says_and_never_merges_nothing() {
+        let mut panel = Panel::default();
+        let note = |plugin: &str, message: &str| Event::Note {
+            plugin: plugin.into(),
+            message: message.into(),
+        };
+        assert_eq!(
+            panel.see(&note(
+                "chorus",
+                "waiting for plugin `medoid` to finish compiling (chorus has just started)"
+            )),
+            Some(
+                "Waiting for plugin `medoid` to finish compiling (chorus has just started).".into()
+            )
+        );
+        assert_eq!(
+            panel.see(&note("heavy-planner", "planning 4 sub-questions")),
+            Some("heavy-planner: Planning 4 sub-questions.".into())
+        );
+        assert_eq!(
+            panel.see(&Event::FanOut { calls: 2 }),
+            Some("Asking 2 models.".into())
+        );
+        let failed = Arc::new(crate::record::CallRecord {
+            stage: "fan-out".into(),
+            status: "failed".into(),
+            ..Default::default()
+        });
+        panel.see(&Event::CallFinished(failed.clone()));
+        panel.see(&Event::CallFinished(failed));
+        assert_eq!(
+            panel.see(&Event::Stage(Stage::Synthesize)),
+            Some("0 of 2 answered, 2 failed: no answer to merge.".into())
+        );
+    }
+
+    #[test]
     fn a_reader_that_falls_behind_gets_the_rest_of_the_answer_whole_from_where_its_text_stopped() {
         let (progress, mut events) = watcher();
         let piece = |i: usize| Event::AnswerText {
