@@ -264,3 +264,54 @@ async fn the_agents_sdks_default_model_runs_a_pipeline_through_responses() {
     let instructed = mock.requests_for("m1").pop().unwrap().text();
     assert!(instructed.contains("Be brief."), "{instructed}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sdks_parse_structured_outputs_from_a_pipeline() {
+    let clients = crate::mcp::clients::clients();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let mock = Mock::start().await;
+    for (i, model) in PANEL.iter().enumerate() {
+        mock.script(model, [Step::answer(&format!("Dry on day {i}."))]);
+    }
+    // The SDK's parse, then the agent: each merge is prose once, so each
+    // answer the clients parse is a repaired one.
+    mock.script(
+        SYNTH,
+        [
+            Step::answer(r#"{"city": "Oslo", "days": [1, 2]}"#),
+            Step::answer("Bergen stays dry on day 3."),
+            Step::answer(r#"{"city": "Bergen", "days": [3]}"#),
+        ],
+    );
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    let base = format!("{}/v1", server.origin());
+    let parsed = client_output(
+        &clients.join("venv/bin/python"),
+        &[
+            root.join("tests/clients/structured_client.py")
+                .to_str()
+                .unwrap(),
+            &base,
+            TOKEN,
+        ],
+        &[],
+    )
+    .await;
+    eprintln!("structured outputs: {parsed}");
+    assert_eq!(
+        parsed["parse"],
+        json!({"city": "Oslo", "days": [1, 2], "type": "Weather"})
+    );
+    assert_eq!(
+        parsed["agent"],
+        json!({"city": "Bergen", "days": [3], "type": "Weather"})
+    );
+    // What each client asked for reached the merge, in words.
+    let asked = mock.requests_for(SYNTH);
+    assert!(asked[0].text().contains("JSON Schema `Weather`"));
+    assert!(asked[1].text().contains("JSON Schema `final_output`"));
+    assert!(asked[2].text().contains("it is not JSON"), "the repair");
+}
