@@ -27,16 +27,20 @@ pub enum AnswerKind {
     Unmerged,
     /// No answer: every model failed.
     None,
+    /// A tool call for the caller to make, agreed by the panel (see
+    /// `pipeline::tool_calls`).
+    ToolCall,
 }
 
 impl AnswerKind {
-    pub const ALL: [AnswerKind; 6] = [
+    pub const ALL: [AnswerKind; 7] = [
         Self::Synthesis,
         Self::Single,
         Self::Vote,
         Self::Pick,
         Self::Unmerged,
         Self::None,
+        Self::ToolCall,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -46,6 +50,7 @@ impl AnswerKind {
             Self::Vote => "vote",
             Self::Pick => "pick",
             Self::Unmerged => "unmerged",
+            Self::ToolCall => "tool-call",
             Self::None => "none",
         }
     }

@@ -219,6 +219,7 @@ async fn judged(llm: &Llm, model: &str, item: &Reference<'_>, answer: &str) -> G
         response_format: None,
         attachments: Default::default(),
         placed: Vec::new(),
+        tools: None,
     };
     match llm.complete(&request).await.outcome {
         Ok(reply) => {

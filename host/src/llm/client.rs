@@ -327,6 +327,15 @@ impl ProviderClient {
                             ..c
                         })
                         .collect(),
+                    tool_calls: reply
+                        .tool_calls
+                        .into_iter()
+                        .map(|call| crate::llm::tools::ToolCall {
+                            id: self.scrubber.scrub_owned(call.id),
+                            name: self.scrubber.scrub_owned(call.name),
+                            arguments: self.scrubber.scrub_owned(call.arguments),
+                        })
+                        .collect(),
                 })
             }
             Err(mut e) => {

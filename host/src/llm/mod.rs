@@ -20,6 +20,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 mod timeouts;
+pub mod tools;
 mod types;
 mod wire;
 
@@ -409,9 +410,16 @@ impl Llm {
                         .or(info.max_output_tokens)
                         .unwrap_or(UNBOUNDED_ANSWER_TOKENS),
                 ));
+                let takes_tools = info.takes_tools();
                 let send = |format: FormatSent| {
-                    let body =
-                        wire::request_body(request, extra, params, provider.streams(), format);
+                    let body = wire::request_body(
+                        request,
+                        extra,
+                        params,
+                        provider.streams(),
+                        format,
+                        takes_tools,
+                    );
                     provider.send(Bytes::from(body), &request.model, worst_tokens, hooks)
                 };
                 let outcome = match wire::forced_format(params) {

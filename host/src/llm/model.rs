@@ -73,6 +73,15 @@ impl ModelInfo {
         }
     }
 
+    /// Whether the model takes OpenAI's `tools` (its supported parameters
+    /// say `tools`); one that does not is sent a caller's tool exchange
+    /// in words, and answers in text.
+    pub fn takes_tools(&self) -> bool {
+        self.supported_parameters
+            .as_deref()
+            .is_some_and(|params| params.iter().any(|p| p == "tools"))
+    }
+
     /// Whether the model takes `kind` as it is: text always; the rest when
     /// its input modalities list it.
     pub fn takes(&self, kind: crate::attach::Kind) -> bool {

@@ -54,6 +54,8 @@ struct Delta<'a> {
     reasoning_details: Seen,
     #[serde(default)]
     annotations: wire::search::Annotations,
+    #[serde(default)]
+    tool_calls: super::tools::WireToolCalls,
 }
 
 /// What one event changed.
@@ -77,6 +79,8 @@ pub struct Assembler {
     usage: Option<WireUsage>,
     /// The deltas' `url_citation` annotations so far.
     citations: Vec<crate::llm::Citation>,
+    /// The tool calls the deltas proposed so far.
+    tool_calls: super::tools::CallsAssembler,
     /// Tokens of answer or reasoning so far, estimated (see `tokens`).
     tokens: u32,
     done: bool,
@@ -173,6 +177,11 @@ impl Assembler {
                     self.citations.push(citation);
                 }
             }
+            if !delta.tool_calls.0.is_empty() {
+                step.token = true;
+                tokens += 1;
+                self.tool_calls.add(delta.tool_calls);
+            }
             if delta.reasoning.0 || delta.reasoning_content.0 || delta.reasoning_details.0 {
                 step.token = true;
                 tokens += 1;
@@ -219,6 +228,7 @@ impl Assembler {
                 served_by: self.served_by,
                 usage: self.usage,
                 citations: self.citations,
+                tool_calls: self.tool_calls.finish(),
             },
             requested_model,
         )

@@ -46,6 +46,7 @@ fn carrying(
         response_format: None,
         attachments: crate::attach::Attachments::new(attachments),
         placed,
+        tools: None,
     }
 }
 

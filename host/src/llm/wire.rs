@@ -54,6 +54,8 @@ struct ChoiceMessage<'a> {
     refusal: Text<'a>,
     #[serde(default)]
     annotations: search::Annotations,
+    #[serde(default)]
+    tool_calls: super::tools::WireToolCalls,
 }
 
 /// What an answer is made of, however it arrived (one body or a stream).
@@ -66,6 +68,8 @@ pub struct Parts {
     pub usage: Option<WireUsage>,
     /// Its `url_citation` annotations (spans not yet read).
     pub citations: Vec<super::Citation>,
+    /// The calls it proposed.
+    pub tool_calls: Vec<super::tools::ToolCall>,
 }
 
 /// Parses a successful (2xx) response body.
@@ -95,6 +99,8 @@ pub fn parse_reply(
     let message = choice
         .message
         .ok_or_else(|| malformed("the first choice has no message".to_owned()))?;
+    let mut tool_calls = super::tools::CallsAssembler::default();
+    tool_calls.add(message.tool_calls);
     conclude(
         Parts {
             content: message.content,
@@ -103,6 +109,7 @@ pub fn parse_reply(
             served_by: response.model.into_string(),
             usage: response.usage,
             citations: message.annotations.0,
+            tool_calls: tool_calls.finish(),
         },
         requested_model,
     )
@@ -113,6 +120,13 @@ pub fn conclude(parts: Parts, requested_model: &str) -> Result<Reply, Failure> {
     let malformed = |why: String| Failure::new(FailureKind::MalformedResponse, why);
     let out_of_tokens = parts.finish_reason.as_deref() == Some("length");
     let content = match parts.content {
+        // A reply that proposes tool calls may have no text.
+        Content::Null | Content::Text(_) if !parts.tool_calls.is_empty() && !out_of_tokens => {
+            match parts.content {
+                Content::Text(text) => text,
+                _ => String::new(),
+            }
+        }
         Content::Text(text) if !(text.is_empty() && out_of_tokens) => text,
         Content::Text(_) | Content::Null if out_of_tokens => {
             return Err(token_limit(requested_model, parts.usage));
@@ -140,6 +154,7 @@ pub fn conclude(parts: Parts, requested_model: &str) -> Result<Reply, Failure> {
         finish_reason: parts.finish_reason,
         usage: parts.usage.and_then(usage),
         format_sent: FormatSent::None,
+        tool_calls: parts.tool_calls,
     })
 }
 

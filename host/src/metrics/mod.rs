@@ -464,6 +464,7 @@ pub(crate) fn failure(error: &RunError) -> &'static str {
         RunError::Plugin(_) => "plugin",
         RunError::Busy { .. } => "busy",
         RunError::AnswerFormat(_) => "answer_format",
+        RunError::ToolCall(_) => "tool_call",
         _ => "refused",
     }
 }

@@ -149,6 +149,15 @@ impl ApiError {
                     message,
                 )
             },
+            RunError::ToolCall(_) => Self {
+                code: Some("tool_call_mismatch"),
+                param: Some("tools".into()),
+                ..Self::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_response_error",
+                    message,
+                )
+            },
             RunError::Plugin(_) => Self {
                 code: Some("strategy_failed"),
                 ..Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)

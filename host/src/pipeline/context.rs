@@ -10,8 +10,9 @@
 //! call budget and ids), `budget` (money, in `pipeline/budget.rs`),
 //! `attach` (the run's attachments, their descriptions and extracted
 //! text), `search`, `cached` (the response cache port), `fallback`,
-//! `recording` (the call log), `format` (the caller's answer format, for
-//! structured outputs) and `host` (what plugins may ask of it).
+//! `recording` (the call log), `caller` (what the caller asked beyond its
+//! question: an answer format, tools) and `host` (what plugins may ask of
+//! it).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,8 +24,8 @@ mod attach;
 mod batch;
 mod cached;
 mod calls;
+mod caller;
 mod fallback;
-mod format;
 mod host;
 mod recording;
 mod search;
@@ -101,8 +102,8 @@ pub struct RunContext {
     unsearched: Mutex<Vec<String>>,
     /// The response cache, when it is on (see `cached`).
     cache: Option<Box<dyn super::RunCallCache>>,
-    /// The format the answer must take, when the caller asked for one.
-    format: Option<format::Format>,
+    /// What the caller asked beyond its question (a format, tools).
+    caller: caller::Caller,
 }
 
 impl RunContext {
@@ -126,7 +127,7 @@ impl RunContext {
             search: None,
             unsearched: Mutex::new(Vec::new()),
             cache: None,
-            format: None,
+            caller: caller::Caller::default(),
         }
     }
 
@@ -215,9 +216,8 @@ impl RunContext {
     /// applies) under the fan-out policy and the budgets, and returns their
     /// outcomes in request order.
     ///
-    /// With an answer format, the calls that put the caller's question are
-    /// asked for it, and their JSON answers come back canonical (see
-    /// `format`).
+    /// The calls that put the caller's question get its answer format and
+    /// tools, and their JSON answers come back canonical (see `caller`).
     pub async fn fan_out(&self, stage: &str, requests: Vec<ChatRequest>) -> Vec<Completion> {
         let (requests, asked) = self.formatted_calls(requests);
         let completions = self.gather(stage, requests, false).await;
@@ -234,7 +234,7 @@ impl RunContext {
     /// checked (and perhaps repaired) before any of it goes out.
     pub async fn answer_call(&self, stage: &str, request: ChatRequest) -> Completion {
         let (label, model) = (request.label.clone(), request.model.clone());
-        let streams = self.merging.load(Ordering::Relaxed) && self.format.is_none();
+        let streams = self.merging.load(Ordering::Relaxed) && self.format().is_none();
         let request = if self.merging.load(Ordering::Relaxed) {
             self.formatted_answer(request)
         } else {

@@ -190,6 +190,7 @@ impl RunAttachments {
                 response_format: None,
                 attachments: self.all.only(|b| b.id == a.id),
                 placed: Vec::new(),
+                tools: None,
             })
             .collect()
     }

@@ -22,6 +22,7 @@ mod run;
 mod single;
 mod stragglers;
 pub mod structured;
+pub mod tool_calls;
 mod summary;
 pub mod watch;
 
@@ -95,6 +96,10 @@ pub enum RunError {
     /// after a repair round (see `structured`).
     #[error("{0}")]
     AnswerFormat(structured::Unmatched),
+    /// The panel's tool call does not match its tool, even after a repair
+    /// round (see `tool_calls`).
+    #[error("{0}")]
+    ToolCall(tool_calls::BadCall),
 }
 
 /// What a run is asked: the prompt, and what it came with.
@@ -108,6 +113,9 @@ pub struct Question {
     /// The shape the answer must take (structured outputs); `None` for
     /// free text.
     pub format: Option<structured::AnswerFormat>,
+    /// Tools the caller offers, and the exchange since the question: the
+    /// answer may be a call of one (see `tool_calls`).
+    pub tools: Option<Arc<crate::llm::tools::ToolUse>>,
 }
 
 impl From<&str> for Question {
@@ -285,6 +293,7 @@ impl Runner {
             attachments,
             notes: question_notes,
             format,
+            tools,
         }: Question,
         options: serde_json::Map<String, Value>,
         conversation: Option<Conversation>,
@@ -336,6 +345,7 @@ impl Runner {
             attachments,
             search: options::web_search(pipeline, &request.options),
             format,
+            tools,
         };
         let mut record = self
             .wrapped(setup, progress, |context| async move {
@@ -439,7 +449,24 @@ impl Runner {
         context.emit(Event::FanOut {
             calls: prompts.requests.len(),
         });
-        let completions = context.fan_out(FAN_OUT, prompts.requests).await;
+        let mut completions = context.fan_out(FAN_OUT, prompts.requests).await;
+        if let Some(tools) = context.tools() {
+            let chooser = plan.synthesizers.first().map(String::as_str);
+            let called =
+                tool_calls::decided(context, tools, chooser, &completions, &request.run_id).await?;
+            if let Some(mut answer) = called {
+                answer.notes.push(format!(
+                    "The synthesizer `{}` did not take part: strategies see text only; chorus chose the call.",
+                    synthesizer.name
+                ));
+                let mut notes = plan.notes.clone();
+                notes.extend(prompts.notes);
+                notes.append(&mut answer.notes);
+                answer.notes = notes;
+                return Ok((answer, completions));
+            }
+            completions = tool_calls::as_text(completions);
+        }
 
         context.emit(Event::Stage(Stage::Synthesize));
         let limit = self.copy_limit(synthesizer, &plan, &completions);

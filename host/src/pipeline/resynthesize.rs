@@ -133,6 +133,7 @@ impl Runner {
             attachments,
             search: None,
             format: None,
+            tools: None,
         };
         let synthesizer = merge.synthesizer;
         let mut record = self
@@ -332,6 +333,7 @@ fn outcome(call: &CallRecord) -> Result<Reply, Failure> {
                 .as_deref()
                 .and_then(FormatSent::parse)
                 .unwrap_or_default(),
+            tool_calls: Vec::new(),
         }),
         (Some(error), _) => {
             let failure = match FailureKind::parse(&error.kind) {

@@ -46,6 +46,8 @@ pub(super) struct Setup {
     pub search: Option<crate::llm::WebSearch>,
     /// The shape its answer must take (structured outputs).
     pub format: Option<super::structured::AnswerFormat>,
+    /// The tools its caller offered (see `tool_calls`).
+    pub tools: Option<Arc<crate::llm::tools::ToolUse>>,
 }
 
 impl Runner {
@@ -74,7 +76,7 @@ impl Runner {
                 .with_reused(setup.reused)
                 .with_attachments(setup.attachments)
                 .with_search(setup.search)
-                .with_format(setup.format.clone(), &setup.request.prompt)
+                .with_caller(&setup.request.prompt, setup.format.clone(), setup.tools.clone())
                 .with_cache(
                     self.responses
                         .as_ref()
@@ -88,6 +90,8 @@ impl Runner {
                 .map_err(|_| RunError::Timeout(setup.run_timeout))??;
         let answer = checked(&setup.answered_by, answer, &fan_out, &context.records())?;
         let mut answer = match &setup.format {
+            // A tool call is held to its tool's schema instead.
+            Some(_) if answer.kind == crate::plugins::AnswerKind::ToolCall => answer,
             Some(format) => {
                 structured::held_to(format, answer, &context, &setup.request.run_id).await?
             }

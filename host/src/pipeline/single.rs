@@ -33,6 +33,7 @@ impl Runner {
             attachments,
             notes,
             format,
+            tools,
         }: super::Question,
         progress: Progress,
     ) -> Result<RunRecord, RunError> {
@@ -74,6 +75,7 @@ impl Runner {
             attachments,
             search: None,
             format,
+            tools,
         };
         let chat = ChatRequest {
             label: "panel".to_owned(),
@@ -86,6 +88,7 @@ impl Runner {
             response_format: None,
             attachments: Default::default(),
             placed: Vec::new(),
+            tools: None,
         };
         self.wrapped(setup, progress, |context| async move {
             context
@@ -95,6 +98,19 @@ impl Runner {
             context.emit(Event::Stage(Stage::FanOut));
             context.emit(Event::FanOut { calls: 1 });
             let completions = context.fan_out(super::FAN_OUT, vec![chat]).await;
+            if let Some(tools) = context.tools() {
+                let called = super::tool_calls::decided(
+                    &context,
+                    tools,
+                    None,
+                    &completions,
+                    &request.run_id,
+                )
+                .await?;
+                if let Some(answer) = called {
+                    return Ok((answer, completions));
+                }
+            }
             let answered = completions
                 .iter()
                 .find_map(|c| Some((c.id?, c.outcome.as_ref().ok()?.content.clone())));

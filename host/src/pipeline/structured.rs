@@ -235,6 +235,7 @@ impl AnswerFormat {
             response_format: None,
             attachments: Default::default(),
             placed: Vec::new(),
+            tools: None,
         };
         self.ask(&mut request);
         request
@@ -487,6 +488,7 @@ mod tests {
                 at: 3,
                 id: 0,
             }],
+            tools: None,
         };
         weather().ask(&mut request);
         assert_eq!(request.messages[0].role, Role::System);

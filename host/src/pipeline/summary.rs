@@ -81,6 +81,14 @@ fn summary_line(answer: &Answer, fan_out: &[Completion], calls: &[CallRecord]) -
         AnswerKind::Pick => format!("One of {answered} answers, picked verbatim."),
         AnswerKind::Unmerged => format!("{k} of {n} answers, side by side: merging them failed."),
         AnswerKind::None => none_made(fan_out, n),
+        AnswerKind::ToolCall => format!(
+            "A tool call, proposed by {} of {answered} answers ({n} asked).",
+            answer
+                .sources
+                .iter()
+                .filter(|id| fan_out.iter().any(|c| c.id == Some(**id)))
+                .count()
+        ),
     }
 }
 
@@ -137,6 +145,7 @@ mod tests {
                     usage: None,
                     format_sent: Default::default(),
                     citations: Vec::new(),
+                    tool_calls: Vec::new(),
                 }),
             },
         }

@@ -26,6 +26,7 @@ fn completion(id: u32, ok: bool) -> Completion {
                 usage: None,
                 format_sent: Default::default(),
                 citations: Vec::new(),
+                tool_calls: Vec::new(),
             })
         } else {
             Err(Failure::new(FailureKind::Timeout, "slow"))

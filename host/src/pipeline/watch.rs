@@ -334,6 +334,7 @@ mod tests {
                 response_format: None,
                 attachments: Default::default(),
                 placed: Vec::new(),
+                tools: None,
             }),
         }
     }

@@ -34,6 +34,7 @@ fn request() -> ChatRequest {
         response_format: None,
         attachments: Attachments::default(),
         placed: Vec::new(),
+        tools: None,
     }
 }
 

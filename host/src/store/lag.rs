@@ -61,6 +61,7 @@ mod tests {
                 response_format: None,
                 attachments: crate::attach::Attachments::default(),
                 placed: Vec::new(),
+                tools: None,
             }),
             at: now_ms() - 3_000,
         };

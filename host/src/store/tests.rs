@@ -144,6 +144,7 @@ pub(super) fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
                 response_format: (i == 1).then_some(crate::llm::ResponseFormat::JsonObject),
                 attachments: Default::default(),
                 placed: Vec::new(),
+                tools: None,
             })
         })
         .collect();

@@ -1,7 +1,8 @@
 //! Request bodies on the OpenAI chat-completions wire: the messages with
 //! their attachments where a plugin placed them, a prompt-cache mark for
 //! the models that cache only when told, the response format a model
-//! takes, and what the operator's model `params` add or force.
+//! takes, the caller's tools and the exchange since its question (see
+//! `llm::tools`), and what the operator's model `params` add or force.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -31,6 +32,8 @@ struct Messages<'a> {
     mark: Option<usize>,
     attachments: &'a Attachments,
     placed: &'a [Placed],
+    /// The tool exchange since the question, after the messages.
+    exchange: Vec<Value>,
 }
 
 impl Serialize for Messages<'_> {
@@ -48,7 +51,7 @@ impl Serialize for Messages<'_> {
                     .rposition(|m| m.role == crate::llm::types::Role::User)
             })
             .flatten();
-        let mut seq = serializer.serialize_seq(Some(self.messages.len()))?;
+        let mut seq = serializer.serialize_seq(Some(self.messages.len() + self.exchange.len()))?;
         for (i, message) in self.messages.iter().enumerate() {
             let marked = Some(i) == self.mark;
             let placed: Vec<&Placed> = self.placed.iter().filter(|p| p.message == i).collect();
@@ -85,6 +88,9 @@ impl Serialize for Messages<'_> {
                 role: message.role,
                 content,
             })?;
+        }
+        for step in &self.exchange {
+            seq.serialize_element(step)?;
         }
         seq.end()
     }
@@ -176,13 +182,16 @@ impl<'a> Part<'a> {
 /// format (as much of it as `format` says to send), then the model's
 /// `params` (the operator's word on that model). The model, the messages
 /// and `stream` are chorus's and never overridden. For a model that
-/// caches only when told, the end of the repeated prefix is marked.
+/// caches only when told, the end of the repeated prefix is marked. The
+/// caller's tools go to a model that `takes_tools`; the exchange since
+/// the question goes to every model, in words to one that takes none.
 pub fn request_body(
     request: &ChatRequest,
     extra: &Map<String, Value>,
     params: &Map<String, Value>,
     stream: bool,
     format: FormatSent,
+    takes_tools: bool,
 ) -> Vec<u8> {
     #[derive(Serialize)]
     struct Body<'a> {
@@ -208,6 +217,13 @@ pub fn request_body(
     if let Some(format) = response_format(request.response_format.as_ref(), format) {
         fields.insert("response_format".to_owned(), format);
     }
+    if let Some(tools) = request.tools.as_deref().filter(|_| takes_tools) {
+        for (key, value) in tools.wire_fields() {
+            if let Some(value) = value {
+                fields.insert(key.to_owned(), value);
+            }
+        }
+    }
     for (key, value) in params {
         fields.insert(key.clone(), value.clone());
     }
@@ -225,6 +241,11 @@ pub fn request_body(
             mark: prefix_end(&request.messages).filter(|_| caches_when_told(&request.model)),
             attachments: &request.attachments,
             placed: &request.placed,
+            exchange: request
+                .tools
+                .as_deref()
+                .map(|tools| tools.wire_messages(takes_tools))
+                .unwrap_or_default(),
         },
         stream,
     };

@@ -226,6 +226,7 @@ fn the_request_body_layers_extra_body_sampling_and_params() {
         response_format: None,
         attachments: Default::default(),
         placed: Vec::new(),
+        tools: None,
     };
     let extra = json!({"transforms": [], "temperature": 1.0, "model": "evil/override"});
     let params = json!({"reasoning": {"effort": "high"}, "max_tokens": 20000, "stream": false});
@@ -234,8 +235,7 @@ fn the_request_body_layers_extra_body_sampling_and_params() {
         extra.as_object().unwrap(),
         params.as_object().unwrap(),
         true,
-        FormatSent::None,
-    );
+        FormatSent::None, false);
     let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(body["model"], "a/b", "nobody overrides the model");
     assert_eq!(body["stream"], true, "nor streaming");
@@ -264,6 +264,7 @@ fn asking_for(format: Option<ResponseFormat>) -> ChatRequest {
         response_format: format,
         attachments: Default::default(),
         placed: Vec::new(),
+        tools: None,
     }
 }
 
@@ -288,8 +289,7 @@ fn body_of(
         &Map::new(),
         params.as_object().unwrap(),
         false,
-        sent,
-    );
+        sent, false);
     serde_json::from_slice(&bytes).unwrap()
 }
 
@@ -548,6 +548,7 @@ fn conversation(model: &str, messages: &[(Role, &str)]) -> serde_json::Value {
         response_format: None,
         attachments: Default::default(),
         placed: Vec::new(),
+        tools: None,
     };
     body_of(&request, json!({}), FormatSent::None)
 }
@@ -653,6 +654,7 @@ fn a_streamed_request_asks_for_usage_unless_the_operator_said_otherwise() {
         response_format: None,
         attachments: Default::default(),
         placed: Vec::new(),
+        tools: None,
     };
     let body = |extra: serde_json::Value, stream: bool| -> serde_json::Value {
         let bytes = request_body(
@@ -660,8 +662,7 @@ fn a_streamed_request_asks_for_usage_unless_the_operator_said_otherwise() {
             extra.as_object().unwrap(),
             &Map::new(),
             stream,
-            FormatSent::None,
-        );
+            FormatSent::None, false);
         serde_json::from_slice(&bytes).unwrap()
     };
     assert_eq!(

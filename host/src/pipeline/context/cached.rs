@@ -12,9 +12,14 @@ use crate::pipeline::budget::Reservation;
 
 impl RunContext {
     /// The key of `request` in the response cache; `None` when the cache
-    /// is off (no work at all) or the request may not be cached.
+    /// is off (no work at all) or the request may not be cached — one
+    /// offered tools is not: the cache keeps text, and its calls' results
+    /// are the caller's.
     pub(super) fn cache_key(&self, stage: &str, request: &ChatRequest) -> Option<String> {
         let cache = self.cache.as_ref()?;
+        if request.tools.is_some() {
+            return None;
+        }
         let model = self.llm.model(&request.model)?;
         cache.key(&model.provider, request, self.search_for(stage))
     }
@@ -72,6 +77,7 @@ impl RunContext {
                     .and_then(FormatSent::parse)
                     .unwrap_or_default(),
                 citations: earlier.citations,
+                tool_calls: Vec::new(),
             }),
         };
         let mut record = super::recording::call_record(id, stage, &completion);

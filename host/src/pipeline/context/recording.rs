@@ -49,6 +49,7 @@ impl RunContext {
                 usage: None,
                 format_sent: Default::default(),
                 citations: Vec::new(),
+                tool_calls: Vec::new(),
             }),
         };
         self.record(id, stage, &completion, worst);

@@ -269,6 +269,7 @@ macro_rules! adapters {
                     response_format,
                     attachments: Default::default(),
                     placed,
+                    tools: None,
                 })
             }
         }

@@ -207,6 +207,7 @@ impl From<wit::ChatRequest> for llm::ChatRequest {
             response_format: None,
             attachments: Default::default(),
             placed: Vec::new(),
+            tools: None,
         }
     }
 }

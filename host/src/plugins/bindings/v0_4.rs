@@ -221,6 +221,7 @@ mod tests {
                 start_index: Some(0),
                 end_index: Some(4),
             }],
+            tool_calls: Vec::new(),
         };
         let cited = &reply_of(&reply).citations[0];
         assert_eq!(cited.url, "https://a.example");

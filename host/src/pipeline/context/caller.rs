@@ -1,60 +1,80 @@
-//! The run's share of structured outputs (see `pipeline::structured`):
-//! which of its calls are asked for the caller's answer format, and the
-//! panel's answers made canonical JSON before a plugin reads them.
+//! What the run's caller asked beyond its question, and which calls it
+//! reaches: its answer format (structured outputs, see
+//! `pipeline::structured`), and its tools with the exchange since the
+//! question (see `pipeline::tool_calls`).
 //!
-//! The format is asked of the call that writes the answer (a
+//! Both go to every call that puts the caller's question as it was asked
+//! (its last user message is the question). The format is asked of the call that writes the answer (a
 //! synthesizer's `complete-answer`, whatever format its plugin asked for)
 //! and of every call that puts the caller's question as it was asked —
 //! its last user message is the question: the panel's, and a plugin's
 //! own (a vote's further samples). A call that asks something else (a
 //! sub-question of a heavy plan, a judge's ballot, a critique) is left as
-//! its plugin wrote it: the caller's schema is the answer's, not every
-//! step's.
+//! its plugin wrote it: the caller's schema and tools are the answer's,
+//! not every step's. The panel's JSON answers are made canonical before a
+//! plugin reads them.
 
 use std::sync::Arc;
 
 use super::RunContext;
+use crate::llm::tools::ToolUse;
 use crate::llm::{ChatRequest, Completion, Role};
 use crate::pipeline::structured::{AnswerFormat, canonical};
 
-/// The format, and the question that marks the panel calls it is asked of.
-pub(super) struct Format {
-    format: AnswerFormat,
+/// What the caller asked, and the question that marks the calls it goes to.
+pub(super) struct Caller {
     question: String,
+    format: Option<AnswerFormat>,
+    tools: Option<Arc<ToolUse>>,
     /// The model of the latest call that wrote the answer.
     writer: std::sync::Mutex<Option<String>>,
 }
 
 impl RunContext {
-    /// The run's answer must take `format` (structured outputs); the panel
-    /// calls that put `question` are asked for it too.
-    pub fn with_format(mut self, format: Option<AnswerFormat>, question: &str) -> Self {
-        self.format = format.map(|format| Format {
-            format,
+    /// The caller asked `question`, its answer in `format` (structured
+    /// outputs), with `tools` it may be asked to call: the calls that put
+    /// the question get them.
+    pub fn with_caller(
+        mut self,
+        question: &str,
+        format: Option<AnswerFormat>,
+        tools: Option<Arc<ToolUse>>,
+    ) -> Self {
+        self.caller = Caller {
             question: question.to_owned(),
+            format,
+            tools,
             writer: std::sync::Mutex::new(None),
-        });
+        };
         self
     }
 
     /// The format the run's answer must take, if any.
     pub fn format(&self) -> Option<&AnswerFormat> {
-        self.format.as_ref().map(|f| &f.format)
+        self.caller.format.as_ref()
     }
 
-    /// `requests`, those that put the question asked for the format;
-    /// which those are, in request order.
+    /// The tools the caller offered, if any.
+    pub fn tools(&self) -> Option<&ToolUse> {
+        self.caller.tools.as_deref()
+    }
+
+    /// The caller's question.
+    pub fn question(&self) -> Option<&str> {
+        Some(self.caller.question.as_str()).filter(|q| !q.is_empty())
+    }
+
+    /// `requests`, those that put the question given the caller's format
+    /// and tools; which those are, in request order.
     pub(super) fn formatted_calls(
         &self,
         mut requests: Vec<ChatRequest>,
     ) -> (Vec<ChatRequest>, Vec<bool>) {
-        let Some(Format {
-            format, question, ..
-        }) = &self.format
-        else {
+        let caller = &self.caller;
+        if caller.format.is_none() && caller.tools.is_none() {
             let asked = vec![false; requests.len()];
             return (requests, asked);
-        };
+        }
         let asked = requests
             .iter_mut()
             .map(|request| {
@@ -63,11 +83,16 @@ impl RunContext {
                     .iter()
                     .rev()
                     .find(|m| m.role == Role::User)
-                    .is_some_and(|m| m.content.trim() == question.trim());
+                    .is_some_and(|m| m.content.trim() == caller.question.trim());
                 if puts_it {
-                    format.ask(request);
+                    if let Some(format) = &caller.format {
+                        format.ask(request);
+                    }
+                    if request.tools.is_none() {
+                        request.tools.clone_from(&caller.tools);
+                    }
                 }
-                puts_it
+                puts_it && caller.format.is_some()
             })
             .collect();
         (requests, asked)
@@ -75,9 +100,10 @@ impl RunContext {
 
     /// The call that writes the answer, asked for the format.
     pub(super) fn formatted_answer(&self, mut request: ChatRequest) -> ChatRequest {
-        if let Some(Format { format, writer, .. }) = &self.format {
+        if let Some(format) = &self.caller.format {
             format.ask(&mut request);
-            *writer.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.model.clone());
+            *self.caller.writer.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(request.model.clone());
         }
         request
     }
@@ -85,8 +111,8 @@ impl RunContext {
     /// The model of the latest call made to write the answer (a
     /// synthesizer's `complete-answer`), when the run has a format.
     pub fn answer_writer(&self) -> Option<String> {
-        let format = self.format.as_ref()?;
-        format
+        self.caller.format.as_ref()?;
+        self.caller
             .writer
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -109,5 +135,16 @@ impl RunContext {
             }
         }
         completions
+    }
+}
+
+impl Default for Caller {
+    fn default() -> Self {
+        Self {
+            question: String::new(),
+            format: None,
+            tools: None,
+            writer: std::sync::Mutex::new(None),
+        }
     }
 }
