@@ -70,6 +70,11 @@ pub enum Step {
     /// A chat completion of `text` carrying `annotations` (web search's
     /// `url_citation`s): on the message, or on a delta of a stream.
     Cited { text: String, annotations: Value },
+    /// A reply that proposes tool calls (`(name, arguments)`, arguments
+    /// as written, well-formed or not): `tool_calls` on the message, or,
+    /// streamed, each call's name then its arguments in two deltas;
+    /// `finish_reason` `tool_calls`.
+    ToolCalls { calls: Vec<(String, String)> },
 }
 
 /// Opened once by the test; every request waiting on it then answers.
@@ -127,6 +132,11 @@ impl Step {
         Self::Answer {
             delay: Duration::ZERO,
             text: text.to_owned(),
+        }
+    }
+    pub fn tool_call(name: &str, arguments: &str) -> Self {
+        Self::ToolCalls {
+            calls: vec![(name.to_owned(), arguments.to_owned())],
         }
     }
     pub fn answer_after(ms: u64, text: &str) -> Self {
@@ -432,6 +442,43 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
         Step::Answer { delay, text } => {
             tokio::time::sleep(delay).await;
             answer(guard, stream, &model, &text)
+        }
+        Step::ToolCalls { calls } => {
+            let id = |i: usize| format!("call_{model}_{i}");
+            if stream {
+                let mut events = Vec::new();
+                for (i, (name, arguments)) in calls.iter().enumerate() {
+                    let (head, tail) = arguments.split_at(arguments.len() / 2);
+                    events.push(Sse::Raw(format!("data: {}\n\n", delta(&model, json!({"tool_calls": [
+                        {"index": i, "id": id(i), "type": "function", "function": {"name": name, "arguments": head}}
+                    ]}), None))));
+                    events.push(Sse::Raw(format!(
+                        "data: {}\n\n",
+                        delta(
+                            &model,
+                            json!({"tool_calls": [
+                                {"index": i, "function": {"arguments": tail}}
+                            ]}),
+                            None
+                        )
+                    )));
+                }
+                events.push(Sse::Finish("tool_calls".to_owned()));
+                events.push(Sse::Done);
+                sse(guard, &model, events, false)
+            } else {
+                drop(guard);
+                let calls: Vec<Value> = calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (name, arguments))| json!({"id": id(i), "type": "function", "function": {"name": name, "arguments": arguments}}))
+                    .collect();
+                let mut body = completion(&model, "");
+                body["choices"][0]["message"] =
+                    json!({"role": "assistant", "content": null, "tool_calls": calls});
+                body["choices"][0]["finish_reason"] = json!("tool_calls");
+                json_response(StatusCode::OK, &body)
+            }
         }
         Step::Cited { text, annotations } => {
             if stream {

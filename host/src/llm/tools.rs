@@ -282,8 +282,12 @@ mod tests {
     fn garbage_is_no_call_and_a_nameless_call_is_dropped() {
         let mut calls = CallsAssembler::default();
         calls.add(deltas(json!("not a list")));
-        calls.add(deltas(json!([7, {"index": 0, "function": {"arguments": "{}"}}])));
-        calls.add(deltas(json!([{"index": 100000, "function": {"name": "far"}}])));
+        calls.add(deltas(
+            json!([7, {"index": 0, "function": {"arguments": "{}"}}]),
+        ));
+        calls.add(deltas(
+            json!([{"index": 100000, "function": {"name": "far"}}]),
+        ));
         assert!(calls.finish().is_empty());
     }
 
@@ -310,7 +314,10 @@ mod tests {
         };
         let native = use_.wire_messages(true);
         assert_eq!(native[0]["tool_calls"][0]["function"]["name"], "weather");
-        assert_eq!(native[1], json!({"role": "tool", "tool_call_id": "c1", "content": "sunny"}));
+        assert_eq!(
+            native[1],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "sunny"})
+        );
         let words = use_.wire_messages(false);
         assert_eq!(words[0]["role"], "assistant");
         assert!(words[0]["content"].as_str().unwrap().contains("`weather`"));

@@ -49,7 +49,8 @@ pub struct ChatRequest {
     /// Where a plugin placed attachments in the messages (contract 0.4's
     /// `content-part.attachment`), in message and text order. Empty: the
     /// attachments go with the last user message.
-    pub placed: Vec<Placed>,    /// The tools the run's caller offered and the exchange since its
+    pub placed: Vec<Placed>,
+    /// The tools the run's caller offered and the exchange since its
     /// question, on the calls that put the question (see `tools`); sent
     /// as far as the model takes tools.
     pub tools: Option<Arc<super::tools::ToolUse>>,

@@ -30,9 +30,12 @@ pub fn usage(record: &RunRecord) -> Value {
     })
 }
 
-/// How the run ended: `stop`, or `length` when the answering call was cut
-/// at its token limit.
+/// How the run ended: `tool_calls` when its answer is a call, `stop`, or
+/// `length` when the answering call was cut at its token limit.
 pub fn finish_reason(record: &RunRecord) -> &'static str {
+    if record.kind == AnswerKind::ToolCall {
+        return "tool_calls";
+    }
     let cut = record
         .calls
         .iter()
@@ -82,6 +85,35 @@ pub fn extension(record: &RunRecord, not_applied: &[String]) -> Value {
     extension
 }
 
+/// The answer's message: its text, or the tool calls it is.
+fn message(record: &RunRecord) -> Value {
+    let calls = crate::pipeline::tool_calls::chosen(record);
+    if record.kind == AnswerKind::ToolCall && !calls.is_empty() {
+        let calls: Vec<Value> = calls.iter().map(|c| c.wire()).collect();
+        return json!({"role": "assistant", "content": null, "refusal": null, "tool_calls": calls});
+    }
+    json!({"role": "assistant", "content": record.answer, "refusal": null})
+}
+
+/// The answer's tool calls as a stream's delta (each with its `index`),
+/// `None` when the answer is text.
+pub fn tool_calls_delta(record: &RunRecord) -> Option<Value> {
+    if record.kind != AnswerKind::ToolCall {
+        return None;
+    }
+    let calls = crate::pipeline::tool_calls::chosen(record);
+    let calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(index, call)| {
+            let mut call = call.wire();
+            call["index"] = json!(index);
+            call
+        })
+        .collect();
+    Some(json!({"tool_calls": calls}))
+}
+
 /// The whole `chat.completion` of a run.
 pub fn completion(record: &RunRecord, not_applied: &[String]) -> Value {
     json!({
@@ -92,7 +124,7 @@ pub fn completion(record: &RunRecord, not_applied: &[String]) -> Value {
         "system_fingerprint": null,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": record.answer, "refusal": null},
+            "message": message(record),
             "logprobs": null,
             "finish_reason": finish_reason(record),
         }],

@@ -12,7 +12,8 @@
 //!   its client, bounded, parsed off the async workers;
 //! - [`request`]: a request body, read into a run ([`parts`]: its
 //!   content parts, text and attachments; [`format`]: `response_format`,
-//!   the answer's structured output);
+//!   the answer's structured output; [`tools`]: the tools the panel may
+//!   call, and the tool exchange of the history);
 //! - [`answer`]: a finished run as a `chat.completion`;
 //! - [`stream`]: a run as server-sent events, progress and answer;
 //! - [`responses`]: the Responses API over the same parts;
@@ -26,6 +27,7 @@ mod parts;
 mod request;
 mod responses;
 mod stream;
+mod tools;
 
 use std::sync::Arc;
 

@@ -5,9 +5,11 @@
 //! Content parts become the run's attachments (`attach::Source`), read
 //! and held to the same limits as MCP's `attachments` argument.
 //!
-//! What chorus cannot do is refused by name (`n` > 1, tools, logprobs),
-//! never dropped in silence; `response_format` is the answer's format
-//! (see `format`); sampling parameters go to the pipeline when
+//! What chorus cannot do is refused by name (`n` > 1, logprobs), never
+//! dropped in silence; `response_format` is the answer's format (see
+//! `format`); `tools`, `tool_choice` and the tool messages of the history
+//! are the tools the panel may call (see `tools`); sampling parameters go
+//! to the pipeline when
 //! it declares an option of that name, and are listed as not applied
 //! (in the answer's `chorus` object) when it does not.
 
@@ -17,6 +19,7 @@ use super::errors::ApiError;
 use super::parts::{text_only, user_content};
 use crate::attach::Source;
 use crate::config::OptionSpec;
+use crate::llm::tools::{Exchanged, ToolChoice, ToolUse};
 use crate::pipeline::Question;
 use crate::pipeline::follow_up::{Conversation, Turn};
 
@@ -180,10 +183,23 @@ pub fn chat(
             ));
         }
     };
+    let offered = super::tools::read(&body)?;
     let read = read_messages(messages, max_bytes)?;
     let mut question = Question::text(read.question);
     question.notes.extend(kept);
     question.format = format;
+    question.tools = match offered {
+        None if read.exchange.is_empty() => None,
+        offered => {
+            let (tools, choice, parallel) = offered.unwrap_or((Vec::new(), ToolChoice::None, None));
+            Some(std::sync::Arc::new(ToolUse {
+                tools,
+                choice,
+                parallel,
+                exchange: read.exchange,
+            }))
+        }
+    };
     let conversation = match (read.turns.is_empty(), read.system.is_empty()) {
         (true, true) => None,
         _ => Some(Conversation::sent(read.turns, max_bytes).with_system(read.system)),
@@ -231,29 +247,6 @@ fn refuse_unsupported(body: &Map<String, Value>) -> Result<(), ApiError> {
                 format!(
                     "chorus gives one answer per request (n = 1), and n = {n} was asked: a pipeline already merges several models' answers into one. Send n = 1, or several requests."
                 ),
-            ));
-        }
-    }
-    for key in ["tools", "functions"] {
-        if present(body.get(key)) {
-            return Err(ApiError::unsupported(
-                key,
-                format!(
-                    "chorus does not call tools: `{key}` cannot be given. Send the request without it (a pipeline answers in text)."
-                ),
-            ));
-        }
-    }
-    let forced = |value: Option<&Value>| match value {
-        None | Some(Value::Null) => false,
-        Some(Value::String(s)) => !matches!(s.as_str(), "none" | "auto"),
-        Some(_) => true,
-    };
-    for key in ["tool_choice", "function_call"] {
-        if forced(body.get(key)) {
-            return Err(ApiError::unsupported(
-                key,
-                format!("chorus does not call tools: `{key}` can only be \"none\" or \"auto\"."),
             ));
         }
     }
@@ -331,6 +324,8 @@ struct Read {
     turns: Vec<Turn>,
     question: String,
     sources: Vec<Source>,
+    /// The tool calls and results since the question.
+    exchange: Vec<Exchanged>,
 }
 
 /// A 400 when a message of `size` bytes is over `max_bytes`: every turn of
@@ -353,6 +348,9 @@ fn read_messages(messages: Vec<Value>, max_bytes: usize) -> Result<Read, ApiErro
     let mut turns = Vec::new();
     let mut asked: Vec<String> = Vec::new();
     let mut sources = Vec::new();
+    // Tool calls and results since the last user or answering message.
+    let mut exchange: Vec<Exchanged> = Vec::new();
+    let mut exchanged_bytes = 0;
     let last = messages.len() - 1;
     for (i, message) in messages.into_iter().enumerate() {
         let param = format!("messages[{i}]");
@@ -363,10 +361,12 @@ fn read_messages(messages: Vec<Value>, max_bytes: usize) -> Result<Read, ApiErro
             ));
         };
         let role = message.get("role").and_then(Value::as_str).unwrap_or("");
-        if present(message.get("tool_calls")) || present(message.get("function_call")) {
+        if present(message.get("function_call")) {
             return Err(ApiError::unsupported(
                 &param,
-                format!("`{param}` holds tool calls: chorus does not call tools."),
+                format!(
+                    "`{param}` holds a `function_call`, OpenAI's old form of tool calls: send `tool_calls`."
+                ),
             ));
         }
         let content = message.get("content").unwrap_or(&Value::Null);
@@ -375,37 +375,103 @@ fn read_messages(messages: Vec<Value>, max_bytes: usize) -> Result<Read, ApiErro
             "user" => {
                 let text = user_content(content, &param, &mut sources)?;
                 within(&param, "message", text.len(), max_bytes)?;
+                if !exchange.is_empty() {
+                    asked.push(super::tools::said(&std::mem::take(&mut exchange)));
+                    exchanged_bytes = 0;
+                }
                 asked.push(text);
             }
+            "assistant" if present(message.get("tool_calls")) => {
+                let calls = super::tools::calls_of(&message["tool_calls"], &param)?;
+                let text = match content {
+                    Value::Null => String::new(),
+                    content => text_only(content, &param)?,
+                };
+                exchanged_bytes +=
+                    text.len() + calls.iter().map(|c| c.arguments.len()).sum::<usize>();
+                within(
+                    &param,
+                    "tool exchange that ends",
+                    exchanged_bytes,
+                    max_bytes,
+                )?;
+                exchange.push(Exchanged::Called { text, calls });
+            }
             "assistant" => {
-                let answer = text_only(content, &param)?;
+                let mut answer = text_only(content, &param)?;
+                if !exchange.is_empty() {
+                    let said = super::tools::said(&std::mem::take(&mut exchange));
+                    answer = format!("{said}\n\n{answer}");
+                    exchanged_bytes = 0;
+                }
                 within(&param, "message", answer.len(), max_bytes)?;
                 let question = std::mem::take(&mut asked).join("\n\n");
                 let turn = question.len() + answer.len();
                 within(&param, "turn that ends", turn, max_bytes)?;
                 turns.push(Turn { question, answer });
             }
-            "tool" | "function" => {
+            "tool" => {
+                let Some(call_id) = message.get("tool_call_id").and_then(Value::as_str) else {
+                    return Err(ApiError::invalid(
+                        &param,
+                        format!(
+                            "`{param}` is a tool result: it needs the `tool_call_id` of the call it answers."
+                        ),
+                    ));
+                };
+                let called = exchange.iter().any(|step| {
+                    matches!(step, Exchanged::Called { calls, .. } if calls.iter().any(|c| c.id == call_id))
+                });
+                if !called {
+                    return Err(ApiError::invalid(
+                        &param,
+                        format!(
+                            "`{param}` answers the tool call {call_id:?}, which no assistant message before it made."
+                        ),
+                    ));
+                }
+                let content = text_only(content, &param)?;
+                exchanged_bytes += content.len();
+                within(
+                    &param,
+                    "tool exchange that ends",
+                    exchanged_bytes,
+                    max_bytes,
+                )?;
+                exchange.push(Exchanged::Returned {
+                    call_id: call_id.to_owned(),
+                    content,
+                });
+            }
+            "function" => {
                 return Err(ApiError::unsupported(
                     &param,
-                    format!("`{param}` is a {role} result: chorus does not call tools."),
+                    format!(
+                        "`{param}` is a `function` result, OpenAI's old form: send a `tool` message."
+                    ),
                 ));
             }
             other => {
                 return Err(ApiError::invalid(
                     &param,
                     format!(
-                        "`{param}` has role {other:?}: chorus takes system, developer, user and assistant messages."
+                        "`{param}` has role {other:?}: chorus takes system, developer, user, assistant and tool messages."
                     ),
                 ));
             }
         }
-        if i == last && role != "user" {
+        if i == last && !matches!(role, "user" | "tool") {
             return Err(ApiError::invalid(
                 &param,
-                "The last message must be the user's: it is the question the pipeline answers.",
+                "The last message must be the user's (the question the pipeline answers), or the results of the tool calls made since.",
             ));
         }
+    }
+    if asked.is_empty() {
+        return Err(ApiError::invalid(
+            "messages",
+            "No user message asks a question: the pipeline answers the last user message, with the tool results after it.",
+        ));
     }
     let system = system.join("\n\n");
     if system.len() > max_bytes {
@@ -423,6 +489,7 @@ fn read_messages(messages: Vec<Value>, max_bytes: usize) -> Result<Read, ApiErro
         turns,
         question: asked.join("\n\n"),
         sources,
+        exchange,
     })
 }
 
@@ -508,12 +575,9 @@ mod tests {
         let user = json!([{"role": "user", "content": "q"}]);
         for (key, value) in [
             ("n", json!(2)),
-            (
-                "tools",
-                json!([{"type": "function", "function": {"name": "f"}}]),
-            ),
             ("logprobs", json!(true)),
             ("tool_choice", json!("required")),
+            ("functions", json!([{"name": "f"}])),
         ] {
             let mut body = json!({"model": "ask", "messages": user});
             body[key] = value;

@@ -71,6 +71,15 @@ fn as_chat(mut body: Map<String, Value>) -> Result<Map<String, Value>, ApiError>
             "chorus keeps no Responses state: send the whole conversation in `input`.",
         ));
     }
+    if body
+        .get("tools")
+        .is_some_and(|t| t.as_array().is_some_and(|t| !t.is_empty()))
+    {
+        return Err(ApiError::unsupported(
+            "tools",
+            "chorus's panel calls tools through /v1/chat/completions; its Responses API does not take them yet: send this request there.",
+        ));
+    }
     let mut messages = Vec::new();
     match body.remove("instructions") {
         None | Some(Value::Null) => {}

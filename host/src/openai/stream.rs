@@ -403,7 +403,9 @@ impl Frames for Chunks {
 
     fn answer(&mut self, record: &RunRecord, rest: &str, streamed: Streamed) -> Vec<Value> {
         let mut events = Vec::new();
-        if !rest.is_empty() || streamed == Streamed::Whole {
+        if let Some(calls) = answer::tool_calls_delta(record) {
+            events.push(self.chunk(calls, None));
+        } else if !rest.is_empty() || streamed == Streamed::Whole {
             events.push(self.chunk(json!({"content": rest}), None));
         }
         let mut last = self.chunk(json!({}), Some(answer::finish_reason(record)));

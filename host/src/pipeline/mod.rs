@@ -22,8 +22,8 @@ mod run;
 mod single;
 mod stragglers;
 pub mod structured;
-pub mod tool_calls;
 mod summary;
+pub mod tool_calls;
 pub mod watch;
 
 use std::sync::Arc;

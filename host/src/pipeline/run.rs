@@ -76,7 +76,11 @@ impl Runner {
                 .with_reused(setup.reused)
                 .with_attachments(setup.attachments)
                 .with_search(setup.search)
-                .with_caller(&setup.request.prompt, setup.format.clone(), setup.tools.clone())
+                .with_caller(
+                    &setup.request.prompt,
+                    setup.format.clone(),
+                    setup.tools.clone(),
+                )
                 .with_cache(
                     self.responses
                         .as_ref()

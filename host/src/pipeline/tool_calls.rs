@@ -235,7 +235,8 @@ fn key_of(calls: &[ToolCall]) -> String {
     let calls: Vec<Value> = calls
         .iter()
         .map(|c| {
-            let arguments = canonical(&c.arguments).unwrap_or_else(|| c.arguments.trim().to_owned());
+            let arguments =
+                canonical(&c.arguments).unwrap_or_else(|| c.arguments.trim().to_owned());
             json!([c.name, arguments])
         })
         .collect();
@@ -336,7 +337,11 @@ async fn held_to_tool(
                 "This call of `{}` has arguments that do not match its parameters:\n\n{}\n\nWhat does not match:\n- {}\n\nMake the call again, with corrected arguments.",
                 call.name,
                 call.arguments,
-                problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n- ")
+                problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n- ")
             ),
         }],
         sampling: Sampling::default(),
@@ -349,7 +354,11 @@ async fn held_to_tool(
         return Err(failed(problems, "the repair call was not made".to_owned()));
     };
     let fixed = match &repair.outcome {
-        Ok(reply) => reply.tool_calls.iter().find(|c| c.name == call.name).cloned(),
+        Ok(reply) => reply
+            .tool_calls
+            .iter()
+            .find(|c| c.name == call.name)
+            .cloned(),
         Err(failure) => {
             return Err(failed(
                 problems,
@@ -360,7 +369,10 @@ async fn held_to_tool(
     let Some(mut fixed) = fixed else {
         return Err(failed(
             problems,
-            format!("{model} was asked once to repair it, and made no call of `{}`", call.name),
+            format!(
+                "{model} was asked once to repair it, and made no call of `{}`",
+                call.name
+            ),
         ));
     };
     if let Some(still) = problems_of(tools, &fixed) {
@@ -379,7 +391,11 @@ fn problems_of(tools: &ToolUse, call: &ToolCall) -> Option<Vec<Problem>> {
         let offered: Vec<&str> = tools.tools.iter().map(|t| t.name.as_str()).collect();
         return Some(vec![Problem {
             at: String::new(),
-            what: format!("no tool `{}` was offered (offered: {})", call.name, offered.join(", ")),
+            what: format!(
+                "no tool `{}` was offered (offered: {})",
+                call.name,
+                offered.join(", ")
+            ),
         }]);
     };
     let arguments: Value = match serde_json::from_str(call.arguments.trim()) {

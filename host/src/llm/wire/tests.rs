@@ -235,7 +235,9 @@ fn the_request_body_layers_extra_body_sampling_and_params() {
         extra.as_object().unwrap(),
         params.as_object().unwrap(),
         true,
-        FormatSent::None, false);
+        FormatSent::None,
+        false,
+    );
     let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(body["model"], "a/b", "nobody overrides the model");
     assert_eq!(body["stream"], true, "nor streaming");
@@ -289,7 +291,9 @@ fn body_of(
         &Map::new(),
         params.as_object().unwrap(),
         false,
-        sent, false);
+        sent,
+        false,
+    );
     serde_json::from_slice(&bytes).unwrap()
 }
 
@@ -662,7 +666,9 @@ fn a_streamed_request_asks_for_usage_unless_the_operator_said_otherwise() {
             extra.as_object().unwrap(),
             &Map::new(),
             stream,
-            FormatSent::None, false);
+            FormatSent::None,
+            false,
+        );
         serde_json::from_slice(&bytes).unwrap()
     };
     assert_eq!(

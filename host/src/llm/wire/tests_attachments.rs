@@ -53,7 +53,14 @@ fn attachments_follow_the_last_user_message_as_content_parts() {
         placed: Vec::new(),
         tools: None,
     };
-    let bytes = request_body(&request, &Map::new(), &Map::new(), false, FormatSent::None, false);
+    let bytes = request_body(
+        &request,
+        &Map::new(),
+        &Map::new(),
+        false,
+        FormatSent::None,
+        false,
+    );
     let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     let all: Vec<&crate::attach::Attachment> = attachments.iter().collect();
     let png_url = format!("data:image/png;base64,{}", {
@@ -109,7 +116,14 @@ fn placed_attachments_go_where_placed_and_nowhere_else() {
         ],
         tools: None,
     };
-    let bytes = request_body(&request, &Map::new(), &Map::new(), false, FormatSent::None, false);
+    let bytes = request_body(
+        &request,
+        &Map::new(),
+        &Map::new(),
+        false,
+        FormatSent::None,
+        false,
+    );
     let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     let all: Vec<&crate::attach::Attachment> = all.iter().collect();
     assert_eq!(

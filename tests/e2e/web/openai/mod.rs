@@ -8,6 +8,7 @@ mod clients;
 mod hostile;
 mod live;
 mod structured;
+mod tools;
 
 use std::time::Duration;
 

@@ -1,0 +1,300 @@
+//! Tool calls through a panel at `/v1/chat/completions` (issue 52): the
+//! panel gets the caller's tools (as far as each model takes them), its
+//! majority's call is the answer, a split is decided by the synthesizer
+//! model, arguments that do not match are repaired once (else a 422
+//! naming the tool), and the results sent back reach every member.
+
+use serde_json::{Value, json};
+
+use super::{error_of, events, post};
+use crate::support::http::{HttpServer, TOKEN};
+use crate::support::*;
+
+fn weather_tool() -> Value {
+    json!({"type": "function", "function": {
+        "name": "get_weather",
+        "description": "The weather in a city today.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+            "additionalProperties": false
+        }
+    }})
+}
+
+fn asking(messages: Value, stream: bool) -> Value {
+    json!({"model": "ask", "stream": stream, "messages": messages, "tools": [weather_tool()]})
+}
+
+fn question() -> Value {
+    json!([{"role": "user", "content": "What is the weather in Oslo?"}])
+}
+
+fn taking_tools(mock: &Mock) {
+    catalog_taking(
+        mock,
+        &[
+            ("m1", &["tools"]),
+            ("m2", &["tools"]),
+            ("m3", &["tools"]),
+            ("m4", &["tools"]),
+            (SYNTH, &["tools"]),
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_panels_majority_call_is_the_answer_and_its_result_reaches_every_member() {
+    let mock = Mock::start().await;
+    taking_tools(&mock);
+    // Three equal calls written three ways, one other call, one text.
+    let oslo = [
+        r#"{"city": "Oslo"}"#,
+        r#"{"city":"Oslo"}"#,
+        "{\n \"city\": \"Oslo\"\n}",
+    ];
+    for (model, arguments) in ["m1", "m2", "m3"].iter().zip(oslo) {
+        mock.script(
+            model,
+            [
+                Step::tool_call("get_weather", arguments),
+                Step::tool_call("get_weather", arguments),
+                Step::answer("Sunny in Oslo."),
+            ],
+        );
+    }
+    mock.script(
+        "m4",
+        [
+            Step::tool_call("get_weather", r#"{"city": "Bergen"}"#),
+            Step::tool_call("get_weather", r#"{"city": "Bergen"}"#),
+            Step::answer("Sunny."),
+        ],
+    );
+    mock.script("m5", [Step::answer("I cannot look the weather up.")]);
+    mock.script(SYNTH, [Step::answer("It is sunny in Oslo, 21 °C.")]);
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+
+    let response = post(
+        &server,
+        "/v1/chat/completions",
+        Some(TOKEN),
+        &asking(question(), false),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200);
+    let completion: Value = response.json().await.unwrap();
+    let choice = &completion["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{completion}");
+    assert!(choice["message"]["content"].is_null());
+    let call = &choice["message"]["tool_calls"][0];
+    assert_eq!(call["type"], "function");
+    assert_eq!(call["function"]["name"], "get_weather");
+    let arguments: Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, json!({"city": "Oslo"}));
+    assert_eq!(completion["chorus"]["kind"], "tool-call");
+    let notes = completion["chorus"]["notes"].to_string();
+    assert!(
+        notes.contains("3 of 4 proposals agree (m1, m2, m3)"),
+        "{notes}"
+    );
+    assert!(notes.contains("did not take part"), "{notes}");
+    // Each model that takes tools got them; the one that does not, none.
+    let sent = |model: &str, i: usize| mock.requests_for(model)[i].body.clone();
+    assert_eq!(sent("m1", 0)["tools"][0]["function"]["name"], "get_weather");
+    assert!(sent("m5", 0).get("tools").is_none());
+    assert!(mock.requests_for(SYNTH).is_empty(), "nothing to merge");
+
+    // Streamed: the same call, as a delta, then `tool_calls`.
+    let response = post(
+        &server,
+        "/v1/chat/completions",
+        Some(TOKEN),
+        &asking(question(), true),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200);
+    let events = events(&response.text().await.unwrap());
+    let delta = events
+        .iter()
+        .find_map(|e| e["choices"][0]["delta"]["tool_calls"].as_array())
+        .expect("a tool_calls delta");
+    assert_eq!(delta[0]["index"], 0);
+    assert_eq!(delta[0]["function"]["name"], "get_weather");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["choices"][0]["finish_reason"] == "tool_calls")
+    );
+
+    // The result goes back; every member sees it, and the panel answers.
+    let messages = json!([
+        {"role": "user", "content": "What is the weather in Oslo?"},
+        {"role": "assistant", "content": null, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": "sunny, 21 °C"}
+    ]);
+    let response = post(
+        &server,
+        "/v1/chat/completions",
+        Some(TOKEN),
+        &asking(messages, false),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200);
+    let completion: Value = response.json().await.unwrap();
+    assert_eq!(
+        completion["choices"][0]["message"]["content"],
+        "It is sunny in Oslo, 21 °C."
+    );
+    assert_eq!(completion["choices"][0]["finish_reason"], "stop");
+    let m1 = sent("m1", 2);
+    let last = m1["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "tool", "{m1}");
+    assert_eq!(last["tool_call_id"], call["id"]);
+    assert_eq!(last["content"], "sunny, 21 °C");
+    let m5 = mock.requests_for("m5").pop().unwrap();
+    assert!(
+        m5.text().contains("sunny, 21 °C") && m5.body.get("tools").is_none(),
+        "a model that takes no tools sees the result in words: {}",
+        m5.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_split_panel_is_decided_by_the_synthesizer_and_bad_arguments_are_repaired_once() {
+    let mock = Mock::start().await;
+    taking_tools(&mock);
+    for (model, city) in [("m1", "Oslo"), ("m2", "Bergen"), ("m3", "Oslo, Norway")] {
+        mock.script(
+            model,
+            [Step::tool_call(
+                "get_weather",
+                &format!(r#"{{"city": "{city}"}}"#),
+            )],
+        );
+    }
+    for model in ["m4", "m5"] {
+        mock.script(model, [Step::answer("No idea.")]);
+    }
+    mock.script(
+        SYNTH,
+        [
+            // Run 1: a choice whose arguments do not match, then a repair.
+            Step::tool_call("get_weather", r#"{"town": "Oslo"}"#),
+            Step::tool_call("get_weather", r#"{"city": "Oslo"}"#),
+            // Run 2: a choice that does not match, and a repair that
+            // does not either.
+            Step::tool_call("get_weather", r#"{"town": "Oslo"}"#),
+            Step::tool_call("get_weather", "{\"city\": 7"),
+        ],
+    );
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+
+    let response = post(
+        &server,
+        "/v1/chat/completions",
+        Some(TOKEN),
+        &asking(question(), false),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200);
+    let completion: Value = response.json().await.unwrap();
+    let call = &completion["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["arguments"], r#"{"city": "Oslo"}"#);
+    let notes = completion["chorus"]["notes"].to_string();
+    assert!(notes.contains("synth chose among them"), "{notes}");
+    assert!(notes.contains("synth corrected them"), "{notes}");
+    // The synthesizer saw every proposal, and had to call.
+    let choosing = &mock.requests_for(SYNTH)[0];
+    for city in ["Oslo", "Bergen", "Oslo, Norway"] {
+        assert!(choosing.text().contains(city), "{}", choosing.text());
+    }
+    assert_eq!(choosing.body["tool_choice"], "required");
+    let repair = &mock.requests_for(SYNTH)[1];
+    assert_eq!(
+        repair.body["tool_choice"],
+        json!({"type": "function", "function": {"name": "get_weather"}})
+    );
+    assert!(repair.text().contains("town"), "{}", repair.text());
+
+    let response = post(
+        &server,
+        "/v1/chat/completions",
+        Some(TOKEN),
+        &asking(question(), false),
+    )
+    .send()
+    .await
+    .unwrap();
+    let (status, error) = error_of(response).await;
+    assert_eq!(status, 422, "{error}");
+    assert_eq!(error["code"], "tool_call_mismatch");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("`get_weather`") && message.contains("not JSON"),
+        "{message}"
+    );
+    assert_eq!(mock.requests_for(SYNTH).len(), 4, "one repair per run");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_exchange_that_does_not_add_up_is_refused() {
+    let mock = Mock::start().await;
+    crate::web::teams::answering(&mock);
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    let refused = [
+        (
+            json!([{"role": "user", "content": "q"},
+                   {"role": "tool", "tool_call_id": "call_never_made", "content": "x"}]),
+            "messages[1]",
+            "no assistant message before it made",
+        ),
+        (
+            json!([{"role": "user", "content": "q"},
+                   {"role": "assistant", "content": null, "tool_calls": [
+                       {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}]),
+            "messages[1]",
+            "results of the tool calls",
+        ),
+    ];
+    for (messages, param, says) in refused {
+        let response = post(
+            &server,
+            "/v1/chat/completions",
+            Some(TOKEN),
+            &asking(messages, false),
+        )
+        .send()
+        .await
+        .unwrap();
+        let (status, error) = error_of(response).await;
+        assert_eq!(status, 400, "{error}");
+        assert_eq!(error["param"], param, "{error}");
+        assert!(error["message"].as_str().unwrap().contains(says), "{error}");
+    }
+    let mut named = asking(question(), false);
+    named["tool_choice"] = json!({"type": "function", "function": {"name": "send_email"}});
+    let response = post(&server, "/v1/chat/completions", Some(TOKEN), &named)
+        .send()
+        .await
+        .unwrap();
+    let (status, error) = error_of(response).await;
+    assert_eq!(
+        (status, error["param"].as_str()),
+        (400, Some("tool_choice"))
+    );
+    assert!(mock.requests().is_empty(), "no model was asked");
+}
