@@ -315,3 +315,71 @@ async fn the_sdks_parse_structured_outputs_from_a_pipeline() {
     assert!(asked[1].text().contains("JSON Schema `final_output`"));
     assert!(asked[2].text().contains("it is not JSON"), "the repair");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_call_tools_through_a_pipeline() {
+    let clients = crate::mcp::clients::clients();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let mock = Mock::start().await;
+    let taking: Vec<(&str, &[&str])> = PANEL
+        .iter()
+        .chain([&SYNTH])
+        .map(|m| (*m, &["tools", "structured_outputs"][..]))
+        .collect();
+    catalog_taking(&mock, &taking);
+    // The loop, then the agent: a call proposed by the whole panel, then
+    // an answer once the result is back.
+    for model in PANEL {
+        mock.script(
+            model,
+            [
+                Step::tool_call("get_weather", r#"{"city": "Oslo"}"#),
+                Step::answer("Sunny, 21 C."),
+                Step::tool_call("get_weather", r#"{"city": "Bergen"}"#),
+                Step::answer(r#"{"city": "Bergen", "summary": "Sunny, 21 C."}"#),
+            ],
+        );
+    }
+    mock.script(
+        SYNTH,
+        [
+            Step::answer("It is sunny in Oslo, 21 C."),
+            Step::answer(r#"{"city": "Bergen", "summary": "Sunny and 21 C."}"#),
+        ],
+    );
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    let base = format!("{}/v1", server.origin());
+    let seen = client_output(
+        &clients.join("venv/bin/python"),
+        &[
+            root.join("tests/clients/tools_client.py").to_str().unwrap(),
+            &base,
+            TOKEN,
+        ],
+        &[],
+    )
+    .await;
+    eprintln!("tools: {seen}");
+    assert_eq!(seen["ran"], json!(["Oslo", "Bergen"]), "each call ran once");
+    assert_eq!(
+        seen["loop"],
+        json!({
+            "first_finish": "tool_calls",
+            "called": ["get_weather"],
+            "answer": "It is sunny in Oslo, 21 C.",
+            "final_finish": "stop",
+        })
+    );
+    assert_eq!(
+        seen["agent"],
+        json!({"city": "Bergen", "summary": "Sunny and 21 C.", "type": "Forecast"})
+    );
+    // The agent's tool result reached every panel member.
+    for model in PANEL {
+        let last = mock.requests_for(model).pop().unwrap();
+        assert!(last.text().contains("sunny in Bergen"), "{model}");
+    }
+}

@@ -279,10 +279,7 @@ async fn what_chorus_cannot_do_or_will_not_allow_is_refused_in_openais_shape() {
 
     for (key, value) in [
         ("n", json!(3)),
-        (
-            "tools",
-            json!([{"type": "function", "function": {"name": "f", "parameters": {}}}]),
-        ),
+        ("functions", json!([{"name": "f", "parameters": {}}])),
         ("logprobs", json!(true)),
     ] {
         let mut body = ask("q");
