@@ -15,7 +15,9 @@ pub fn estimate_tokens(text: &str) -> u64 {
 }
 
 /// Rough prompt tokens of a request: its messages (with a few each for
-/// framing) and every attachment part it sends (`attach::tokens`) — the
+/// framing), the caller's tools and tool exchange it carries (counted
+/// whether or not the model takes tools: it sees the exchange either
+/// way), and every attachment part it sends (`attach::tokens`) — the
 /// one estimate behind every worst case: the cost ceiling, the
 /// `tokens_per_minute` reservation, and usage a provider did not report.
 pub fn estimate_prompt_tokens(request: &ChatRequest) -> u64 {
@@ -24,10 +26,14 @@ pub fn estimate_prompt_tokens(request: &ChatRequest) -> u64 {
         .iter()
         .map(|m| estimate_tokens(&m.content) + 4)
         .sum();
+    let tools = request
+        .tools
+        .as_deref()
+        .map_or(0, super::tools::ToolUse::estimate_tokens);
     request
         .sent_attachments()
         .map(crate::attach::tokens::estimate)
-        .fold(text, u64::saturating_add)
+        .fold(text.saturating_add(tools), u64::saturating_add)
 }
 
 /// Completes the usage: token counts estimated from the text when the

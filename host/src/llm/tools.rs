@@ -91,6 +91,34 @@ impl ToolUse {
         self.tools.iter().find(|t| t.name == name)
     }
 
+    /// Rough prompt tokens of the tools and the exchange, as sent.
+    pub fn estimate_tokens(&self) -> u64 {
+        let tools: u64 = self
+            .tools
+            .iter()
+            .map(|t| {
+                super::estimate_tokens(&t.parameters.to_string())
+                    + super::estimate_tokens(t.description.as_deref().unwrap_or(""))
+                    + 8
+            })
+            .sum();
+        let exchange: u64 = self
+            .exchange
+            .iter()
+            .map(|step| match step {
+                Exchanged::Called { text, calls } => {
+                    super::estimate_tokens(text)
+                        + calls
+                            .iter()
+                            .map(|c| super::estimate_tokens(&c.arguments) + 8)
+                            .sum::<u64>()
+                }
+                Exchanged::Returned { content, .. } => super::estimate_tokens(content) + 4,
+            })
+            .sum();
+        tools.saturating_add(exchange)
+    }
+
     /// The fields a request to a model that takes tools carries.
     pub fn wire_fields(&self) -> [(&'static str, Option<Value>); 3] {
         let tools: Vec<Value> = self
@@ -98,6 +126,14 @@ impl ToolUse {
             .iter()
             .map(|tool| json!({"type": "function", "function": tool}))
             .collect();
+        if tools.is_empty() {
+            // The exchange alone: a history with tools no longer offered.
+            return [
+                ("tools", None),
+                ("tool_choice", None),
+                ("parallel_tool_calls", None),
+            ];
+        }
         [
             ("tools", Some(Value::Array(tools))),
             ("tool_choice", Some(self.choice.wire())),

@@ -69,11 +69,27 @@ pub(super) async fn decided(
     run_id: &str,
 ) -> Result<Option<Answer>, RunError> {
     let answered: Vec<&Completion> = completions.iter().filter(|c| c.outcome.is_ok()).collect();
+    let mut unoffered = Vec::new();
     let proposals: Vec<Proposal> = answered
         .iter()
         .filter_map(|c| {
             let reply = c.outcome.as_ref().ok()?;
-            (!reply.tool_calls.is_empty()).then(|| Proposal {
+            if reply.tool_calls.is_empty() {
+                return None;
+            }
+            // A call of a tool the caller did not offer is no vote.
+            if let Some(call) = reply
+                .tool_calls
+                .iter()
+                .find(|t| tools.tool(&t.name).is_none())
+            {
+                unoffered.push(format!(
+                    "{} called `{}`, which was not offered",
+                    c.model, call.name
+                ));
+                return None;
+            }
+            Some(Proposal {
                 id: c.id.unwrap_or_default(),
                 model: &c.model,
                 calls: &reply.tool_calls,
@@ -103,6 +119,7 @@ pub(super) async fn decided(
         answered.len(),
         choice_name(&tools.choice)
     )];
+    notes.extend(unoffered.into_iter().map(|u| format!("Not counted: {u}.")));
     let (mut chosen, mut sources, why) = if leader.len() * 2 > proposals.len() {
         let why = format!(
             "{} of {} proposals agree ({}).",

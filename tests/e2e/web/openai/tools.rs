@@ -298,3 +298,48 @@ async fn a_tool_exchange_that_does_not_add_up_is_refused() {
     );
     assert!(mock.requests().is_empty(), "no model was asked");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_of_a_tool_not_offered_is_no_vote() {
+    let mock = Mock::start().await;
+    taking_tools(&mock);
+    // Two models call a tool the caller never offered (a model's output
+    // is not the caller's word); the two that call what was offered win.
+    for model in ["m1", "m2"] {
+        mock.script(model, [Step::tool_call("delete_everything", "{}")]);
+    }
+    for model in ["m3", "m4"] {
+        mock.script(
+            model,
+            [Step::tool_call("get_weather", r#"{"city": "Oslo"}"#)],
+        );
+    }
+    mock.script(
+        "m5",
+        [Step::tool_call("get_weather", r#"{"city": "Oslo"}"#)],
+    );
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    let response = post(
+        &server,
+        "/v1/chat/completions",
+        Some(TOKEN),
+        &asking(question(), false),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200);
+    let completion: Value = response.json().await.unwrap();
+    let calls = completion["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["function"]["name"], "get_weather");
+    let notes = completion["chorus"]["notes"].to_string();
+    assert!(
+        notes.contains("Not counted: m1 called `delete_everything`, which was not offered"),
+        "{notes}"
+    );
+}
