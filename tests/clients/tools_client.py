@@ -1,8 +1,9 @@
 """Agents whose model is a chorus pipeline, calling tools through
 /v1/chat/completions (tests/e2e/web/openai/clients.rs): a hand-written
 loop with the OpenAI SDK (the call comes back, the function runs here,
-its result goes back, the answer follows), and an Agents SDK agent on
-its chat-completions model with a function tool and an `output_type`.
+its result goes back, the answer follows), an Agents SDK agent on its
+chat-completions model with a function tool and an `output_type`, and one
+on its default model (the Responses API) with the same tool.
 
 usage: tools_client.py BASE_URL TOKEN
 
@@ -18,6 +19,7 @@ from agents import (
     OpenAIChatCompletionsModel,
     Runner,
     function_tool,
+    set_default_openai_client,
     set_tracing_disabled,
 )
 from openai import AsyncOpenAI, OpenAI
@@ -87,10 +89,17 @@ agent = Agent(
 )
 
 
+# The Agents SDK's default model: the Responses API.
+set_default_openai_client(AsyncOpenAI(base_url=base_url, api_key=token, max_retries=0), use_for_tracing=False)
+responder = Agent(name="responder", instructions="Use the tool.", model="ask", tools=[get_weather])
+
+
 async def main():
     result = await Runner.run(agent, "What is the weather in Bergen?")
     output = result.final_output
     seen["agent"] = {"city": output.city, "summary": output.summary, "type": type(output).__name__}
+    result = await Runner.run(responder, "What is the weather in Tromso?")
+    seen["responses"] = result.final_output
 
 
 asyncio.run(main())

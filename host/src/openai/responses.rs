@@ -1,8 +1,11 @@
 //! `POST /v1/responses`, the Responses API, for the clients that speak
 //! only it (Codex CLI's custom providers, the Agents SDK's default model):
 //! its `input` and `instructions` are read as the chat messages they stand
-//! for (text, images and files; see `request`), run the same way, and
-//! answered as a `response` object or its stream of named events.
+//! for (text, images and files; see `request`; `function_call` and
+//! `function_call_output` items as tool calls and results, `tools` as
+//! chat tools), run the same way, and answered as a `response` object —
+//! a message, or the panel's `function_call`s — or its stream of named
+//! events.
 
 use std::sync::Arc;
 
@@ -71,15 +74,6 @@ fn as_chat(mut body: Map<String, Value>) -> Result<Map<String, Value>, ApiError>
             "chorus keeps no Responses state: send the whole conversation in `input`.",
         ));
     }
-    if body
-        .get("tools")
-        .is_some_and(|t| t.as_array().is_some_and(|t| !t.is_empty()))
-    {
-        return Err(ApiError::unsupported(
-            "tools",
-            "chorus's panel calls tools through /v1/chat/completions; its Responses API does not take them yet: send this request there.",
-        ));
-    }
     let mut messages = Vec::new();
     match body.remove("instructions") {
         None | Some(Value::Null) => {}
@@ -95,7 +89,26 @@ fn as_chat(mut body: Map<String, Value>) -> Result<Map<String, Value>, ApiError>
         Some(Value::String(text)) => messages.push(json!({"role": "user", "content": text})),
         Some(Value::Array(items)) => {
             for (i, item) in items.into_iter().enumerate() {
-                messages.push(message(item, &format!("input[{i}]"))?);
+                let param = format!("input[{i}]");
+                match item["type"].as_str() {
+                    Some("function_call") => called(&mut messages, &item, &param)?,
+                    Some("function_call_output") => {
+                        let output = match &item["output"] {
+                            Value::String(text) => Value::String(text.clone()),
+                            Value::Array(parts) => Value::Array(parts.clone()),
+                            _ => {
+                                return Err(ApiError::invalid(
+                                    &param,
+                                    format!(
+                                        "`{param}.output` must be the tool's output as a string."
+                                    ),
+                                ));
+                            }
+                        };
+                        messages.push(json!({"role": "tool", "tool_call_id": item["call_id"], "content": output}));
+                    }
+                    _ => messages.push(message(item, &param)?),
+                }
             }
         }
         _ => {
@@ -103,6 +116,17 @@ fn as_chat(mut body: Map<String, Value>) -> Result<Map<String, Value>, ApiError>
                 "input",
                 "`input` must be a string or a list of messages.",
             ));
+        }
+    }
+    if let Some(Value::Array(tools)) = body.get_mut("tools") {
+        for tool in tools.iter_mut() {
+            if tool.get("function").is_none() && tool["type"] == "function" {
+                let mut function = tool.clone();
+                if let Value::Object(function) = &mut function {
+                    function.remove("type");
+                }
+                *tool = json!({"type": "function", "function": function});
+            }
         }
     }
     for (from, to) in RENAMED {
@@ -136,6 +160,32 @@ fn as_chat(mut body: Map<String, Value>) -> Result<Map<String, Value>, ApiError>
     Ok(body)
 }
 
+/// A `function_call` input item: a call the caller's model made, joined
+/// to the assistant message of the calls just before it.
+fn called(messages: &mut Vec<Value>, item: &Value, param: &str) -> Result<(), ApiError> {
+    let (Some(call_id), Some(name)) = (item["call_id"].as_str(), item["name"].as_str()) else {
+        return Err(ApiError::invalid(
+            param,
+            format!("`{param}` is a function call: it needs its `call_id` and `name`."),
+        ));
+    };
+    let arguments = match &item["arguments"] {
+        Value::String(text) => text.clone(),
+        Value::Null => "{}".to_owned(),
+        other => other.to_string(),
+    };
+    let call = json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}});
+    match messages.last_mut() {
+        Some(last) if last["role"] == "assistant" && last["tool_calls"].is_array() => {
+            if let Some(calls) = last["tool_calls"].as_array_mut() {
+                calls.push(call);
+            }
+        }
+        _ => messages.push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
+    }
+    Ok(())
+}
+
 /// One input item as a chat message.
 fn message(item: Value, param: &str) -> Result<Value, ApiError> {
     let kind = item["type"].as_str().unwrap_or("message");
@@ -143,7 +193,7 @@ fn message(item: Value, param: &str) -> Result<Value, ApiError> {
         return Err(ApiError::unsupported(
             param,
             format!(
-                "`{param}` is a {kind:?} item: chorus takes messages (it calls no tools and keeps no reasoning items)."
+                "`{param}` is a {kind:?} item: chorus takes messages, function calls and their outputs (it keeps no reasoning items)."
             ),
         ));
     }
@@ -246,6 +296,29 @@ impl Events {
         })
     }
 
+    /// The answer's tool calls as `function_call` output items (none when
+    /// the answer is text).
+    fn calls(&self, record: &RunRecord, status: &str) -> Vec<Value> {
+        if record.kind != crate::record::AnswerKind::ToolCall {
+            return Vec::new();
+        }
+        let run = self.id.trim_start_matches("resp_");
+        crate::pipeline::tool_calls::chosen(record)
+            .iter()
+            .enumerate()
+            .map(|(i, call)| {
+                json!({
+                    "type": "function_call",
+                    "id": format!("fc_{run}_{i}"),
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                    "status": status,
+                })
+            })
+            .collect()
+    }
+
     /// The `response` object, with `record`'s answer once there is one.
     fn response(&self, record: Option<&RunRecord>, status: &str) -> Value {
         let mut response = json!({
@@ -265,8 +338,13 @@ impl Events {
             "usage": null,
         });
         if let Some(record) = record {
-            response["output"] = json!([self.item(&record.answer, "completed")]);
-            response["output_text"] = json!(record.answer);
+            let calls = self.calls(record, "completed");
+            if calls.is_empty() {
+                response["output"] = json!([self.item(&record.answer, "completed")]);
+                response["output_text"] = json!(record.answer);
+            } else {
+                response["output"] = Value::Array(calls);
+            }
             let usage = &record.usage;
             response["usage"] = json!({
                 "input_tokens": usage.prompt_tokens,
@@ -317,6 +395,39 @@ impl Frames for Events {
     /// The deltas carry what the client was sent; the `done` events and
     /// the completed response carry the answer itself.
     fn answer(&mut self, record: &RunRecord, rest: &str, streamed: Streamed) -> Vec<Value> {
+        let calls = self.calls(record, "completed");
+        if !calls.is_empty() {
+            let mut events = Vec::new();
+            for (index, call) in calls.into_iter().enumerate() {
+                let mut added = call.clone();
+                added["status"] = json!("in_progress");
+                added["arguments"] = json!("");
+                let id = call["id"].clone();
+                let arguments = call["arguments"].clone();
+                events.extend([
+                    self.event(
+                        "response.output_item.added",
+                        json!({"output_index": index, "item": added}),
+                    ),
+                    self.event(
+                        "response.function_call_arguments.delta",
+                        json!({"item_id": id, "output_index": index, "delta": arguments}),
+                    ),
+                    self.event(
+                        "response.function_call_arguments.done",
+                        json!({"item_id": id, "output_index": index, "arguments": arguments}),
+                    ),
+                    self.event(
+                        "response.output_item.done",
+                        json!({"output_index": index, "item": call}),
+                    ),
+                ]);
+            }
+            let mut completed = self.response(Some(record), "completed");
+            completed["chorus"]["streamed"] = json!(streamed.as_str());
+            events.push(self.event("response.completed", json!({"response": completed})));
+            return events;
+        }
         let mut events = if rest.is_empty() {
             self.open_message()
         } else {

@@ -339,6 +339,8 @@ async fn agents_call_tools_through_a_pipeline() {
                 Step::answer("Sunny, 21 C."),
                 Step::tool_call("get_weather", r#"{"city": "Bergen"}"#),
                 Step::answer(r#"{"city": "Bergen", "summary": "Sunny, 21 C."}"#),
+                Step::tool_call("get_weather", r#"{"city": "Tromso"}"#),
+                Step::answer("Sunny in Tromso."),
             ],
         );
     }
@@ -347,6 +349,7 @@ async fn agents_call_tools_through_a_pipeline() {
         [
             Step::answer("It is sunny in Oslo, 21 C."),
             Step::answer(r#"{"city": "Bergen", "summary": "Sunny and 21 C."}"#),
+            Step::answer("It is sunny in Tromso."),
         ],
     );
     let config = write_config(&config(&mock, ""));
@@ -363,7 +366,12 @@ async fn agents_call_tools_through_a_pipeline() {
     )
     .await;
     eprintln!("tools: {seen}");
-    assert_eq!(seen["ran"], json!(["Oslo", "Bergen"]), "each call ran once");
+    assert_eq!(
+        seen["ran"],
+        json!(["Oslo", "Bergen", "Tromso"]),
+        "each call ran once"
+    );
+    assert_eq!(seen["responses"], "It is sunny in Tromso.");
     assert_eq!(
         seen["loop"],
         json!({
@@ -377,9 +385,10 @@ async fn agents_call_tools_through_a_pipeline() {
         seen["agent"],
         json!({"city": "Bergen", "summary": "Sunny and 21 C.", "type": "Forecast"})
     );
-    // The agent's tool result reached every panel member.
+    // Each agent's tool result reached every panel member.
     for model in PANEL {
-        let last = mock.requests_for(model).pop().unwrap();
-        assert!(last.text().contains("sunny in Bergen"), "{model}");
+        let sent = mock.requests_for(model);
+        assert!(sent[3].text().contains("sunny in Bergen"), "{model}");
+        assert!(sent[5].text().contains("sunny in Tromso"), "{model}");
     }
 }

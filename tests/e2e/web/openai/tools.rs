@@ -343,3 +343,80 @@ async fn a_call_of_a_tool_not_offered_is_no_vote() {
         "{notes}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_responses_api_answers_with_function_calls_whole_and_streamed() {
+    let mock = Mock::start().await;
+    taking_tools(&mock);
+    for model in PANEL {
+        mock.script(
+            model,
+            [
+                Step::tool_call("get_weather", r#"{"city": "Oslo"}"#),
+                Step::tool_call("get_weather", r#"{"city": "Oslo"}"#),
+                Step::answer("Sunny."),
+            ],
+        );
+    }
+    mock.script(SYNTH, [Step::answer("Sunny in Oslo.")]);
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    let tool = json!({"type": "function", "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}});
+    let body = |stream: bool, input: Value| json!({"model": "ask", "stream": stream, "input": input, "tools": [tool]});
+    let ask = json!("What is the weather in Oslo?");
+    let response: Value = post(
+        &server,
+        "/v1/responses",
+        Some(TOKEN),
+        &body(false, ask.clone()),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let call = response["output"][0].clone();
+    assert_eq!(call["type"], "function_call", "{response}");
+    assert_eq!(call["name"], "get_weather");
+    assert_eq!(call["arguments"], r#"{"city": "Oslo"}"#);
+
+    let streamed = post(&server, "/v1/responses", Some(TOKEN), &body(true, ask))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events = events(&streamed);
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "response.function_call_arguments.done")
+        .expect("the arguments, done");
+    assert_eq!(done["arguments"], r#"{"city": "Oslo"}"#);
+    let completed = events
+        .iter()
+        .find(|e| e["type"] == "response.completed")
+        .unwrap();
+    assert_eq!(completed["response"]["output"][0]["type"], "function_call");
+
+    // The output goes back as input items; the panel answers in text.
+    let input = json!([
+        {"role": "user", "content": "What is the weather in Oslo?"},
+        {"type": "function_call", "call_id": call["call_id"], "name": "get_weather", "arguments": call["arguments"]},
+        {"type": "function_call_output", "call_id": call["call_id"], "output": "sunny, 21 C"}
+    ]);
+    let response: Value = post(&server, "/v1/responses", Some(TOKEN), &body(false, input))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(response["output_text"], "Sunny in Oslo.", "{response}");
+    let last = mock.requests_for("m1").pop().unwrap().body;
+    let last = last["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["content"], "sunny, 21 C");
+}
