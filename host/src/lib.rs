@@ -2,7 +2,7 @@
 //! answers, with the strategy decisions made by WebAssembly plugins.
 //!
 //! Dependencies point one way (docs/architecture.md draws it):
-//! `cli` -> {`eval`, `web`, `openai`, `mcp`} -> `http` (the front door)
+//! `cli` -> {`eval`, `web`, `anthropic` -> `openai`, `mcp`} -> `http` (the front door)
 //! -> `app` -> {`telemetry`, `metrics`, `respcache`, `budget`} ->
 //! {`pipeline`, `store`} -> `events` -> `plugins` -> {`oci`, `record`} ->
 //! {`llm`, `client`} -> `config` -> `attach` -> {`text`, `notice`,
@@ -11,7 +11,7 @@
 //! pipeline's `CallCache`, implemented by `respcache`, plugged in by `app`).
 //!
 //! Where things go: a store backend is one `impl store::Backend`; a door
-//! (MCP, OpenAI's API, the viewer, a command) calls `app` and never checks a limit
+//! (MCP, OpenAI's API, Anthropic's, the viewer, a command) calls `app` and never checks a limit
 //! itself (`app/gate.rs` is the one gate); an HTTP door is an `http::Door`
 //! the front door serves, behind `http::check`; a config section is a file
 //! of `config/` with its struct, default and `check`; unit tests live in
@@ -24,6 +24,7 @@
 
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod anthropic;
 pub mod app;
 pub mod attach;
 pub mod budget;

@@ -108,12 +108,13 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // The doors: MCP, the viewer and OpenAI's API, each behind the same
-    // Host, Origin and token rules.
+    // The doors: MCP, the viewer, OpenAI's API and Anthropic's, each
+    // behind the same Host, Origin and token rules.
     let doors = vec![
         mcp::http::door(chorus.clone(), options.access()),
         http::Door::routes(crate::web::router(viewer)),
         http::Door::routes(crate::openai::routes(chorus.clone(), options.access())),
+        http::Door::routes(crate::anthropic::routes(chorus.clone(), options.access())),
     ];
     match http::serve(chorus, options, doors).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,14 +19,14 @@
 //! - [`responses`]: the Responses API over the same parts;
 //! - [`errors`]: errors in OpenAI's shape.
 
-mod answer;
-mod body;
-mod errors;
+pub(crate) mod answer;
+pub(crate) mod body;
+pub(crate) mod errors;
 mod format;
 mod parts;
-mod request;
+pub(crate) mod request;
 mod responses;
-mod stream;
+pub(crate) mod stream;
 mod tools;
 
 use std::sync::Arc;
@@ -91,7 +91,7 @@ fn model_object(name: &str, created: u64) -> Value {
     json!({"id": name, "object": "model", "created": created, "owned_by": "chorus"})
 }
 
-fn json_response(value: &Value) -> Response {
+pub(crate) fn json_response(value: &Value) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
         value.to_string(),
@@ -129,7 +129,7 @@ async fn model(
 /// A request read into a run for `client`: its pipeline found (404 if
 /// there is none), its body read, its attachments loaded under the same
 /// limits as MCP's.
-async fn read(
+pub(crate) async fn read(
     chorus: &Chorus,
     client: &Client,
     mut body: serde_json::Map<String, Value>,
@@ -184,7 +184,7 @@ async fn read(
 /// reading a stream cannot stop the run's clock and hold its slot), and
 /// stops when the response awaiting it is dropped (a client that hangs
 /// up). Its events reach `progress`, which must never wait.
-fn start(
+pub(crate) fn start(
     chorus: Arc<Chorus>,
     client: Arc<Client>,
     asked: Asked,
@@ -260,7 +260,7 @@ async fn chat(
     }
 }
 
-fn with_run_id(mut response: Response, run_id: &str) -> Response {
+pub(crate) fn with_run_id(mut response: Response, run_id: &str) -> Response {
     if let Ok(id) = HeaderValue::from_str(run_id) {
         response.headers_mut().insert(RUN_ID_HEADER, id);
     }

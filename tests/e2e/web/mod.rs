@@ -1,7 +1,8 @@
 //! The HTTP front door and what it serves: tokens, Host/Origin, hostile
 //! clients, teams and tenants, drain, /metrics, traces, the viewer, the
-//! OpenAI endpoint, sign-in.
+//! OpenAI endpoint, Anthropic's Messages API, sign-in.
 
+pub(crate) mod anthropic;
 pub(crate) mod drain;
 pub(crate) mod http;
 pub(crate) mod metrics;
