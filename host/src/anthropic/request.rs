@@ -66,8 +66,12 @@ pub fn as_chat(mut body: Map<String, Value>) -> Result<Map<String, Value>, ApiEr
         let param = format!("messages[{i}]");
         let role = message["role"].as_str().unwrap_or("");
         match (role, &message["content"]) {
-            ("user" | "assistant", Value::String(text)) => {
+            ("user" | "assistant" | "system", Value::String(text)) => {
                 messages.push(json!({"role": role, "content": text}));
+            }
+            // Claude Code sends reminders as system messages between turns.
+            ("system", Value::Array(blocks)) => {
+                messages.push(json!({"role": "system", "content": texts(blocks, &param)?}));
             }
             ("user", Value::Array(blocks)) => user(blocks, &param, &mut messages)?,
             ("assistant", Value::Array(blocks)) => messages.push(assistant(blocks, &param)?),

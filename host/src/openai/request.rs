@@ -351,7 +351,12 @@ fn read_messages(messages: Vec<Value>, max_bytes: usize) -> Result<Read, ApiErro
     // Tool calls and results since the last user or answering message.
     let mut exchange: Vec<Exchanged> = Vec::new();
     let mut exchanged_bytes = 0;
-    let last = messages.len() - 1;
+    // System messages may come anywhere (instructions every call sees,
+    // Claude Code's reminders): the last of the others is what is asked.
+    let last = messages
+        .iter()
+        .rposition(|m| !matches!(m["role"].as_str(), Some("system" | "developer")))
+        .unwrap_or(messages.len() - 1);
     for (i, message) in messages.into_iter().enumerate() {
         let param = format!("messages[{i}]");
         let Value::Object(message) = message else {

@@ -59,6 +59,14 @@ pub fn clients() -> PathBuf {
     dir
 }
 
+/// Claude Code as `tests/clients/package.json` pins it: the launcher
+/// that runs its native binary for this platform (`setup.sh` installs
+/// with `--ignore-scripts`, so the postinstall that would copy the binary
+/// into place never runs). Run it with `node`.
+pub fn claude_code() -> PathBuf {
+    clients().join("node_modules/@anthropic-ai/claude-code/cli-wrapper.cjs")
+}
+
 /// The test config plus a pipeline waiting on a model that never answers
 /// (`stuck`) and one whose panel has a model answering after `slow`
 /// (`slow`); timeouts long enough for the long run.

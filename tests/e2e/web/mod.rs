@@ -3,6 +3,7 @@
 //! OpenAI endpoint, Anthropic's Messages API, sign-in.
 
 pub(crate) mod anthropic;
+pub(crate) mod claude_code;
 pub(crate) mod drain;
 pub(crate) mod http;
 pub(crate) mod metrics;
