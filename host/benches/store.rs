@@ -74,6 +74,7 @@ fn run(i: usize) -> Run {
                 response_format: None,
                 attachments: Default::default(),
                 placed: Vec::new(),
+                tools: None,
             })
         })
         .collect();
@@ -96,6 +97,7 @@ fn run(i: usize) -> Run {
         response_format: None,
         attachments: Default::default(),
         placed: Vec::new(),
+        tools: None,
     }));
     let calls: Vec<Arc<CallRecord>> = requests
         .iter()

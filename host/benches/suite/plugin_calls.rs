@@ -47,6 +47,7 @@ fn answered(id: u32, label: String, model: String) -> Completion {
             }),
             format_sent: Default::default(),
             citations: Vec::new(),
+            tool_calls: Vec::new(),
         }),
     }
 }

@@ -33,7 +33,7 @@ static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
                 "required": ["kind", "message"]
             },
             "pipeline": {"type": "string"},
-            "kind": {"enum": ["synthesis", "single", "vote", "pick", "unmerged", "none"]},
+            "kind": {"enum": ["synthesis", "single", "vote", "pick", "unmerged", "none", "tool-call"]},
             "summary": {"type": "string"},
             "answer": {"type": "string"},
             "notes": {"type": "array", "items": {"type": "string"}},

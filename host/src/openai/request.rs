@@ -191,13 +191,16 @@ pub fn chat(
     question.tools = match offered {
         None if read.exchange.is_empty() => None,
         offered => {
-            let (tools, choice, parallel) = offered.unwrap_or((Vec::new(), ToolChoice::None, None));
-            Some(std::sync::Arc::new(ToolUse {
-                tools,
-                choice,
-                parallel,
-                exchange: read.exchange,
-            }))
+            // A history of tool calls with no tools offered now: the
+            // exchange alone, and no call to make.
+            let mut offered = offered.unwrap_or(ToolUse {
+                tools: Vec::new(),
+                choice: ToolChoice::None,
+                parallel: None,
+                exchange: Vec::new(),
+            });
+            offered.exchange = read.exchange;
+            Some(std::sync::Arc::new(offered))
         }
     };
     let conversation = match (read.turns.is_empty(), read.system.is_empty()) {

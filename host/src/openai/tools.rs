@@ -8,17 +8,16 @@
 use serde_json::{Map, Value};
 
 use super::errors::ApiError;
-use crate::llm::tools::{Exchanged, Tool, ToolCall, ToolChoice};
+use crate::llm::tools::{Exchanged, Tool, ToolCall, ToolChoice, ToolUse};
 use crate::pipeline::structured::MAX_SCHEMA_BYTES;
 
 /// OpenAI's own bound on the tools of one request.
 pub const MAX_TOOLS: usize = 128;
 
-/// The tools offered, how they may be used, and `parallel_tool_calls`;
-/// `None` when no tool is offered (and `tool_choice` asks for none).
-pub fn read(
-    body: &Map<String, Value>,
-) -> Result<Option<(Vec<Tool>, ToolChoice, Option<bool>)>, ApiError> {
+/// The tools offered, how they may be used, and `parallel_tool_calls` (the
+/// exchange is the history's, read with the messages); `None` when no
+/// tool is offered (and `tool_choice` asks for none).
+pub fn read(body: &Map<String, Value>) -> Result<Option<ToolUse>, ApiError> {
     if present(body.get("functions")) || present(body.get("function_call")) {
         let key = if present(body.get("functions")) {
             "functions"
@@ -122,7 +121,12 @@ pub fn read(
             format!("`tool_choice` names `{name}`, which `tools` does not offer."),
         ));
     }
-    Ok(Some((tools, choice, parallel)))
+    Ok(Some(ToolUse {
+        tools,
+        choice,
+        parallel,
+        exchange: Vec::new(),
+    }))
 }
 
 /// One `tools` entry (`{"type": "function", "function": {…}}`, or the
@@ -276,16 +280,16 @@ mod tests {
 
     #[test]
     fn tools_and_a_choice_are_read() {
-        let (tools, choice, parallel) = read(&body(json!({
+        let offered = read(&body(json!({
             "tools": [weather()],
             "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
             "parallel_tool_calls": false
         })))
         .unwrap()
         .unwrap();
-        assert_eq!(tools[0].name, "get_weather");
-        assert_eq!(choice, ToolChoice::Function("get_weather".into()));
-        assert_eq!(parallel, Some(false));
+        assert_eq!(offered.tools[0].name, "get_weather");
+        assert_eq!(offered.choice, ToolChoice::Function("get_weather".into()));
+        assert_eq!(offered.parallel, Some(false));
         assert!(
             read(&body(json!({"tools": [], "tool_choice": "none"})))
                 .unwrap()
