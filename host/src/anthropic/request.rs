@@ -382,8 +382,7 @@ mod tests {
             {"type": "search_result", "source": "x"}]}]}),
         );
         assert_eq!(odd.param.as_deref(), Some("messages[0].content[0]"));
-        let role =
-            refused(json!({"model": "ask", "messages": [{"role": "system", "content": "x"}]}));
-        assert!(role.message.contains("`system`"), "{}", role.message);
+        let role = refused(json!({"model": "ask", "messages": [{"role": "tool", "content": "x"}]}));
+        assert!(role.message.contains("\"tool\""), "{}", role.message);
     }
 }

@@ -52,7 +52,12 @@ pub fn clients() -> PathBuf {
         *installed = true;
     }
     // Node resolves packages from the script's own folder.
-    for script in ["ts_client.mjs", "ts_no_token.mjs", "strict_schemas.mjs"] {
+    for script in [
+        "ts_client.mjs",
+        "ts_no_token.mjs",
+        "strict_schemas.mjs",
+        "ai_sdk.mjs",
+    ] {
         std::fs::copy(root().join("tests/clients").join(script), dir.join(script))
             .expect("copy the TypeScript clients next to their node_modules");
     }

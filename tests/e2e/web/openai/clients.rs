@@ -392,3 +392,89 @@ async fn agents_call_tools_through_a_pipeline() {
         assert!(sent[5].text().contains("sunny in Tromso"), "{model}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_frameworks_call_tools_and_parse_structured_outputs() {
+    let clients = crate::mcp::clients::clients();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap();
+    let mock = Mock::start().await;
+    let taking: Vec<(&str, &[&str])> = PANEL
+        .iter()
+        .chain([&SYNTH])
+        .map(|m| (*m, &["tools", "structured_outputs"][..]))
+        .collect();
+    catalog_taking(&mock, &taking);
+    let dry = r#"{"city": "Oslo", "days": [1, 2]}"#;
+    for model in PANEL {
+        mock.script(
+            model,
+            [
+                // LangChain: bind_tools, then with_structured_output.
+                Step::tool_call("get_weather", r#"{"city": "Oslo"}"#),
+                Step::answer(dry),
+                // pydantic-ai: its tool, then its output as a tool call.
+                Step::tool_call("get_weather", r#"{"city": "Bergen"}"#),
+                Step::tool_call("final_result", r#"{"city": "Bergen", "days": [3]}"#),
+                // The AI SDK: generateText's tool step, its answer, then
+                // generateObject.
+                Step::tool_call("get_weather", r#"{"city": "Tromso"}"#),
+                Step::answer("Sunny in Tromso."),
+                Step::answer(r#"{"city": "Tromso", "days": [4, 5]}"#),
+            ],
+        );
+    }
+    mock.script(
+        SYNTH,
+        [
+            Step::answer(dry),
+            Step::answer("It is sunny in Tromso."),
+            Step::answer(r#"{"city": "Tromso", "days": [4, 5]}"#),
+        ],
+    );
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    let base = format!("{}/v1", server.origin());
+    let python = client_output(
+        &clients.join("venv/bin/python"),
+        &[
+            root.join("tests/clients/frameworks_client.py")
+                .to_str()
+                .unwrap(),
+            &base,
+            TOKEN,
+        ],
+        // No LangSmith tracing leaves this machine.
+        &[("LANGSMITH_TRACING", "false")],
+    )
+    .await;
+    eprintln!("langchain, pydantic-ai: {python}");
+    assert_eq!(
+        python["langchain_tools"],
+        json!([{"name": "get_weather", "args": {"city": "Oslo"}}])
+    );
+    assert_eq!(
+        python["langchain_structured"],
+        json!({"city": "Oslo", "days": [1, 2], "type": "Weather"})
+    );
+    assert_eq!(
+        python["pydantic_ai"],
+        json!({"city": "Bergen", "days": [3], "type": "Weather"})
+    );
+    assert_eq!(python["ran"], json!(["Bergen"]), "pydantic-ai ran its tool");
+
+    let node = client_output(
+        std::path::Path::new("node"),
+        &[clients.join("ai_sdk.mjs").to_str().unwrap(), &base, TOKEN],
+        &[],
+    )
+    .await;
+    eprintln!("ai sdk: {node}");
+    assert_eq!(node["ran"], json!(["Tromso"]));
+    assert_eq!(
+        node["text"],
+        json!({"text": "It is sunny in Tromso.", "steps": 2})
+    );
+    assert_eq!(node["object"], json!({"city": "Tromso", "days": [4, 5]}));
+}
