@@ -28,6 +28,9 @@ pub(super) struct Caller {
     tools: Option<Arc<ToolUse>>,
     /// The model of the latest call that wrote the answer.
     writer: std::sync::Mutex<Option<String>>,
+    /// What the run's notes already say of models that take no tools or
+    /// format.
+    noted: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl RunContext {
@@ -45,6 +48,7 @@ impl RunContext {
             format,
             tools,
             writer: std::sync::Mutex::new(None),
+            noted: Default::default(),
         };
         self
     }
@@ -91,11 +95,46 @@ impl RunContext {
                     if request.tools.is_none() {
                         request.tools.clone_from(&caller.tools);
                     }
+                    self.note_what_is_not_taken(request);
                 }
                 puts_it && caller.format.is_some()
             })
             .collect();
         (requests, asked)
+    }
+
+    /// Says once per model, in the run's notes, when a model asked the
+    /// question takes no tools (it answers in text and sees results in
+    /// words) or no response format (it is asked for it in words only).
+    fn note_what_is_not_taken(&self, request: &ChatRequest) {
+        let Some(model) = self.llm.model(&request.model) else {
+            return;
+        };
+        let offered = request
+            .tools
+            .as_deref()
+            .is_some_and(|t| !t.tools.is_empty());
+        let mut notes = Vec::new();
+        if offered && !model.takes_tools() {
+            notes.push(format!(
+                "{} takes no tools (its catalog lists none): it answered in text, and sees tool results in words.",
+                request.model
+            ));
+        }
+        if self.caller.format.is_some()
+            && model.format_for(request.response_format.as_ref()) == crate::llm::FormatSent::None
+        {
+            notes.push(format!(
+                "{} takes no response format (its catalog lists none): it was asked for the format in words only.",
+                request.model
+            ));
+        }
+        let mut noted = self.caller.noted.lock().unwrap_or_else(|e| e.into_inner());
+        for note in notes {
+            if noted.insert(note.clone()) {
+                self.note(note);
+            }
+        }
     }
 
     /// The call that writes the answer, asked for the format.
@@ -145,6 +184,7 @@ impl Default for Caller {
             format: None,
             tools: None,
             writer: std::sync::Mutex::new(None),
+            noted: Default::default(),
         }
     }
 }

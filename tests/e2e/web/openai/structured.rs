@@ -89,6 +89,11 @@ async fn a_schema_is_asked_of_the_panel_and_the_merge_and_the_answer_parses() {
         completion["chorus"].get("not_applied").is_none(),
         "response_format is applied: {completion}"
     );
+    let notes = completion["chorus"]["notes"].to_string();
+    assert!(
+        notes.contains("m4 takes no response format") && !notes.contains("m3 takes no"),
+        "{notes}"
+    );
 
     // What each call was asked: the schema itself where the model takes
     // it, JSON mode where it takes only that, and always in words.

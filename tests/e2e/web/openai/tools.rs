@@ -104,6 +104,10 @@ async fn the_panels_majority_call_is_the_answer_and_its_result_reaches_every_mem
         "{notes}"
     );
     assert!(notes.contains("did not take part"), "{notes}");
+    assert!(
+        notes.contains("m5 takes no tools (its catalog lists none)"),
+        "{notes}"
+    );
     // Each model that takes tools got them; the one that does not, none.
     let sent = |model: &str, i: usize| mock.requests_for(model)[i].body.clone();
     assert_eq!(sent("m1", 0)["tools"][0]["function"]["name"], "get_weather");
