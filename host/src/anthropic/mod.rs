@@ -30,8 +30,7 @@ use serde_json::json;
 use crate::app::Chorus;
 use crate::client::Client;
 use crate::http::Access;
-use crate::openai::errors::ApiError;
-use crate::openai::{body, json_response, start, stream, with_run_id};
+use crate::openai::{body, json_response};
 
 /// What the handlers share.
 struct Shared {
@@ -77,37 +76,18 @@ async fn messages(
     Extension(client): Extension<Arc<Client>>,
     request: Request,
 ) -> Response {
-    let chorus = &shared.chorus;
-    let body = match body::read(chorus, &client, &shared.parses, request).await {
-        Ok(body) => body,
-        Err(e) => return e.into_response(),
-    };
-    let asked = crate::openai::read(chorus, &client, body, |body, pipeline, declared, max| {
-        crate::openai::request::chat(request::as_chat(body)?, pipeline, &declared.options, max)
-    })
-    .await;
-    let asked = match asked {
-        Ok(asked) => asked,
-        Err(e) => return e.into_response(),
-    };
-    let not_applied = asked.not_applied.clone();
-    if asked.stream {
-        let frames = reply::Events::new(asked.pipeline.clone(), not_applied);
-        let (progress, events) = stream::watcher();
-        let run = start(chorus.clone(), client, asked, progress);
-        return stream::respond(run, events, frames).await;
-    }
-    let outcome = start(chorus.clone(), client, asked, crate::events::ignore()).await;
-    match outcome {
-        Err(error) => ApiError::of_run(&error).into_response(),
-        Ok(record) => match ApiError::of_unanswered(&record) {
-            Some(error) => error.into_response(),
-            None => with_run_id(
-                json_response(&reply::message(&record, &not_applied)),
-                &record.run_id,
-            ),
+    crate::openai::answered(
+        &shared.chorus,
+        client,
+        &shared.parses,
+        request,
+        |body, pipeline, declared, max| {
+            crate::openai::request::chat(request::as_chat(body)?, pipeline, &declared.options, max)
         },
-    }
+        |asked| reply::Events::new(asked.pipeline.clone(), asked.not_applied.clone()),
+        |frames, record| reply::message(record, frames.not_applied()),
+    )
+    .await
 }
 
 /// The prompt tokens a request would send each model asked the question,

@@ -83,6 +83,11 @@ impl Events {
         }
     }
 
+    /// The request's parameters taken but not applied.
+    pub fn not_applied(&self) -> &[String] {
+        &self.not_applied
+    }
+
     fn open_text(&mut self) -> Vec<Value> {
         if self.text_open {
             return Vec::new();

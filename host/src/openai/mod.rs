@@ -129,7 +129,7 @@ async fn model(
 /// A request read into a run for `client`: its pipeline found (404 if
 /// there is none), its body read, its attachments loaded under the same
 /// limits as MCP's.
-pub(crate) async fn read(
+async fn read(
     chorus: &Chorus,
     client: &Client,
     mut body: serde_json::Map<String, Value>,
@@ -184,7 +184,7 @@ pub(crate) async fn read(
 /// reading a stream cannot stop the run's clock and hold its slot), and
 /// stops when the response awaiting it is dropped (a client that hangs
 /// up). Its events reach `progress`, which must never wait.
-pub(crate) fn start(
+fn start(
     chorus: Arc<Chorus>,
     client: Arc<Client>,
     asked: Asked,
@@ -223,39 +223,64 @@ async fn chat(
     Extension(client): Extension<Arc<Client>>,
     request: Request,
 ) -> Response {
-    let chorus = &shared.chorus;
-    let body = match body::read(chorus, &client, &shared.parses, request).await {
+    answered(
+        &shared.chorus,
+        client,
+        &shared.parses,
+        request,
+        |body, pipeline, declared, max| request::chat(body, pipeline, &declared.options, max),
+        |asked| {
+            stream::Chunks::new(
+                asked.pipeline.clone(),
+                asked.include_usage,
+                asked.not_applied.clone(),
+            )
+        },
+        |frames, record| answer::completion(record, &frames.not_applied),
+    )
+    .await
+}
+
+/// The one path of every model-API door (chat completions, Responses,
+/// Anthropic's Messages): `request`'s body read within its bounds and
+/// the gate's (`body`), read as a chat request by `parse` (`read`), run
+/// in a task of its own (`start`), and answered — as the stream of
+/// `frames` when it asked for one, else as `whole` writes the finished
+/// run — or refused as `ApiError` says.
+pub(crate) async fn answered<F: stream::Frames>(
+    chorus: &Arc<Chorus>,
+    client: Arc<Client>,
+    parses: &body::Parses,
+    request: Request,
+    parse: impl FnOnce(
+        serde_json::Map<String, Value>,
+        String,
+        &crate::config::Pipeline,
+        usize,
+    ) -> Result<Asked, ApiError>,
+    frames: impl FnOnce(&Asked) -> F,
+    whole: impl FnOnce(F, &crate::record::RunRecord) -> Value,
+) -> Response {
+    let body = match body::read(chorus, &client, parses, request).await {
         Ok(body) => body,
         Err(e) => return e.into_response(),
     };
-    let asked = read(chorus, &client, body, |body, pipeline, declared, max| {
-        request::chat(body, pipeline, &declared.options, max)
-    })
-    .await;
-    let asked = match asked {
+    let asked = match read(chorus, &client, body, parse).await {
         Ok(asked) => asked,
         Err(e) => return e.into_response(),
     };
+    let frames = frames(&asked);
     if asked.stream {
-        let frames = stream::Chunks::new(
-            asked.pipeline.clone(),
-            asked.include_usage,
-            asked.not_applied.clone(),
-        );
         let (progress, events) = stream::watcher();
         let run = start(chorus.clone(), client, asked, progress);
         return stream::respond(run, events, frames).await;
     }
-    let not_applied = asked.not_applied.clone();
     let outcome = start(chorus.clone(), client, asked, crate::events::ignore()).await;
     match outcome {
         Err(error) => ApiError::of_run(&error).into_response(),
         Ok(record) => match ApiError::of_unanswered(&record) {
             Some(error) => error.into_response(),
-            None => with_run_id(
-                json_response(&answer::completion(&record, &not_applied)),
-                &record.run_id,
-            ),
+            None => with_run_id(json_response(&whole(frames, &record)), &record.run_id),
         },
     }
 }

@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::extract::{Request, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::errors::ApiError;
-use super::stream::{self, Frames};
-use super::{Shared, answer, body, read, request, start, with_run_id};
+use super::stream::Frames;
+use super::{Shared, answer, request};
 use crate::client::Client;
 use crate::events::live::Streamed;
 use crate::record::RunRecord;
@@ -30,37 +30,21 @@ pub(super) async fn create(
     Extension(client): Extension<Arc<Client>>,
     request: Request,
 ) -> Response {
-    let chorus = &shared.chorus;
-    let body = match body::read(chorus, &client, &shared.parses, request).await {
-        Ok(body) => body,
-        Err(e) => return e.into_response(),
-    };
-    let asked = read(chorus, &client, body, |body, pipeline, declared, max| {
-        request::chat(as_chat(body)?, pipeline, &declared.options, max)
-    })
-    .await;
-    let asked = match asked {
-        Ok(asked) => asked,
-        Err(e) => return e.into_response(),
-    };
-    let mut frames = Events::new(asked.pipeline.clone(), asked.not_applied.clone());
-    if asked.stream {
-        let (progress, events) = stream::watcher();
-        let run = start(chorus.clone(), client, asked, progress);
-        return stream::respond(run, events, frames).await;
-    }
-    let outcome = start(chorus.clone(), client, asked, crate::events::ignore()).await;
-    match outcome {
-        Err(error) => ApiError::of_run(&error).into_response(),
-        Ok(record) => match ApiError::of_unanswered(&record) {
-            Some(error) => error.into_response(),
-            None => {
-                frames.id = format!("resp_{}", record.run_id);
-                let body = frames.response(Some(&record), "completed");
-                with_run_id(super::json_response(&body), &record.run_id)
-            }
+    super::answered(
+        &shared.chorus,
+        client,
+        &shared.parses,
+        request,
+        |body, pipeline, declared, max| {
+            request::chat(as_chat(body)?, pipeline, &declared.options, max)
         },
-    }
+        |asked| Events::new(asked.pipeline.clone(), asked.not_applied.clone()),
+        |mut frames, record| {
+            frames.id = format!("resp_{}", record.run_id);
+            frames.response(Some(record), "completed")
+        },
+    )
+    .await
 }
 
 /// A Responses request as the chat completion request it stands for.

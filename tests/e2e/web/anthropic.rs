@@ -131,22 +131,18 @@ async fn the_anthropic_sdk_is_a_client_tools_included() {
     );
     let config = write_config(&config(&mock, ""));
     let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
-    let output = tokio::process::Command::new(clients.join("venv/bin/python"))
-        .arg(root.join("tests/clients/anthropic_client.py"))
-        .arg(server.origin())
-        .arg(TOKEN)
-        .output();
-    let output = tokio::time::timeout(std::time::Duration::from_secs(120), output)
-        .await
-        .expect("the client finished within 120 s")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let seen = crate::web::openai::clients::client_output(
+        &clients.join("venv/bin/python"),
+        &[
+            root.join("tests/clients/anthropic_client.py")
+                .to_str()
+                .unwrap(),
+            &server.origin(),
+            TOKEN,
+        ],
+        &[],
+    )
+    .await;
     eprintln!("anthropic: {seen}");
     assert_eq!(seen["whole"]["text"], "Rayleigh scattering.");
     assert_eq!(seen["whole"]["stop"], "end_turn");

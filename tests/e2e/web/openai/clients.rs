@@ -11,7 +11,11 @@ use crate::support::http::{HttpServer, TOKEN};
 use crate::support::*;
 
 /// Runs `program` with `args`, bounded; its stdout as JSON.
-async fn client_output(program: &std::path::Path, args: &[&str], env: &[(&str, &str)]) -> Value {
+pub(crate) async fn client_output(
+    program: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Value {
     let output = tokio::time::timeout(
         Duration::from_secs(120),
         tokio::process::Command::new(program)

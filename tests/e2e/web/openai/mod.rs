@@ -4,7 +4,7 @@
 //! and real clients — the OpenAI SDKs, LiteLLM, the `llm` CLI, the Agents
 //! SDK — in [`clients`].
 
-mod clients;
+pub(crate) mod clients;
 mod hostile;
 mod live;
 mod structured;
