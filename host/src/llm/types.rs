@@ -22,6 +22,22 @@ pub struct Message {
     pub content: String,
 }
 
+impl Message {
+    pub fn system(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::System,
+            content: content.into(),
+        }
+    }
+
+    pub fn user(content: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: content.into(),
+        }
+    }
+}
+
 /// Sampling parameters; `None` leaves the provider's default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Sampling {
@@ -57,6 +73,21 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
+    /// A request of `messages` to `model`, labelled `label`, and nothing
+    /// else: the provider's sampling, free text, no attachments, no tools.
+    pub fn plain(label: &str, model: &str, messages: Vec<Message>) -> Self {
+        Self {
+            label: label.to_owned(),
+            model: model.to_owned(),
+            messages,
+            sampling: Sampling::default(),
+            response_format: None,
+            attachments: Default::default(),
+            placed: Vec::new(),
+            tools: None,
+        }
+    }
+
     /// The attachment parts the wire sends, each time it sends one: those
     /// placed, in placing order, else every binary attachment once (text
     /// files are in the messages already).

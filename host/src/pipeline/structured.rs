@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::RunError;
 use super::context::RunContext;
-use crate::llm::{ChatRequest, Message, ResponseFormat, Role, Sampling};
+use crate::llm::{ChatRequest, Message, ResponseFormat, Role};
 use crate::plugins::{Answer, AnswerKind};
 
 /// At most this many problems are named, in a repair prompt or an error.
@@ -67,7 +67,7 @@ impl fmt::Display for Problem {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error(
     "the answer does not match {format}: {}; {repair}. The run's calls are kept: `chorus runs show {run_id}` shows what each model wrote",
-    list(.problems)
+    list(.problems, "; ")
 )]
 pub struct Unmatched {
     /// The format, in words ("the JSON Schema `weather`").
@@ -85,12 +85,13 @@ impl Unmatched {
     }
 }
 
-fn list(problems: &[Problem]) -> String {
+/// `problems`, said one after another, `separator` between.
+pub(super) fn list(problems: &[Problem], separator: &str) -> String {
     problems
         .iter()
         .map(ToString::to_string)
         .collect::<Vec<_>>()
-        .join("; ")
+        .join(separator)
 }
 
 impl AnswerFormat {
@@ -208,35 +209,21 @@ impl AnswerFormat {
     /// The call that repairs `text` (which does not match, as `problems`
     /// say) made to `model`.
     fn repair_request(&self, model: &str, text: &str, problems: &[Problem]) -> ChatRequest {
-        let mut request = ChatRequest {
-            label: "repair".to_owned(),
-            model: model.to_owned(),
-            messages: vec![
-                Message {
-                    role: Role::System,
-                    content: "You correct a JSON answer so that it matches its format. Keep its \
-                              content; change only what the problems below require."
-                        .to_owned(),
-                },
-                Message {
-                    role: Role::User,
-                    content: format!(
-                        "The answer:\n\n{text}\n\nWhat does not match {}:\n- {}",
-                        self.describe(),
-                        problems
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join("\n- ")
-                    ),
-                },
+        let mut request = ChatRequest::plain(
+            "repair",
+            model,
+            vec![
+                Message::system(
+                    "You correct a JSON answer so that it matches its format. Keep its \
+                     content; change only what the problems below require.",
+                ),
+                Message::user(format!(
+                    "The answer:\n\n{text}\n\nWhat does not match {}:\n- {}",
+                    self.describe(),
+                    list(problems, "\n- ")
+                )),
             ],
-            sampling: Sampling::default(),
-            response_format: None,
-            attachments: Default::default(),
-            placed: Vec::new(),
-            tools: None,
-        };
+        );
         self.ask(&mut request);
         request
     }
@@ -343,7 +330,7 @@ pub(super) async fn held_to(
             answer.notes.push(format!(
                 "The answer did not match {} ({}); {model} repaired it.",
                 format.describe(),
-                list(&problems)
+                list(&problems, "; ")
             ));
             answer.text = json;
             answer.sources.extend(repair.id);
@@ -375,7 +362,7 @@ fn writer(answer: &Answer, context: &RunContext) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::JsonSchema;
+    use crate::llm::{JsonSchema, Sampling};
     use serde_json::json;
 
     fn schema(schema: Value) -> AnswerFormat {

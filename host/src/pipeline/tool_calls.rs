@@ -29,9 +29,9 @@ use serde_json::{Value, json};
 
 use super::RunError;
 use super::context::RunContext;
-use super::structured::{Problem, canonical};
+use super::structured::{Problem, canonical, list};
 use crate::llm::tools::{ToolCall, ToolChoice, ToolUse};
-use crate::llm::{ChatRequest, Completion, Message, Role, Sampling};
+use crate::llm::{ChatRequest, Completion, Message};
 use crate::plugins::{Answer, AnswerKind};
 use crate::record::RunRecord;
 
@@ -42,7 +42,7 @@ const STAGE: &str = "chorus";
 #[derive(Debug, Clone, thiserror::Error)]
 #[error(
     "the tool call `{tool}` does not match the tool's parameters: {}; {repair}. The run's calls are kept: `chorus runs show {run_id}` shows each proposal",
-    problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    list(.problems, "; ")
 )]
 pub struct BadCall {
     pub tool: String,
@@ -289,32 +289,24 @@ fn choosing_request(
     if use_.choice == ToolChoice::Auto {
         use_.choice = ToolChoice::Required;
     }
-    ChatRequest {
-        label: "tool choice".to_owned(),
-        model: model.to_owned(),
-        messages: vec![
-            Message {
-                role: Role::System,
-                content: "Several assistants proposed tool calls for the same request. Make the \
-                          call (or calls) that best serve the request: choose among theirs, and \
-                          correct the arguments where they are wrong."
-                    .to_owned(),
-            },
-            Message {
-                role: Role::User,
-                content: format!(
-                    "The request:\n\n{}\n\nThe proposals:\n{}",
-                    context.question().unwrap_or_default(),
-                    listed.join("\n")
-                ),
-            },
+    let mut request = ChatRequest::plain(
+        "tool choice",
+        model,
+        vec![
+            Message::system(
+                "Several assistants proposed tool calls for the same request. Make the call (or \
+                 calls) that best serve the request: choose among theirs, and correct the \
+                 arguments where they are wrong.",
+            ),
+            Message::user(format!(
+                "The request:\n\n{}\n\nThe proposals:\n{}",
+                context.question().unwrap_or_default(),
+                listed.join("\n")
+            )),
         ],
-        sampling: Sampling::default(),
-        response_format: None,
-        attachments: Default::default(),
-        placed: Vec::new(),
-        tools: Some(Arc::new(use_)),
-    }
+    );
+    request.tools = Some(Arc::new(use_));
+    request
 }
 
 /// `call` held to its tool: `None` when it matches; the corrected call
@@ -345,28 +337,18 @@ async fn held_to_tool(
     let mut use_ = tools.clone();
     use_.choice = ToolChoice::Function(call.name.clone());
     use_.parallel = Some(false);
-    let request = ChatRequest {
-        label: "tool repair".to_owned(),
-        model: model.to_owned(),
-        messages: vec![Message {
-            role: Role::User,
-            content: format!(
-                "This call of `{}` has arguments that do not match its parameters:\n\n{}\n\nWhat does not match:\n- {}\n\nMake the call again, with corrected arguments.",
-                call.name,
-                call.arguments,
-                problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("\n- ")
-            ),
-        }],
-        sampling: Sampling::default(),
-        response_format: None,
-        attachments: Default::default(),
-        placed: Vec::new(),
-        tools: Some(Arc::new(use_)),
-    };
+    let mut request = ChatRequest::plain(
+        "tool repair",
+        model,
+        vec![Message::user(format!(
+            "This call of `{}` has arguments that do not match its parameters:\n\n{}\n\nWhat \
+             does not match:\n- {}\n\nMake the call again, with corrected arguments.",
+            call.name,
+            call.arguments,
+            list(&problems, "\n- ")
+        ))],
+    );
+    request.tools = Some(Arc::new(use_));
     let Some(repair) = context.fan_out(STAGE, vec![request]).await.pop() else {
         return Err(failed(problems, "the repair call was not made".to_owned()));
     };
