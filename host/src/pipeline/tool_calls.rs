@@ -69,15 +69,101 @@ pub(super) async fn decided(
     run_id: &str,
 ) -> Result<Option<Answer>, RunError> {
     let answered: Vec<&Completion> = completions.iter().filter(|c| c.outcome.is_ok()).collect();
+    let (proposals, unoffered) = proposals_of(tools, &answered);
+    let calling = match tools.choice {
+        ToolChoice::None => false,
+        ToolChoice::Auto => proposals.len() * 2 > answered.len(),
+        ToolChoice::Required | ToolChoice::Function(_) => !proposals.is_empty(),
+    };
+    if !calling {
+        return Ok(None);
+    }
+    let mut notes = vec![format!(
+        "{} of {} answers proposed tool calls (tool_choice {}).",
+        proposals.len(),
+        answered.len(),
+        choice_name(&tools.choice)
+    )];
+    notes.extend(unoffered.into_iter().map(|u| format!("Not counted: {u}.")));
+    let ranked = ranked(&proposals);
+    let leader = ranked[0].as_slice();
+    let mut choice = if leader.len() * 2 > proposals.len() {
+        Choice {
+            calls: leader[0].calls.to_vec(),
+            sources: leader.iter().map(|p| p.id).collect(),
+            why: format!(
+                "{} of {} proposals agree ({}).",
+                leader.len(),
+                proposals.len(),
+                models(leader)
+            ),
+        }
+    } else {
+        let distinct = ranked.len();
+        chosen_by(
+            context, tools, chooser, &proposals, leader, distinct, &mut notes,
+        )
+        .await
+    };
+    if tools.parallel == Some(false) && choice.calls.len() > 1 {
+        notes.push(format!(
+            "parallel_tool_calls is false: only the first of {} calls is made.",
+            choice.calls.len()
+        ));
+        choice.calls.truncate(1);
+    }
+    let repairer = chooser.unwrap_or(leader[0].model).to_owned();
+    for call in &mut choice.calls {
+        if let Some((fixed, id)) = held_to_tool(context, tools, call, &repairer, run_id).await? {
+            notes.push(format!(
+                "The arguments of `{}` did not match its parameters; {repairer} corrected them.",
+                call.name
+            ));
+            choice.sources.extend(id);
+            *call = fixed;
+        }
+    }
+    notes.push(format!("The answer is a tool call: {}", choice.why));
+    let details = json!({"tool_calls": {
+        "proposed": proposals.iter().map(|p| json!({
+            "model": p.model,
+            "call": p.id,
+            "calls": p.calls,
+        })).collect::<Vec<_>>(),
+        "chosen": choice.calls,
+        "why": choice.why,
+    }});
+    Ok(Some(Answer {
+        kind: AnswerKind::ToolCall,
+        text: said(&choice.calls),
+        sources: choice.sources,
+        notes,
+        details: Some(details),
+    }))
+}
+
+/// The calls a run's answer will be, what it rests on, and why.
+struct Choice {
+    calls: Vec<ToolCall>,
+    sources: Vec<u32>,
+    why: String,
+}
+
+/// The answers that propose calls, each a vote; and, said, the answers
+/// that call a tool the caller did not offer (a model's output is not the
+/// caller's word: they are no vote).
+fn proposals_of<'a>(
+    tools: &ToolUse,
+    answered: &[&'a Completion],
+) -> (Vec<Proposal<'a>>, Vec<String>) {
     let mut unoffered = Vec::new();
-    let proposals: Vec<Proposal> = answered
+    let proposals = answered
         .iter()
         .filter_map(|c| {
             let reply = c.outcome.as_ref().ok()?;
             if reply.tool_calls.is_empty() {
                 return None;
             }
-            // A call of a tool the caller did not offer is no vote.
             if let Some(call) = reply
                 .tool_calls
                 .iter()
@@ -97,120 +183,76 @@ pub(super) async fn decided(
             })
         })
         .collect();
-    let calling = match tools.choice {
-        ToolChoice::None => false,
-        ToolChoice::Auto => proposals.len() * 2 > answered.len(),
-        ToolChoice::Required | ToolChoice::Function(_) => !proposals.is_empty(),
-    };
-    if !calling {
-        return Ok(None);
-    }
+    (proposals, unoffered)
+}
+
+/// Equal proposals grouped, most votes first; among equals, the one
+/// proposed first.
+fn ranked<'p, 'a>(proposals: &'p [Proposal<'a>]) -> Vec<Vec<&'p Proposal<'a>>> {
     let mut votes: BTreeMap<&str, Vec<&Proposal>> = BTreeMap::new();
-    for proposal in &proposals {
+    for proposal in proposals {
         votes.entry(&proposal.key).or_default().push(proposal);
     }
-    let mut ranked: Vec<&Vec<&Proposal>> = votes.values().collect();
-    // Most votes first; among equals, the one proposed first.
+    let mut ranked: Vec<Vec<&Proposal>> = votes.into_values().collect();
     ranked.sort_by_key(|group| (std::cmp::Reverse(group.len()), group[0].id));
-    let leader = ranked[0];
-    let mut notes = vec![format!(
-        "{} of {} answers proposed tool calls (tool_choice {}).",
-        proposals.len(),
-        answered.len(),
-        choice_name(&tools.choice)
-    )];
-    notes.extend(unoffered.into_iter().map(|u| format!("Not counted: {u}.")));
-    let (mut chosen, mut sources, why) = if leader.len() * 2 > proposals.len() {
-        let why = format!(
-            "{} of {} proposals agree ({}).",
-            leader.len(),
-            proposals.len(),
+    ranked
+}
+
+/// No proposal has a majority: the synthesizer model `chooser` makes the
+/// call, seeing them all; without one, or when it cannot (it fails, makes
+/// no call, or calls a tool not offered), the first of the most proposed.
+async fn chosen_by(
+    context: &RunContext,
+    tools: &ToolUse,
+    chooser: Option<&str>,
+    proposals: &[Proposal<'_>],
+    leader: &[&Proposal<'_>],
+    distinct: usize,
+    notes: &mut Vec<String>,
+) -> Choice {
+    let first_of_most = |why: String| Choice {
+        calls: leader[0].calls.to_vec(),
+        sources: leader.iter().map(|p| p.id).collect(),
+        why,
+    };
+    let Some(model) = chooser else {
+        return first_of_most(format!(
+            "no proposal had a majority, and no synthesizer model could choose: the first of the most proposed ({}).",
             models(leader)
-        );
-        (
-            leader[0].calls.to_vec(),
-            leader.iter().map(|p| p.id).collect::<Vec<_>>(),
-            why,
-        )
-    } else {
-        match chooser {
-            Some(model) => {
-                let choosing = choosing_request(model, tools, &proposals, context);
-                let made = context.fan_out(STAGE, vec![choosing]).await.pop();
-                match made.as_ref().map(|c| (c.id, &c.outcome)) {
-                    Some((id, Ok(reply))) if !reply.tool_calls.is_empty() => (
-                        reply.tool_calls.clone(),
-                        id.into_iter().collect(),
-                        format!(
-                            "no proposal had a majority ({} distinct among {}); {model} chose among them.",
-                            votes.len(),
+        ));
+    };
+    let choosing = choosing_request(model, tools, proposals, context);
+    let made = context.fan_out(STAGE, vec![choosing]).await.pop();
+    let failed = match made.as_ref().map(|c| (c.id, &c.outcome)) {
+        Some((id, Ok(reply))) if !reply.tool_calls.is_empty() => {
+            match reply
+                .tool_calls
+                .iter()
+                .find(|c| tools.tool(&c.name).is_none())
+            {
+                None => {
+                    return Choice {
+                        calls: reply.tool_calls.clone(),
+                        sources: id.into_iter().collect(),
+                        why: format!(
+                            "no proposal had a majority ({distinct} distinct among {}); {model} chose among them.",
                             proposals.len()
                         ),
-                    ),
-                    other => {
-                        let failed = match other {
-                            Some((_, Err(failure))) => failure.to_string(),
-                            _ => "it made no call".to_owned(),
-                        };
-                        notes.push(format!(
-                            "{model} was asked to choose among the proposals and could not ({failed}): the first of the most proposed is made."
-                        ));
-                        (
-                            leader[0].calls.to_vec(),
-                            leader.iter().map(|p| p.id).collect(),
-                            format!(
-                                "no proposal had a majority; the first of the most proposed ({}).",
-                                models(leader)
-                            ),
-                        )
-                    }
+                    };
                 }
+                Some(call) => format!("it called `{}`, which was not offered", call.name),
             }
-            None => (
-                leader[0].calls.to_vec(),
-                leader.iter().map(|p| p.id).collect(),
-                format!(
-                    "no proposal had a majority, and no synthesizer model could choose: the first of the most proposed ({}).",
-                    models(leader)
-                ),
-            ),
         }
+        Some((_, Err(failure))) => failure.to_string(),
+        _ => "it made no call".to_owned(),
     };
-    if tools.parallel == Some(false) && chosen.len() > 1 {
-        notes.push(format!(
-            "parallel_tool_calls is false: only the first of {} calls is made.",
-            chosen.len()
-        ));
-        chosen.truncate(1);
-    }
-    let repairer = chooser.unwrap_or(leader[0].model).to_owned();
-    for call in &mut chosen {
-        if let Some(fixed) = held_to_tool(context, tools, call, &repairer, run_id).await? {
-            notes.push(format!(
-                "The arguments of `{}` did not match its parameters; {repairer} corrected them.",
-                call.name
-            ));
-            sources.extend(fixed.1);
-            *call = fixed.0;
-        }
-    }
-    notes.push(format!("The answer is a tool call: {why}"));
-    let details = json!({"tool_calls": {
-        "proposed": proposals.iter().map(|p| json!({
-            "model": p.model,
-            "call": p.id,
-            "calls": p.calls,
-        })).collect::<Vec<_>>(),
-        "chosen": chosen,
-        "why": why,
-    }});
-    Ok(Some(Answer {
-        kind: AnswerKind::ToolCall,
-        text: said(&chosen),
-        sources,
-        notes,
-        details: Some(details),
-    }))
+    notes.push(format!(
+        "{model} was asked to choose among the proposals and could not ({failed}): the first of the most proposed is made."
+    ));
+    first_of_most(format!(
+        "no proposal had a majority; the first of the most proposed ({}).",
+        models(leader)
+    ))
 }
 
 /// The panel's answers as text for a merge: a proposal's calls are said

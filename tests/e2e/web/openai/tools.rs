@@ -424,3 +424,42 @@ async fn the_responses_api_answers_with_function_calls_whole_and_streamed() {
     assert_eq!(last["role"], "tool");
     assert_eq!(last["content"], "sunny, 21 C");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chooser_that_calls_a_tool_not_offered_gives_way_to_the_first_proposal() {
+    let mock = Mock::start().await;
+    taking_tools(&mock);
+    for (model, city) in [("m1", "Oslo"), ("m2", "Bergen"), ("m3", "Tromso")] {
+        mock.script(
+            model,
+            [Step::tool_call(
+                "get_weather",
+                &format!(r#"{{"city": "{city}"}}"#),
+            )],
+        );
+    }
+    for model in ["m4", "m5"] {
+        mock.script(model, [Step::answer("No idea.")]);
+    }
+    mock.script(SYNTH, [Step::tool_call("delete_everything", "{}")]);
+    let config = write_config(&config(&mock, ""));
+    let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
+    let response = post(
+        &server,
+        "/v1/chat/completions",
+        Some(TOKEN),
+        &asking(question(), false),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200);
+    let completion: Value = response.json().await.unwrap();
+    let call = &completion["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["function"]["arguments"], r#"{"city": "Oslo"}"#);
+    let notes = completion["chorus"]["notes"].to_string();
+    assert!(
+        notes.contains("could not (it called `delete_everything`, which was not offered)"),
+        "{notes}"
+    );
+}
