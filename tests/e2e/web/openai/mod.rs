@@ -33,6 +33,16 @@ fn post(
     }
 }
 
+/// The answer to a chat completion request `body`, which must be a 200.
+async fn completed(server: &HttpServer, body: &Value) -> Value {
+    let response = post(server, "/v1/chat/completions", Some(TOKEN), body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
 fn ask(question: &str) -> Value {
     json!({"model": "ask", "messages": [{"role": "user", "content": question}]})
 }

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::{error_of, events, post};
+use super::{completed, error_of, events, post};
 use crate::support::http::{HttpServer, TOKEN};
 use crate::support::*;
 
@@ -70,17 +70,7 @@ async fn a_schema_is_asked_of_the_panel_and_the_merge_and_the_answer_parses() {
     let config = write_config(&config(&mock, ""));
     let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
 
-    let response = post(
-        &server,
-        "/v1/chat/completions",
-        Some(TOKEN),
-        &asking_weather(false),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(response.status(), 200);
-    let completion: Value = response.json().await.unwrap();
+    let completion = completed(&server, &asking_weather(false)).await;
     let content = completion["choices"][0]["message"]["content"]
         .as_str()
         .unwrap();
@@ -257,12 +247,7 @@ async fn a_vote_counts_equal_json_as_one_answer() {
     let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
     let mut body = asking_weather(false);
     body["model"] = json!("vote");
-    let response = post(&server, "/v1/chat/completions", Some(TOKEN), &body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let completion: Value = response.json().await.unwrap();
+    let completion = completed(&server, &body).await;
     assert_eq!(completion["chorus"]["kind"], "vote");
     assert_eq!(
         completion["choices"][0]["message"]["content"], r#"{"city":"Oslo","days":[1]}"#,
@@ -309,12 +294,7 @@ async fn the_responses_api_takes_text_format_and_json_mode_takes_any_object() {
 
     let mut json_mode = super::ask("Anything, as JSON.");
     json_mode["response_format"] = json!({"type": "json_object"});
-    let response = post(&server, "/v1/chat/completions", Some(TOKEN), &json_mode)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200);
-    let completion: Value = response.json().await.unwrap();
+    let completion = completed(&server, &json_mode).await;
     assert_eq!(
         completion["choices"][0]["message"]["content"],
         r#"{"anything": ["goes"]}"#

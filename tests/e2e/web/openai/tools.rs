@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use super::{error_of, events, post};
+use super::{completed, error_of, events, post};
 use crate::support::http::{HttpServer, TOKEN};
 use crate::support::*;
 
@@ -77,17 +77,7 @@ async fn the_panels_majority_call_is_the_answer_and_its_result_reaches_every_mem
     let config = write_config(&config(&mock, ""));
     let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
 
-    let response = post(
-        &server,
-        "/v1/chat/completions",
-        Some(TOKEN),
-        &asking(question(), false),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(response.status(), 200);
-    let completion: Value = response.json().await.unwrap();
+    let completion = completed(&server, &asking(question(), false)).await;
     let choice = &completion["choices"][0];
     assert_eq!(choice["finish_reason"], "tool_calls", "{completion}");
     assert!(choice["message"]["content"].is_null());
@@ -144,17 +134,7 @@ async fn the_panels_majority_call_is_the_answer_and_its_result_reaches_every_mem
         {"role": "assistant", "content": null, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": call["id"], "content": "sunny, 21 °C"}
     ]);
-    let response = post(
-        &server,
-        "/v1/chat/completions",
-        Some(TOKEN),
-        &asking(messages, false),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(response.status(), 200);
-    let completion: Value = response.json().await.unwrap();
+    let completion = completed(&server, &asking(messages, false)).await;
     assert_eq!(
         completion["choices"][0]["message"]["content"],
         "It is sunny in Oslo, 21 °C."
@@ -204,17 +184,7 @@ async fn a_split_panel_is_decided_by_the_synthesizer_and_bad_arguments_are_repai
     let config = write_config(&config(&mock, ""));
     let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
 
-    let response = post(
-        &server,
-        "/v1/chat/completions",
-        Some(TOKEN),
-        &asking(question(), false),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(response.status(), 200);
-    let completion: Value = response.json().await.unwrap();
+    let completion = completed(&server, &asking(question(), false)).await;
     let call = &completion["choices"][0]["message"]["tool_calls"][0];
     assert_eq!(call["function"]["arguments"], r#"{"city": "Oslo"}"#);
     let notes = completion["chorus"]["notes"].to_string();
@@ -324,17 +294,7 @@ async fn a_call_of_a_tool_not_offered_is_no_vote() {
     );
     let config = write_config(&config(&mock, ""));
     let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
-    let response = post(
-        &server,
-        "/v1/chat/completions",
-        Some(TOKEN),
-        &asking(question(), false),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(response.status(), 200);
-    let completion: Value = response.json().await.unwrap();
+    let completion = completed(&server, &asking(question(), false)).await;
     let calls = completion["choices"][0]["message"]["tool_calls"]
         .as_array()
         .unwrap()
@@ -444,17 +404,7 @@ async fn a_chooser_that_calls_a_tool_not_offered_gives_way_to_the_first_proposal
     mock.script(SYNTH, [Step::tool_call("delete_everything", "{}")]);
     let config = write_config(&config(&mock, ""));
     let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
-    let response = post(
-        &server,
-        "/v1/chat/completions",
-        Some(TOKEN),
-        &asking(question(), false),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(response.status(), 200);
-    let completion: Value = response.json().await.unwrap();
+    let completion = completed(&server, &asking(question(), false)).await;
     let call = &completion["choices"][0]["message"]["tool_calls"][0];
     assert_eq!(call["function"]["arguments"], r#"{"city": "Oslo"}"#);
     let notes = completion["chorus"]["notes"].to_string();
