@@ -13,7 +13,8 @@
 //!    [`MAX_VALUES`] JSON values (a body of a million `0,`s would otherwise
 //!    parse into ~40 times its size);
 //! 4. parsed on a blocking thread, at most [`PARSES`] at once, never on
-//!    an async worker.
+//!    an async worker — and so is its reading into a run, which compiles
+//!    the caller's JSON Schemas (`Parses::blocking`).
 //!
 //! [`Limits::max_request_bytes`]: crate::config::Limits::max_request_bytes
 
@@ -75,22 +76,31 @@ pub async fn read(
             ),
         ));
     }
-    let _turn = parses.0.clone().acquire_owned().await.map_err(|_| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "server_error",
-            "chorus is stopping.",
-        )
-    })?;
-    tokio::task::spawn_blocking(move || request::object(&bytes))
-        .await
-        .map_err(|e| {
+    parses.blocking(move || request::object(&bytes)).await?
+}
+
+impl Parses {
+    /// `work` on a blocking thread, once a turn among the parses is free:
+    /// never on an async worker, at most [`PARSES`] at once.
+    pub async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let _turn = self.0.clone().acquire_owned().await.map_err(|_| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "chorus is stopping.",
+            )
+        })?;
+        tokio::task::spawn_blocking(work).await.map_err(|e| {
             ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
                 format!("chorus: reading the request body failed: {e}"),
             )
-        })?
+        })
+    }
 }
 
 fn too_large(max: usize) -> ApiError {

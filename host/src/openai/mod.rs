@@ -44,6 +44,16 @@ use crate::http::Access;
 use errors::ApiError;
 use request::Asked;
 
+/// How a door reads a request body (its `model` taken out) into a run of
+/// the pipeline it names, declared as given, its messages held to the
+/// prompt limit: a chat request, or what one stands for.
+pub(crate) type Parse = fn(
+    serde_json::Map<String, Value>,
+    String,
+    &crate::config::Pipeline,
+    usize,
+) -> Result<Asked, ApiError>;
+
 /// The header that names the run an answer came from.
 pub const RUN_ID_HEADER: HeaderName = HeaderName::from_static("x-chorus-run-id");
 
@@ -132,30 +142,36 @@ async fn model(
 async fn read(
     chorus: &Chorus,
     client: &Client,
+    parses: &body::Parses,
     mut body: serde_json::Map<String, Value>,
-    parse: impl FnOnce(
-        serde_json::Map<String, Value>,
-        String,
-        &crate::config::Pipeline,
-        usize,
-    ) -> Result<Asked, ApiError>,
+    parse: Parse,
 ) -> Result<Asked, ApiError> {
     let pipeline = request::model(&body)?;
     body.remove("model");
     let runner = chorus.runner();
-    let config = &runner.loaded.config;
-    let Some(declared) = config.pipelines.get(&pipeline) else {
+    if !runner.loaded.config.pipelines.contains_key(&pipeline) {
         return Err(ApiError::model_not_found(
             &pipeline,
             &granted(chorus, client),
         ));
-    };
-    let mut asked = parse(
-        body,
-        pipeline.clone(),
-        declared,
-        config.limits.max_prompt_bytes,
-    )?;
+    }
+    // Reading compiles the caller's schemas (a tool's parameters, a
+    // response format): up to milliseconds each, so off the async workers,
+    // a few at once, as the body's parse is.
+    let reading = runner.clone();
+    let mut asked = parses
+        .blocking(move || {
+            let config = &reading.loaded.config;
+            let declared = &config.pipelines[&pipeline];
+            parse(
+                body,
+                pipeline.clone(),
+                declared,
+                config.limits.max_prompt_bytes,
+            )
+        })
+        .await??;
+    let config = &runner.loaded.config;
     if !asked.sources.is_empty() {
         let sources = std::mem::take(&mut asked.sources);
         let limits = config.limits.attachments();
@@ -252,12 +268,7 @@ pub(crate) async fn answered<F: stream::Frames>(
     client: Arc<Client>,
     parses: &body::Parses,
     request: Request,
-    parse: impl FnOnce(
-        serde_json::Map<String, Value>,
-        String,
-        &crate::config::Pipeline,
-        usize,
-    ) -> Result<Asked, ApiError>,
+    parse: Parse,
     frames: impl FnOnce(&Asked) -> F,
     whole: impl FnOnce(F, &crate::record::RunRecord) -> Value,
 ) -> Response {
@@ -265,7 +276,7 @@ pub(crate) async fn answered<F: stream::Frames>(
         Ok(body) => body,
         Err(e) => return e.into_response(),
     };
-    let asked = match read(chorus, &client, body, parse).await {
+    let asked = match read(chorus, &client, parses, body, parse).await {
         Ok(asked) => asked,
         Err(e) => return e.into_response(),
     };
