@@ -351,7 +351,8 @@ fn choosing_request(
     request
 }
 
-/// `call` held to its tool: `None` when it matches; the corrected call
+/// `call` (of a tool offered: `proposals_of` and `chosen_by` keep no
+/// other) held to its tool: `None` when it matches; the corrected call
 /// (and the repair's call id) when `model` repaired it; else the run's
 /// error.
 async fn held_to_tool(
@@ -373,9 +374,6 @@ async fn held_to_tool(
             run_id: run_id.to_owned(),
         })
     };
-    if tools.tool(&call.name).is_none() {
-        return Err(failed(problems, "no repair can make it one".to_owned()));
-    }
     let mut use_ = tools.clone();
     use_.choice = ToolChoice::Function(call.name.clone());
     use_.parallel = Some(false);

@@ -27,6 +27,24 @@ fn asking(messages: Value, stream: bool) -> Value {
     json!({"model": "ask", "stream": stream, "messages": messages, "tools": [weather_tool()]})
 }
 
+/// A panel split three ways: m1, m2 and m3 each call `get_weather` for
+/// one of `cities`, m4 and m5 answer in text.
+fn split_panel(mock: &Mock, cities: [&str; 3]) {
+    taking_tools(mock);
+    for (model, city) in ["m1", "m2", "m3"].into_iter().zip(cities) {
+        mock.script(
+            model,
+            [Step::tool_call(
+                "get_weather",
+                &format!(r#"{{"city": "{city}"}}"#),
+            )],
+        );
+    }
+    for model in ["m4", "m5"] {
+        mock.script(model, [Step::answer("No idea.")]);
+    }
+}
+
 fn question() -> Value {
     json!([{"role": "user", "content": "What is the weather in Oslo?"}])
 }
@@ -156,19 +174,7 @@ async fn the_panels_majority_call_is_the_answer_and_its_result_reaches_every_mem
 #[tokio::test(flavor = "multi_thread")]
 async fn a_split_panel_is_decided_by_the_synthesizer_and_bad_arguments_are_repaired_once() {
     let mock = Mock::start().await;
-    taking_tools(&mock);
-    for (model, city) in [("m1", "Oslo"), ("m2", "Bergen"), ("m3", "Oslo, Norway")] {
-        mock.script(
-            model,
-            [Step::tool_call(
-                "get_weather",
-                &format!(r#"{{"city": "{city}"}}"#),
-            )],
-        );
-    }
-    for model in ["m4", "m5"] {
-        mock.script(model, [Step::answer("No idea.")]);
-    }
+    split_panel(&mock, ["Oslo", "Bergen", "Oslo, Norway"]);
     mock.script(
         SYNTH,
         [
@@ -388,19 +394,7 @@ async fn the_responses_api_answers_with_function_calls_whole_and_streamed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_chooser_that_calls_a_tool_not_offered_gives_way_to_the_first_proposal() {
     let mock = Mock::start().await;
-    taking_tools(&mock);
-    for (model, city) in [("m1", "Oslo"), ("m2", "Bergen"), ("m3", "Tromso")] {
-        mock.script(
-            model,
-            [Step::tool_call(
-                "get_weather",
-                &format!(r#"{{"city": "{city}"}}"#),
-            )],
-        );
-    }
-    for model in ["m4", "m5"] {
-        mock.script(model, [Step::answer("No idea.")]);
-    }
+    split_panel(&mock, ["Oslo", "Bergen", "Tromso"]);
     mock.script(SYNTH, [Step::tool_call("delete_everything", "{}")]);
     let config = write_config(&config(&mock, ""));
     let server = HttpServer::start(&config.path, Some(TOKEN), &[]).await;
