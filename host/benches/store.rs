@@ -126,6 +126,7 @@ fn run(i: usize) -> Run {
         prompt,
         options: serde_json::json!({}),
         attachments: Vec::new(),
+        tools: None,
     });
     let record = Arc::new(RunRecord {
         run_id,

@@ -105,6 +105,7 @@ pub async fn measure(cache_dir: &std::path::Path, calls: usize) -> Vec<Timed> {
         prompt: "Which is better for a small team, a monorepo or many repositories?".into(),
         options: json!({}),
         attachments: Vec::new(),
+        tools: None,
     };
     let plan = Plan {
         panel: panel

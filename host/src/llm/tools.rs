@@ -27,6 +27,44 @@ pub struct Tool {
     pub strict: bool,
 }
 
+/// What providers take as a function's (or a schema's) name: 1 to 64
+/// letters, digits, `_` or `-`.
+pub fn is_function_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+impl Tool {
+    /// A tool a strategy offers its own call: a name providers take and
+    /// parameters that are a JSON object, or why not.
+    pub fn offered(
+        name: String,
+        description: Option<String>,
+        parameters: &str,
+    ) -> Result<Self, String> {
+        if !is_function_name(&name) {
+            return Err(format!(
+                "the tool name {name:?} must be 1 to 64 letters, digits, `_` or `-`"
+            ));
+        }
+        let parameters: Value = serde_json::from_str(parameters)
+            .map_err(|e| format!("the parameters of tool `{name}` are not JSON: {e}"))?;
+        if !parameters.is_object() {
+            return Err(format!(
+                "the parameters of tool `{name}` must be a JSON Schema object, not {parameters}"
+            ));
+        }
+        Ok(Self {
+            name,
+            description,
+            parameters,
+            strict: false,
+        })
+    }
+}
+
 /// Whether, and which, a model must call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolChoice {

@@ -141,11 +141,7 @@ impl JsonSchema {
 
     /// As `new`, of a schema already read.
     pub fn of_value(name: String, schema: Value, strict: bool) -> Result<Self, String> {
-        let name_ok = (1..=64).contains(&name.len())
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if !name_ok {
+        if !super::tools::is_function_name(&name) {
             return Err(format!(
                 "the response format's schema name {name:?} must be 1 to 64 letters, digits, `_` or `-`"
             ));

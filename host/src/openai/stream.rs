@@ -536,6 +536,7 @@ mod tests {
                 prompt: "q".into(),
                 options: json!({}),
                 attachments: Vec::new(),
+                tools: None,
             })));
             progress(Event::FanOut { calls: 5 });
             futures::future::pending().await

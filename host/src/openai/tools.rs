@@ -144,11 +144,7 @@ fn tool_of(value: &Value, param: &str) -> Result<Tool, ApiError> {
     }
     let function = value.get("function").unwrap_or(value);
     let name = function.get("name").and_then(Value::as_str).unwrap_or("");
-    let name_ok = (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if !name_ok {
+    if !crate::llm::tools::is_function_name(name) {
         return Err(ApiError::invalid(
             param,
             format!("`{param}` needs a function name of 1 to 64 letters, digits, `_` or `-`."),

@@ -224,5 +224,6 @@ pub(super) fn side_by_side(completions: &[Completion], error: &PluginError) -> O
             answered.len()
         )],
         details: None,
+        tool_calls: Vec::new(),
     })
 }

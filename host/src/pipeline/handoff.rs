@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use futures::future::BoxFuture;
 
 use crate::llm::{ChatRequest, Completion, ModelInfo};
-use crate::plugins::{Answer, Budget, HostServices, Plan, Plugin, PluginError, Request};
+use crate::plugins::{
+    Answer, Budget, HostServices, Plan, Plugin, PluginError, Request, ToolDecision,
+};
 
 /// Characters per token no tokenizer exceeds on average over real text:
 /// generous, so the cut never takes what a plugin's own (lower) estimate
@@ -105,6 +107,25 @@ struct Cutter {
 }
 
 impl Cutter {
+    /// A cutter to `limit`, the host a strategy calls through it (its own
+    /// calls' replies cut alike), and the copies of `completions` to hand it.
+    fn handing(
+        limit: CopyLimit,
+        host: Arc<dyn HostServices>,
+        completions: &[Completion],
+    ) -> (Arc<Self>, Arc<dyn HostServices>, Vec<Completion>) {
+        let cutter = Arc::new(Self {
+            limit,
+            cuts: Mutex::new(Vec::new()),
+        });
+        let copies = cutter.copies(completions);
+        let host = Arc::new(CuttingHost {
+            inner: host,
+            cutter: cutter.clone(),
+        });
+        (cutter, host, copies)
+    }
+
     fn copies(&self, completions: &[Completion]) -> Vec<Completion> {
         completions
             .iter()
@@ -199,18 +220,30 @@ pub async fn synthesize(
     completions: &[Completion],
     limit: CopyLimit,
 ) -> Result<Answer, PluginError> {
-    let cutter = Arc::new(Cutter {
-        limit,
-        cuts: Mutex::new(Vec::new()),
-    });
-    let copies = cutter.copies(completions);
-    let host = Arc::new(CuttingHost {
-        inner: host,
-        cutter: cutter.clone(),
-    });
+    let (cutter, host, copies) = Cutter::handing(limit, host, completions);
     let mut answer = synthesizer.synthesize(host, request, plan, &copies).await?;
     cutter.restore(&mut answer);
     Ok(answer)
+}
+
+/// Asks `synthesizer` what it makes of the panel's tool calls, on copies
+/// of `completions` cut to `limit`, as `synthesize` would see them.
+pub async fn choose_tool_calls(
+    synthesizer: &Plugin,
+    host: Arc<dyn HostServices>,
+    request: &Request,
+    plan: &Plan,
+    completions: &[Completion],
+    limit: CopyLimit,
+) -> Result<Option<ToolDecision>, PluginError> {
+    let (cutter, host, copies) = Cutter::handing(limit, host, completions);
+    let mut decision = synthesizer
+        .choose_tool_calls(host, request, plan, &copies)
+        .await?;
+    if let Some(ToolDecision::Answer(answer)) = &mut decision {
+        cutter.restore(answer);
+    }
+    Ok(decision)
 }
 
 #[cfg(test)]

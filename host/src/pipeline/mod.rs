@@ -42,7 +42,7 @@ pub use single::single_run_name;
 use crate::config::{ConfigError, Loaded, Pipeline};
 use crate::events::{self, Event, Progress, Stage};
 use crate::llm::{Completion, Llm};
-use crate::plugins::{Answer, Plan, Plugin, PluginError, Registry, Request};
+use crate::plugins::{Answer, Plan, Plugin, PluginError, Registry, Request, ToolDecision};
 use crate::record::RunRecord;
 use checks::{check_roles, side_by_side};
 use context::RunContext;
@@ -323,6 +323,7 @@ impl Runner {
             prompt,
             options,
             attachments: crate::plugins::AttachmentInfo::list(&infos),
+            tools: tools.clone(),
         });
         let setup = Setup {
             request: request.clone(),
@@ -449,46 +450,93 @@ impl Runner {
         context.emit(Event::FanOut {
             calls: prompts.requests.len(),
         });
-        let mut completions = context.fan_out(FAN_OUT, prompts.requests).await;
-        if let Some(tools) = context.tools() {
-            let chooser = plan.synthesizers.first().map(String::as_str);
-            let called =
-                tool_calls::decided(context, tools, chooser, &completions, &request.run_id).await?;
-            if let Some(mut answer) = called {
-                answer.notes.push(format!(
-                    "The synthesizer `{}` did not take part: strategies see text only; chorus chose the call.",
-                    synthesizer.name
-                ));
-                let mut notes = plan.notes.clone();
-                notes.extend(prompts.notes);
-                notes.append(&mut answer.notes);
-                answer.notes = notes;
-                return Ok((answer, completions));
-            }
-            completions = tool_calls::as_text(completions);
-        }
+        let completions = context.fan_out(FAN_OUT, prompts.requests).await;
 
         context.emit(Event::Stage(Stage::Synthesize));
         let limit = self.copy_limit(synthesizer, &plan, &completions);
         let request = context.described(request);
-        let merge = deadline::by_deadline(
-            context.deadline(),
-            context.run_timeout(),
-            &synthesizer.name,
-            handoff::synthesize(synthesizer, host(), &request, &plan, &completions, limit),
-        );
-        let mut answer =
-            match events::plugin_call(emit, &synthesizer.name, "synthesize", merge).await {
-                Ok(answer) => answer,
-                // The answers are paid for: a merge that fails returns them.
-                Err(error) => side_by_side(&completions, &error).ok_or(error)?,
-            };
+        let chooser = plan.synthesizers.first().map(String::as_str);
+        let tools = context.tools();
+        let (shown, settled) = match tools {
+            None => (completions.clone(), tool_calls::Settled::Merge(Vec::new())),
+            Some(tools) => {
+                let shown = tool_calls::as_text(completions.clone());
+                let decision = if tool_calls::proposed(tools, &completions) {
+                    let choose = deadline::by_deadline(
+                        context.deadline(),
+                        context.run_timeout(),
+                        &synthesizer.name,
+                        handoff::choose_tool_calls(
+                            synthesizer,
+                            host(),
+                            &request,
+                            &plan,
+                            &shown,
+                            limit,
+                        ),
+                    );
+                    events::plugin_call(emit, &synthesizer.name, "choose-tool-calls", choose).await
+                } else {
+                    Ok(Some(ToolDecision::Merge))
+                };
+                let settled = tool_calls::settled(
+                    context,
+                    tools,
+                    synthesizer,
+                    decision,
+                    chooser,
+                    &completions,
+                    &request.run_id,
+                )
+                .await?;
+                (shown, settled)
+            }
+        };
+        let chorus_made = matches!(settled, tool_calls::Settled::ByChorus(_));
+        let given = match settled {
+            tool_calls::Settled::ByChorus(answer) | tool_calls::Settled::ByStrategy(answer) => {
+                answer
+            }
+            tool_calls::Settled::Merge(mut said) => {
+                let merge = deadline::by_deadline(
+                    context.deadline(),
+                    context.run_timeout(),
+                    &synthesizer.name,
+                    handoff::synthesize(synthesizer, host(), &request, &plan, &shown, limit),
+                );
+                let mut answer =
+                    match events::plugin_call(emit, &synthesizer.name, "synthesize", merge).await {
+                        Ok(answer) => answer,
+                        // The answers are paid for: a merge that fails returns them.
+                        Err(error) => side_by_side(&shown, &error).ok_or(error)?,
+                    };
+                said.append(&mut answer.notes);
+                answer.notes = said;
+                answer
+            }
+        };
+        let mut answer = match tools {
+            // A call chorus made is held to its tool already.
+            Some(tools) if !chorus_made => {
+                tool_calls::held(
+                    context,
+                    tools,
+                    &synthesizer.name,
+                    given,
+                    chooser,
+                    &completions,
+                    &request.run_id,
+                )
+                .await?
+            }
+            _ => given,
+        };
 
         let mut notes = plan.notes.clone();
         notes.extend(prompts.notes);
         notes.append(&mut answer.notes);
         answer.notes = notes;
-        Ok((answer, completions))
+        Ok((answer, shown))
     }
 
     /// The most of each answer `synthesizer` is handed (see `handoff`):

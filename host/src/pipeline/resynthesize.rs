@@ -91,6 +91,7 @@ impl Runner {
             prompt: source.prompt.clone(),
             options: merge.options,
             attachments: crate::plugins::AttachmentInfo::list(&attachments.infos()),
+            tools: None,
         });
         let mut lead_notes: Vec<String> = conversation
             .as_ref()

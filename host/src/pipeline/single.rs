@@ -61,6 +61,7 @@ impl Runner {
             prompt,
             options: json!({}),
             attachments: Vec::new(),
+            tools: tools.clone(),
         });
         let setup = Setup {
             request: request.clone(),
@@ -121,6 +122,7 @@ impl Runner {
                     sources: vec![id],
                     notes: Vec::new(),
                     details: None,
+                    tool_calls: Vec::new(),
                 },
                 None => Answer {
                     kind: AnswerKind::None,
@@ -128,6 +130,7 @@ impl Runner {
                     sources: Vec::new(),
                     notes: Vec::new(),
                     details: None,
+                    tool_calls: Vec::new(),
                 },
             };
             Ok((answer, completions))

@@ -158,6 +158,7 @@ mod tests {
             sources: vec![],
             notes: vec![],
             details: None,
+            tool_calls: Vec::new(),
         }
     }
 

@@ -55,6 +55,7 @@ fn an_answer_may_cite_any_call_of_the_run_that_answered_but_no_other() {
         sources,
         notes: vec![],
         details: None,
+        tool_calls: Vec::new(),
     };
     // Call 2 was a plugin's own (a later round): citable.
     check_answer("p", &mut answer(vec![0, 2]), &calls).unwrap();
@@ -95,7 +96,7 @@ proptest! {
         let completions: Vec<Completion> = outcomes.iter().enumerate().map(|(id, &ok)| completion(id as u32, ok)).collect();
         let calls = records(&completions);
         let fan_out = &completions[..fan_out.min(completions.len())];
-        let mut answer = Answer { kind, text: "t".into(), sources: sources.clone(), notes: vec![], details: None };
+        let mut answer = Answer { kind, text: "t".into(), sources: sources.clone(), notes: vec![], details: None, tool_calls: Vec::new() };
         match check_answer("p", &mut answer, &calls) {
             Err(PluginError::Invalid { plugin, .. }) => prop_assert_eq!(plugin, "p"),
             Err(other) => prop_assert!(false, "unexpected error {other}"),
@@ -125,6 +126,7 @@ fn a_synthesis_of_one_answer_is_relabelled_single() {
         sources: vec![0, 0],
         notes: vec![],
         details: None,
+        tool_calls: Vec::new(),
     };
     check_answer("p", &mut answer, &calls).unwrap();
     assert_eq!(answer.kind, AnswerKind::Single);
@@ -149,6 +151,7 @@ fn a_synthesis_counts_only_the_answers_that_arrived() {
         sources: vec![0, 1, 2],
         notes: vec![],
         details: None,
+        tool_calls: Vec::new(),
     };
     check_answer("p", &mut answer, &calls).unwrap();
     assert_eq!(answer.sources, [0, 2]);
@@ -162,6 +165,7 @@ fn a_synthesis_counts_only_the_answers_that_arrived() {
         sources: vec![1],
         notes: vec![],
         details: None,
+        tool_calls: Vec::new(),
     };
     let error = check_answer("p", &mut only_failed, &calls).unwrap_err();
     // The run then returns the answers that arrived, side by side.
@@ -192,6 +196,7 @@ fn a_vote_summary_counts_later_waves_and_says_plurality_without_a_majority() {
         sources,
         notes: vec![],
         details: None,
+        tool_calls: Vec::new(),
     };
     assert_eq!(
         summary(&vote(vec![0, 3]), &fan_out, &calls),

@@ -2,9 +2,14 @@
 //! panel's models may answer with calls instead of text, and the run's
 //! answer is then a call for the caller to make — the panel's, agreed.
 //!
-//! The decision is chorus's, the same for every pipeline (strategies of
-//! contract 0.5 and older see text only, and the result says which did not
-//! take part):
+//! The pipeline's synthesizer decides (`settled`, then `held`): a plugin of contract
+//! 0.6 is asked first (`choose-tool-calls`) and may make the call itself,
+//! answer in text, or leave it to chorus; a plugin of an older contract
+//! sees the calls as text only, and chorus decides, saying so. Whoever
+//! chose, a call is held to the caller's tools the same way, and when the
+//! caller required a call, an answer in text gives way to chorus's rule.
+//!
+//! chorus's rule (`decided`), the same for every pipeline:
 //!
 //! - the answer is a call when a majority of the panel's answers propose
 //!   calls (`tool_choice: "required"` or a named function: when any does);
@@ -32,7 +37,7 @@ use super::context::RunContext;
 use super::structured::{Problem, canonical, list};
 use crate::llm::tools::{ToolCall, ToolChoice, ToolUse};
 use crate::llm::{ChatRequest, Completion, Message};
-use crate::plugins::{Answer, AnswerKind};
+use crate::plugins::{Answer, AnswerKind, Plugin, PluginError, ToolDecision};
 use crate::record::RunRecord;
 
 /// The stage the choosing and repairing calls are recorded under.
@@ -57,6 +62,213 @@ struct Proposal<'a> {
     model: &'a str,
     calls: &'a [ToolCall],
     key: String,
+}
+
+/// Whether any answer proposed calls: only then has a strategy a call to
+/// decide on.
+pub(super) fn proposed(tools: &ToolUse, completions: &[Completion]) -> bool {
+    tools.choice != ToolChoice::None
+        && completions
+            .iter()
+            .any(|c| c.outcome.as_ref().is_ok_and(|r| !r.tool_calls.is_empty()))
+}
+
+/// Who settled the run's answer before any merge.
+pub(super) enum Settled {
+    /// chorus made the call (held to its tool already).
+    ByChorus(Answer),
+    /// The strategy answered in `choose-tool-calls`: to be `held`.
+    ByStrategy(Answer),
+    /// Nobody yet: the synthesizer merges (and its answer is `held`);
+    /// the notes say what failed on the way, if anything did.
+    Merge(Vec<String>),
+}
+
+/// What becomes of the panel's calls before the merge. `decision` is what
+/// `synthesizer` made of them: `None` when its contract has no say (before
+/// 0.6).
+pub(super) async fn settled(
+    context: &RunContext,
+    tools: &ToolUse,
+    synthesizer: &Plugin,
+    decision: Result<Option<ToolDecision>, PluginError>,
+    chooser: Option<&str>,
+    completions: &[Completion],
+    run_id: &str,
+) -> Result<Settled, RunError> {
+    let name = &synthesizer.name;
+    let mut failed = None;
+    let gave_way = match decision {
+        Ok(Some(ToolDecision::Merge)) => return Ok(Settled::Merge(Vec::new())),
+        Ok(Some(ToolDecision::Answer(answer))) => return Ok(Settled::ByStrategy(answer)),
+        Ok(None) => format!(
+            "The synthesizer `{name}` (contract {}) sees tool calls as text only: chorus chose the call.",
+            synthesizer.contract
+        ),
+        Ok(Some(ToolDecision::ByHost)) => {
+            format!("The synthesizer `{name}` left the choice of call to chorus.")
+        }
+        Err(error) => {
+            let failure =
+                format!("The synthesizer `{name}` could not decide on the calls ({error})");
+            failed = Some(format!(
+                "{failure}: by chorus's rule, the answers are merged."
+            ));
+            format!("{failure}: chorus chose the call.")
+        }
+    };
+    Ok(
+        match decided(context, tools, chooser, completions, run_id).await? {
+            Some(mut answer) => {
+                answer.notes.push(gave_way);
+                Settled::ByChorus(answer)
+            }
+            None => Settled::Merge(failed.into_iter().collect()),
+        },
+    )
+}
+
+/// A strategy's answer held to the caller's tools: its calls, each of an
+/// offered tool (of the named one, when the caller named one) with
+/// arguments that match (one repair round); when they cannot be made, or
+/// when the caller required a call and the strategy answered in text,
+/// chorus's rule (`decided`) gives the answer instead, and says why.
+pub(super) async fn held(
+    context: &RunContext,
+    tools: &ToolUse,
+    name: &str,
+    answer: Answer,
+    chooser: Option<&str>,
+    completions: &[Completion],
+    run_id: &str,
+) -> Result<Answer, RunError> {
+    if answer.tool_calls.is_empty() {
+        let required = matches!(tools.choice, ToolChoice::Required | ToolChoice::Function(_));
+        if !(required && proposed(tools, completions)) {
+            return Ok(answer);
+        }
+        return Ok(
+            match decided(context, tools, chooser, completions, run_id).await? {
+                Some(mut call) => {
+                    call.notes.push(format!(
+                        "The caller required a tool call and the synthesizer `{name}` answered in text: chorus chose the call."
+                    ));
+                    call
+                }
+                // No call chorus could make either (none was of a tool offered).
+                None => answer,
+            },
+        );
+    }
+    let tool = answer.tool_calls[0].name.clone();
+    let what =
+        match strategy_calls(context, tools, name, answer, chooser, completions, run_id).await? {
+            Ok(answer) => return Ok(answer),
+            Err(what) => what,
+        };
+    // The strategy meant a call: chorus makes the most proposed one.
+    let mut must = tools.clone();
+    if must.choice == ToolChoice::Auto {
+        must.choice = ToolChoice::Required;
+    }
+    match decided(context, &must, chooser, completions, run_id).await? {
+        Some(mut answer) => {
+            answer.notes.push(format!(
+                "The synthesizer `{name}` {what}: chorus chose the call."
+            ));
+            Ok(answer)
+        }
+        None => Err(RunError::ToolCall(BadCall {
+            tool,
+            problems: vec![Problem {
+                at: String::new(),
+                what: format!("the synthesizer `{name}` {what}"),
+            }],
+            repair: "no answer of the panel proposed a call chorus could make instead".to_owned(),
+            run_id: run_id.to_owned(),
+        })),
+    }
+}
+
+/// The calls a strategy answered with, held to the caller's tools: the
+/// run's answer, or (`Err`) why they cannot be made.
+async fn strategy_calls(
+    context: &RunContext,
+    tools: &ToolUse,
+    name: &str,
+    answer: Answer,
+    chooser: Option<&str>,
+    completions: &[Completion],
+    run_id: &str,
+) -> Result<Result<Answer, String>, RunError> {
+    if let Some(call) = answer
+        .tool_calls
+        .iter()
+        .find(|c| tools.tool(&c.name).is_none())
+    {
+        return Ok(Err(format!(
+            "called `{}`, which was not offered",
+            call.name
+        )));
+    }
+    match &tools.choice {
+        ToolChoice::None => {
+            return Ok(Err(
+                "made a call where the caller asked for none (tool_choice none)".to_owned(),
+            ));
+        }
+        ToolChoice::Function(only) => {
+            if let Some(call) = answer.tool_calls.iter().find(|c| &c.name != only) {
+                return Ok(Err(format!(
+                    "called `{}` where the caller asked for `{only}`",
+                    call.name
+                )));
+            }
+        }
+        ToolChoice::Auto | ToolChoice::Required => {}
+    }
+    let answered: Vec<&Completion> = completions.iter().filter(|c| c.outcome.is_ok()).collect();
+    let (proposals, _) = proposals_of(tools, &answered);
+    let mut calls = answer.tool_calls;
+    for call in &mut calls {
+        if call.id.trim().is_empty() {
+            call.id = proposals
+                .iter()
+                .flat_map(|p| p.calls)
+                .find(|p| p.name == call.name && p.arguments == call.arguments)
+                .map_or_else(new_call_id, |p| p.id.clone());
+        }
+    }
+    let why = match answer.text.trim() {
+        "" => format!("the synthesizer `{name}` chose it."),
+        said => format!("the synthesizer `{name}` chose it: {said}"),
+    };
+    let choice = Choice {
+        calls,
+        sources: answer.sources,
+        why,
+    };
+    let repairer = chooser
+        .or_else(|| proposals.first().map(|p| p.model))
+        .unwrap_or_default()
+        .to_owned();
+    made(
+        context,
+        tools,
+        choice,
+        &proposals,
+        &repairer,
+        answer.notes,
+        answer.details,
+        run_id,
+    )
+    .await
+    .map(Ok)
+}
+
+/// An id for a call whose maker gave it none.
+fn new_call_id() -> String {
+    format!("call_{}", &uuid::Uuid::new_v4().simple().to_string()[..24])
 }
 
 /// The answer when the panel agreed on calling tools, `None` when the
@@ -87,7 +299,7 @@ pub(super) async fn decided(
     notes.extend(unoffered.into_iter().map(|u| format!("Not counted: {u}.")));
     let ranked = ranked(&proposals);
     let leader = ranked[0].as_slice();
-    let mut choice = if leader.len() * 2 > proposals.len() {
+    let choice = if leader.len() * 2 > proposals.len() {
         Choice {
             calls: leader[0].calls.to_vec(),
             sources: leader.iter().map(|p| p.id).collect(),
@@ -105,6 +317,28 @@ pub(super) async fn decided(
         )
         .await
     };
+    let repairer = chooser.unwrap_or(leader[0].model).to_owned();
+    made(
+        context, tools, choice, &proposals, &repairer, notes, None, run_id,
+    )
+    .await
+    .map(Some)
+}
+
+/// The run's answer of `choice`: one call when the caller allows no more,
+/// each call held to its tool (`repairer` repairs), and what was proposed,
+/// chosen and why in its details (beside a strategy's own, if any).
+#[allow(clippy::too_many_arguments)]
+async fn made(
+    context: &RunContext,
+    tools: &ToolUse,
+    mut choice: Choice,
+    proposals: &[Proposal<'_>],
+    repairer: &str,
+    mut notes: Vec<String>,
+    details: Option<Value>,
+    run_id: &str,
+) -> Result<Answer, RunError> {
     if tools.parallel == Some(false) && choice.calls.len() > 1 {
         notes.push(format!(
             "parallel_tool_calls is false: only the first of {} calls is made.",
@@ -112,9 +346,8 @@ pub(super) async fn decided(
         ));
         choice.calls.truncate(1);
     }
-    let repairer = chooser.unwrap_or(leader[0].model).to_owned();
     for call in &mut choice.calls {
-        if let Some((fixed, id)) = held_to_tool(context, tools, call, &repairer, run_id).await? {
+        if let Some((fixed, id)) = held_to_tool(context, tools, call, repairer, run_id).await? {
             notes.push(format!(
                 "The arguments of `{}` did not match its parameters; {repairer} corrected them.",
                 call.name
@@ -124,7 +357,7 @@ pub(super) async fn decided(
         }
     }
     notes.push(format!("The answer is a tool call: {}", choice.why));
-    let details = json!({"tool_calls": {
+    let decision = json!({
         "proposed": proposals.iter().map(|p| json!({
             "model": p.model,
             "call": p.id,
@@ -132,14 +365,23 @@ pub(super) async fn decided(
         })).collect::<Vec<_>>(),
         "chosen": choice.calls,
         "why": choice.why,
-    }});
-    Ok(Some(Answer {
+    });
+    let details = match details {
+        Some(Value::Object(mut own)) => {
+            own.insert("tool_calls".to_owned(), decision);
+            Value::Object(own)
+        }
+        Some(other) => json!({"strategy": other, "tool_calls": decision}),
+        None => json!({"tool_calls": decision}),
+    };
+    Ok(Answer {
         kind: AnswerKind::ToolCall,
         text: said(&choice.calls),
         sources: choice.sources,
         notes,
         details: Some(details),
-    }))
+        tool_calls: choice.calls,
+    })
 }
 
 /// The calls a run's answer will be, what it rests on, and why.

@@ -31,7 +31,7 @@ pub use sandbox::{MAX_LOG_MESSAGES, MAX_PROGRESS_MESSAGES};
 pub use services::{Budget, HostServices, NoRun, no_outcome};
 pub use types::*;
 
-use bindings::{Guest, GuestAnswer, Sources};
+use bindings::{Guest, GuestAnswer, GuestToolDecision, Sources};
 use engine::Slots;
 use own_time::{Exceeded, OwnTime, Spent};
 use sandbox::{CallLimits, State, Stopped};
@@ -188,7 +188,39 @@ impl Plugin {
                 .synthesize(&mut call.store, request, plan, completions, &self.settings);
         let result = call.own_time.clone().bound(run).await;
         let answer = self.conclude(&call, result)?;
-        self.answer(answer, completions)
+        self.answer(answer, request, completions)
+    }
+
+    /// What the synthesizer makes of the panel's tool calls
+    /// (`choose-tool-calls`); `None` for a plugin of a contract before 0.6,
+    /// which sees them as text only and leaves the decision to chorus.
+    pub async fn choose_tool_calls(
+        &self,
+        host: Arc<dyn HostServices>,
+        request: &Request,
+        plan: &Plan,
+        completions: &[crate::llm::Completion],
+    ) -> Result<Option<ToolDecision>, PluginError> {
+        self.expect(Kind::Synthesizer)?;
+        if !self.guest.chooses_tool_calls() {
+            return Ok(None);
+        }
+        let mut call = self.begin(host).await?;
+        let run = async {
+            let decided = self
+                .guest
+                .choose_tool_calls(&mut call.store, request, plan, completions, &self.settings)
+                .await?;
+            Ok(decided.unwrap_or(Ok(GuestToolDecision::ByHost)))
+        };
+        let result = call.own_time.clone().bound(run).await;
+        Ok(Some(match self.conclude(&call, result)? {
+            GuestToolDecision::ByHost => ToolDecision::ByHost,
+            GuestToolDecision::Merge => ToolDecision::Merge,
+            GuestToolDecision::Answer(answer) => {
+                ToolDecision::Answer(self.answer(answer, request, completions)?)
+            }
+        }))
     }
 
     /// The memory cap of one call, in MiB (`max_memory_mib`).
@@ -301,6 +333,7 @@ impl Plugin {
     fn answer(
         &self,
         answer: GuestAnswer,
+        request: &Request,
         completions: &[crate::llm::Completion],
     ) -> Result<Answer, PluginError> {
         let invalid = |message: String| PluginError::Invalid {
@@ -331,12 +364,38 @@ impl Plugin {
                     .map_err(|e| invalid(format!("answer.details is not JSON: {e}")))?,
             ),
         };
+        match (
+            answer.kind == AnswerKind::ToolCall,
+            answer.tool_calls.is_empty(),
+        ) {
+            (true, true) => {
+                return Err(invalid(
+                    "its answer is of kind `tool-call` but makes no call (answer.tool-calls is empty)"
+                        .to_owned(),
+                ));
+            }
+            (false, false) => {
+                return Err(invalid(format!(
+                    "its answer makes {} tool calls but is of kind `{}`: an answer that makes calls is of kind `tool-call`",
+                    answer.tool_calls.len(),
+                    answer.kind.as_str()
+                )));
+            }
+            _ => {}
+        }
+        if request.tools.is_none() && !answer.tool_calls.is_empty() {
+            return Err(invalid(format!(
+                "its answer calls `{}`, but the run's caller offered no tools",
+                answer.tool_calls[0].name
+            )));
+        }
         Ok(Answer {
             kind: answer.kind,
             text: answer.text,
             sources,
             notes: answer.notes,
             details,
+            tool_calls: answer.tool_calls,
         })
     }
 }

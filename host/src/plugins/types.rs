@@ -44,6 +44,8 @@ pub struct Request {
     pub options: Value,
     /// The run's attachments, in id order (contract 0.4 on shows them).
     pub attachments: Vec<AttachmentInfo>,
+    /// The tools the run's caller offered (contract 0.6 on shows them).
+    pub tools: Option<std::sync::Arc<crate::llm::tools::ToolUse>>,
 }
 
 /// A run attachment as plugins see it: what it is, never its bytes.
@@ -98,6 +100,20 @@ pub struct Answer {
     pub notes: Vec<String>,
     /// Strategy detail (votes, scores, rankings): a JSON object, if any.
     pub details: Option<Value>,
+    /// The calls the caller is to make, when the answer is a call
+    /// (contract 0.6 on); empty for a text answer.
+    pub tool_calls: Vec<crate::llm::tools::ToolCall>,
+}
+
+/// What a synthesizer made of the panel's tool calls (contract 0.6 on).
+#[derive(Debug, Clone)]
+pub enum ToolDecision {
+    /// chorus decides, as it does for plugins of older contracts.
+    ByHost,
+    /// No call: the answers are merged into text.
+    Merge,
+    /// The run's answer: a call, or text that needs no merge.
+    Answer(Answer),
 }
 
 /// A plan as the run store keeps it: everything a re-synthesis needs.

@@ -119,6 +119,7 @@ pub(super) fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
         prompt: prompt.into(),
         options: json!({"agents": 2}),
         attachments: Vec::new(),
+        tools: None,
     });
     let plan = Arc::new(Plan {
         panel: (0..n)

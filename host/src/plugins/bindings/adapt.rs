@@ -14,8 +14,13 @@
 //!
 //! and passes the macro the `model-info` fields it has beyond 0.3's, as
 //! `adapters!(m => { field: m.…, })` (`m` is the host's `llm::ModelInfo`),
-//! and the `host` functions it has beyond 0.4's, as
-//! `adapters!(m => { … }, host => { async fn …(&mut self, …) … })`.
+//! the `host` functions it has beyond 0.4's, as
+//! `adapters!(m => { … }, host => { async fn …(&mut self, …) … })`, and,
+//! from 0.6, the tools of a chat request and the calls of an answer, as
+//! `…, chat(r) => { tools: …, }, answer(a) => { tool_calls: …, } kinds =>
+//! { wit::AnswerKind::… => …, })` (`r` is the `wit::ChatRequest`, `a` the
+//! `wit::Answer`, `kinds` the answer kinds beyond 0.5's; without them a
+//! request offers no tools and an answer makes no call).
 //!
 //! The macro's paths resolve where it is invoked, so each expansion uses
 //! that version's generated types.
@@ -25,6 +30,19 @@ macro_rules! adapters {
         adapters!($m => { $($model_info)* }, host => {});
     };
     ($m:ident => { $($model_info:tt)* }, host => { $($host_extra:tt)* }) => {
+        adapters!(
+            $m => { $($model_info)* },
+            host => { $($host_extra)* },
+            chat(_r) => { tools: None, },
+            answer(_a) => { tool_calls: Vec::new(), } kinds => {}
+        );
+    };
+    (
+        $m:ident => { $($model_info:tt)* },
+        host => { $($host_extra:tt)* },
+        chat($r:ident) => { $($chat_extra:tt)* },
+        answer($a:ident) => { $($answer_extra:tt)* } kinds => { $($kind_extra:tt)* }
+    ) => {
         pub fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
             host::add_to_linker::<State, HasSelf<State>>(linker, |state| state)
         }
@@ -137,12 +155,13 @@ macro_rules! adapters {
                         settings,
                     )
                     .await?;
-                Ok(answer.map(|a| GuestAnswer {
-                    kind: a.kind.into(),
-                    text: a.text,
-                    sources: Sources::CallIds(a.sources),
-                    notes: a.notes,
-                    details: a.details,
+                Ok(answer.map(|$a| GuestAnswer {
+                    kind: $a.kind.into(),
+                    text: $a.text,
+                    sources: Sources::CallIds($a.sources),
+                    notes: $a.notes,
+                    details: $a.details,
+                    $($answer_extra)*
                 }))
             }
         }
@@ -249,10 +268,10 @@ macro_rules! adapters {
             /// Fails on a response format providers would refuse (a bad schema
             /// name, a schema that is not a JSON object), saying which; versions
             /// without response formats never fail.
-            fn try_from(r: wit::ChatRequest) -> Result<Self, String> {
-                let response_format = response_format(&r)?;
+            fn try_from($r: wit::ChatRequest) -> Result<Self, String> {
+                let response_format = response_format(&$r)?;
                 let mut placed = Vec::new();
-                let messages = r
+                let messages = $r
                     .messages
                     .into_iter()
                     .enumerate()
@@ -262,14 +281,14 @@ macro_rules! adapters {
                     })
                     .collect();
                 Ok(Self {
-                    label: r.label,
-                    model: r.model,
+                    label: $r.label,
+                    model: $r.model,
                     messages,
-                    sampling: r.sampling.into(),
+                    sampling: $r.sampling.into(),
                     response_format,
                     attachments: Default::default(),
                     placed,
-                    tools: None,
+                    $($chat_extra)*
                 })
             }
         }
@@ -447,6 +466,7 @@ macro_rules! adapters {
                     wit::AnswerKind::Pick => Self::Pick,
                     wit::AnswerKind::Unmerged => Self::Unmerged,
                     wit::AnswerKind::None => Self::None,
+                    $($kind_extra)*
                 }
             }
         }

@@ -16,6 +16,7 @@ pub mod v0_3;
 #[macro_use]
 pub mod v0_4;
 pub mod v0_5;
+pub mod v0_6;
 
 use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};
@@ -25,7 +26,7 @@ use super::types::{AnswerKind, Kind, Plan, Prompts, Request};
 use crate::llm;
 
 /// The newest contract version: the one new plugins are built for.
-pub const CONTRACT: &str = v0_5::VERSION;
+pub const CONTRACT: &str = v0_6::VERSION;
 
 /// Every contract version this host serves, oldest first.
 pub const VERSIONS: &[&str] = &[
@@ -34,6 +35,7 @@ pub const VERSIONS: &[&str] = &[
     v0_3::VERSION,
     v0_4::VERSION,
     v0_5::VERSION,
+    v0_6::VERSION,
 ];
 
 /// Adds every version's `host` interface to the linker.
@@ -42,7 +44,8 @@ pub fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     v0_2::add_to_linker(linker)?;
     v0_3::add_to_linker(linker)?;
     v0_4::add_to_linker(linker)?;
-    v0_5::add_to_linker(linker)
+    v0_5::add_to_linker(linker)?;
+    v0_6::add_to_linker(linker)
 }
 
 /// One part of a message, whatever the contract version spelled it.
@@ -69,6 +72,19 @@ pub struct GuestAnswer {
     pub sources: Sources,
     pub notes: Vec<String>,
     pub details: String,
+    /// The calls the answer makes (0.6 on; empty before).
+    pub tool_calls: Vec<llm::tools::ToolCall>,
+}
+
+/// What a synthesizer made of the panel's tool calls (0.6 on).
+#[derive(Debug, Clone)]
+pub enum GuestToolDecision {
+    /// chorus decides, as for older plugins.
+    ByHost,
+    /// No call: `synthesize` merges.
+    Merge,
+    /// The run's answer.
+    Answer(GuestAnswer),
 }
 
 /// A linked plugin of some contract version.
@@ -78,6 +94,7 @@ pub enum Guest {
     V0_3(v0_3::Guest),
     V0_4(v0_4::Guest),
     V0_5(v0_5::Guest),
+    V0_6(v0_6::Guest),
 }
 
 impl Guest {
@@ -89,6 +106,7 @@ impl Guest {
             v0_3::VERSION => Ok(Self::V0_3(v0_3::Guest::new(pre, kind)?)),
             v0_4::VERSION => Ok(Self::V0_4(v0_4::Guest::new(pre, kind)?)),
             v0_5::VERSION => Ok(Self::V0_5(v0_5::Guest::new(pre, kind)?)),
+            v0_6::VERSION => Ok(Self::V0_6(v0_6::Guest::new(pre, kind)?)),
             other => Err(wasmtime::Error::msg(format!(
                 "no bindings for contract version {other}"
             ))),
@@ -109,6 +127,7 @@ impl Guest {
             Self::V0_3(guest) => guest.validate_settings(store, settings).await,
             Self::V0_4(guest) => guest.validate_settings(store, settings).await,
             Self::V0_5(guest) => guest.validate_settings(store, settings).await,
+            Self::V0_6(guest) => guest.validate_settings(store, settings).await,
         }
     }
 
@@ -124,6 +143,7 @@ impl Guest {
             Self::V0_3(guest) => guest.select(store, request, settings).await,
             Self::V0_4(guest) => guest.select(store, request, settings).await,
             Self::V0_5(guest) => guest.select(store, request, settings).await,
+            Self::V0_6(guest) => guest.select(store, request, settings).await,
         }
     }
 
@@ -140,6 +160,7 @@ impl Guest {
             Self::V0_3(guest) => guest.prompt(store, request, plan, settings).await,
             Self::V0_4(guest) => guest.prompt(store, request, plan, settings).await,
             Self::V0_5(guest) => guest.prompt(store, request, plan, settings).await,
+            Self::V0_6(guest) => guest.prompt(store, request, plan, settings).await,
         }
     }
 
@@ -177,6 +198,35 @@ impl Guest {
                     .synthesize(store, request, plan, completions, settings)
                     .await
             }
+            Self::V0_6(guest) => {
+                guest
+                    .synthesize(store, request, plan, completions, settings)
+                    .await
+            }
+        }
+    }
+
+    /// Whether the plugin's contract has `choose-tool-calls` (0.6 on).
+    pub fn chooses_tool_calls(&self) -> bool {
+        matches!(self, Self::V0_6(_))
+    }
+
+    /// Calls `choose-tool-calls`; `None` for a contract without it (before
+    /// 0.6), whose plugins see the panel's calls as text only.
+    pub async fn choose_tool_calls(
+        &self,
+        store: &mut Store<State>,
+        request: &Request,
+        plan: &Plan,
+        completions: &[llm::Completion],
+        settings: &str,
+    ) -> wasmtime::Result<Option<Result<GuestToolDecision, String>>> {
+        match self {
+            Self::V0_6(guest) => guest
+                .choose_tool_calls(store, request, plan, completions, settings)
+                .await
+                .map(Some),
+            _ => Ok(None),
         }
     }
 }

@@ -109,6 +109,7 @@ impl Guest {
             sources: Sources::Indices(a.sources),
             notes: a.notes,
             details: a.details,
+            tool_calls: Vec::new(),
         }))
     }
 }

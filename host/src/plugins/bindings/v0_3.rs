@@ -77,6 +77,7 @@ mod tests {
             prompt: "q".into(),
             options: serde_json::json!({}),
             attachments: Vec::new(),
+            tools: None,
         };
         assert_eq!(wit::Request::from(&request).prompt, "q");
         assert!(matches!(

@@ -17,10 +17,16 @@ use crate::plugins::types::{self as own, Kind};
 pub const VERSION: &str = "0.4.0";
 
 /// What 0.4 adapts unlike the versions before it (see `adapt.rs` for the
-/// list), written once for 0.4 and the versions that keep its types (0.5):
-/// expanded in each version's module, over its generated `wit` types.
+/// list), written once for 0.4 and the versions that keep its types (0.5,
+/// and 0.6 with the fields it adds to replies and requests, as
+/// `since_0_4!(reply(r) => { field: …, }, request(q) => { field: …, })`,
+/// `r` the `llm::Reply`, `q` the `own::Request`): expanded in each
+/// version's module, over its generated `wit` types.
 macro_rules! since_0_4 {
     () => {
+        since_0_4!(reply(_reply) => {}, request(_request) => {});
+    };
+    (reply($reply:ident) => { $($reply_extra:tt)* }, request($r:ident) => { $($request_extra:tt)* }) => {
         /// A request may ask for a response format (as from 0.3).
         fn response_format(r: &wit::ChatRequest) -> Result<Option<llm::ResponseFormat>, String> {
             Ok(match &r.response_format {
@@ -34,18 +40,18 @@ macro_rules! since_0_4 {
 
         /// A reply says what was sent of the request's response format (as from
         /// 0.3), and the sources it cites.
-        fn reply_of(reply: &llm::Reply) -> wit::Reply {
+        fn reply_of($reply: &llm::Reply) -> wit::Reply {
             wit::Reply {
-                content: String::clone(&reply.content),
-                served_by: reply.served_by.clone(),
-                finish_reason: reply.finish_reason.clone(),
-                usage: reply.usage.map(usage_of),
-                format_sent: match reply.format_sent {
+                content: String::clone(&$reply.content),
+                served_by: $reply.served_by.clone(),
+                finish_reason: $reply.finish_reason.clone(),
+                usage: $reply.usage.map(usage_of),
+                format_sent: match $reply.format_sent {
                     llm::FormatSent::None => wit::FormatSent::None,
                     llm::FormatSent::JsonObject => wit::FormatSent::JsonObject,
                     llm::FormatSent::JsonSchema => wit::FormatSent::JsonSchema,
                 },
-                citations: reply
+                citations: $reply
                     .citations
                     .iter()
                     .map(|c| wit::Citation {
@@ -56,17 +62,18 @@ macro_rules! since_0_4 {
                         end_index: c.end_index,
                     })
                     .collect(),
+                $($reply_extra)*
             }
         }
 
         /// The request with the run's attachments: what they are, not their bytes.
-        fn request_of(r: &own::Request) -> wit::Request {
+        fn request_of($r: &own::Request) -> wit::Request {
             wit::Request {
-                run_id: r.run_id.clone(),
-                pipeline: r.pipeline.clone(),
-                prompt: r.prompt.clone(),
-                options: r.options.to_string(),
-                attachments: r
+                run_id: $r.run_id.clone(),
+                pipeline: $r.pipeline.clone(),
+                prompt: $r.prompt.clone(),
+                options: $r.options.to_string(),
+                attachments: $r
                     .attachments
                     .iter()
                     .map(|a| wit::AttachmentInfo {
@@ -88,6 +95,7 @@ macro_rules! since_0_4 {
                         description: a.description.clone(),
                     })
                     .collect(),
+                $($request_extra)*
             }
         }
 
@@ -195,6 +203,7 @@ mod tests {
                 info,
                 description: Some("a diagram".into()),
             }],
+            tools: None,
         };
         let sent = wit::Request::from(&request);
         let listed = &sent.attachments[0];

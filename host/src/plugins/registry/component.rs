@@ -86,7 +86,7 @@ pub(in crate::plugins) fn contract_of(
 }
 
 /// The kind and contract version an export named `name` (say
-/// `chorus:strategy/synthesizer@0.5.0`) implements, if it is a strategy's.
+/// `chorus:strategy/synthesizer@0.6.0`) implements, if it is a strategy's.
 fn strategy_export(name: &str) -> Option<(Kind, &str)> {
     let rest = name.strip_prefix("chorus:strategy/")?;
     let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));

@@ -10,19 +10,20 @@ fn every_known_contract_version_is_served_by_its_own_bindings() {
     assert_eq!(serving("0.3.0"), Ok("0.3.0"));
     assert_eq!(serving("0.4.0"), Ok("0.4.0"));
     assert_eq!(serving("0.5.0"), Ok("0.5.0"));
+    assert_eq!(serving("0.6.0"), Ok("0.6.0"));
 }
 
 #[test]
 fn newer_or_unknown_contract_versions_are_refused_naming_both() {
-    let newer = serving("0.6.0").unwrap_err();
+    let newer = serving("0.7.0").unwrap_err();
     assert!(
         newer.contains(
-            "built for chorus:strategy@0.6.0, but this chorus speaks chorus:strategy@0.5.0"
+            "built for chorus:strategy@0.7.0, but this chorus speaks chorus:strategy@0.6.0"
         ),
         "{newer}"
     );
-    let patch = serving("0.5.1").unwrap_err();
-    assert!(patch.contains("built for chorus:strategy@0.5.1"), "{patch}");
+    let patch = serving("0.6.1").unwrap_err();
+    assert!(patch.contains("built for chorus:strategy@0.6.1"), "{patch}");
     assert!(serving("1.0.0").is_err());
     let old = serving("0.0.9").unwrap_err();
     assert!(old.contains("no longer serves"), "{old}");

@@ -130,6 +130,7 @@ mod tests {
                 prompt: "q".into(),
                 options: json!({}),
                 attachments: Vec::new(),
+                tools: None,
             }),
             follow_up_of: None,
             resynthesis_of: None,

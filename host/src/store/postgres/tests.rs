@@ -37,6 +37,7 @@ async fn run(store: &Store, prompt: &str) -> (String, Result<(), String>) {
         prompt: prompt.into(),
         options: json!({}),
         attachments: Vec::new(),
+        tools: None,
     })));
     let record = Arc::new(RunRecord {
         run_id: run_id.clone(),
@@ -234,6 +235,7 @@ async fn a_run_whose_instance_lost_its_lease_is_interrupted() {
         prompt: "a long one".into(),
         options: json!({}),
         attachments: Vec::new(),
+        tools: None,
     })));
     // The process making it dies: its recorder never ends.
     std::mem::forget(recorder);

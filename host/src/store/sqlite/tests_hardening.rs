@@ -152,6 +152,7 @@ fn begin(prompt: String) -> Begin {
             prompt,
             options: json!({}),
             attachments: Vec::new(),
+            tools: None,
         }),
         follow_up_of: None,
         resynthesis_of: None,
