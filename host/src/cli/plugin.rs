@@ -71,7 +71,7 @@ impl Kind {
 }
 
 /// The contract, copied into every project so it builds on its own.
-const CONTRACT_WIT: &str = include_str!("../../../wit/0.5.0/strategy.wit");
+const CONTRACT_WIT: &str = include_str!("../../../wit/0.6.0/strategy.wit");
 
 pub async fn run(command: Command, config: Option<&std::path::Path>) -> ExitCode {
     match command {

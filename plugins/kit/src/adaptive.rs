@@ -451,6 +451,7 @@ mod tests {
                 }),
                 format_sent: FormatSent::None,
                 citations: Vec::new(),
+                tool_calls: Vec::new(),
             }),
         }
     }

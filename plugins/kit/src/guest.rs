@@ -49,6 +49,7 @@ pub fn request(
         messages,
         sampling,
         response_format: None,
+        tools: None,
     }
 }
 
@@ -129,7 +130,9 @@ pub fn ask_answer(
 
 pub fn text_of(completion: &Completion) -> Result<String, String> {
     match &completion.outcome {
-        Ok(reply) if !reply.content.trim().is_empty() => Ok(reply.content.clone()),
+        Ok(reply) if !reply.content.trim().is_empty() || !reply.tool_calls.is_empty() => {
+            Ok(reply.content.clone())
+        }
         Ok(_) => Err("empty answer".to_owned()),
         Err(failure) => Err(describe(failure)),
     }
@@ -143,12 +146,15 @@ pub fn describe(failure: &Failure) -> String {
     )
 }
 
-/// The completions that answered: (call id, completion, text).
+/// The completions that answered: (call id, completion, text). One that
+/// only proposed tool calls answered too (its text may be empty).
 pub fn answered(completions: &[Completion]) -> Vec<(u32, &Completion, &str)> {
     completions
         .iter()
         .filter_map(|c| match (&c.outcome, c.id) {
-            (Ok(reply), Some(id)) if !reply.content.trim().is_empty() => {
+            (Ok(reply), Some(id))
+                if !reply.content.trim().is_empty() || !reply.tool_calls.is_empty() =>
+            {
                 Some((id, c, reply.content.as_str()))
             }
             _ => None,
@@ -326,6 +332,7 @@ pub fn too_few(completions: &[Completion], why: &str) -> Option<Answer> {
         sources,
         notes,
         details: String::new(),
+        tool_calls: Vec::new(),
     })
 }
 
@@ -369,6 +376,7 @@ pub fn settle(
                 sources,
                 notes,
                 details,
+                tool_calls: Vec::new(),
             }
         }
         Err(errors) => {
@@ -389,6 +397,7 @@ pub fn settle(
                 sources,
                 notes,
                 details,
+                tool_calls: Vec::new(),
             }
         }
     }

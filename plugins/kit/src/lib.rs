@@ -9,6 +9,7 @@
 
 pub mod adaptive;
 pub mod analysis;
+pub mod calls;
 mod chain;
 pub mod formats;
 pub mod guest;
@@ -22,6 +23,7 @@ pub mod wit;
 
 pub use chain::{ModelText, describe_failure, fallback_notes, first_success};
 pub use options::{count, no_settings, option_u32, settings};
+pub use plugin::Synthesizer;
 pub use reply::{extract_json, extract_list, extract_object, normalise, numbers, similarity};
 pub use shape::{
     CHARS_PER_TOKEN, CUT_MARKER, Fitted, MIN_SHARE_CHARS, Room, TooSmall, fit, letter, shuffle,

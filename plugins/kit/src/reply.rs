@@ -146,7 +146,7 @@ pub fn extract_list(text: &str) -> Vec<String> {
 }
 
 /// `value` with every object's keys in order.
-fn canonical(value: serde_json::Value) -> serde_json::Value {
+pub(crate) fn canonical(value: serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
     match value {
         Value::Object(map) => {

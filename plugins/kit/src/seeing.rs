@@ -106,6 +106,7 @@ mod tests {
                     description: None,
                 })
                 .collect(),
+            tools: None,
         }
     }
 

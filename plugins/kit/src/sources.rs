@@ -172,6 +172,7 @@ mod tests {
                         end_index: None,
                     })
                     .collect(),
+                tool_calls: Vec::new(),
             }),
         }
     }

@@ -69,6 +69,40 @@ fn json_answers_are_compared_as_json() {
 }
 
 #[test]
+fn equal_proposals_are_one_ballot_and_never_a_text() {
+    use crate::wit::types::ToolCall;
+    let call = |name: &str, arguments: &str, id: &str| ToolCall {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        arguments: arguments.to_owned(),
+    };
+    let oslo = calls::ballot(&[call("get_weather", r#"{"city": "Oslo", "days": 2}"#, "a")]);
+    // Keys in another order, other spacing, another id: the same ballot.
+    assert_eq!(
+        oslo,
+        calls::ballot(&[call("get_weather", "{\"days\":2,\n\"city\":\"Oslo\"}", "b")])
+    );
+    // Another value, case, function or order of calls: another ballot.
+    for other in [
+        vec![call("get_weather", r#"{"city": "oslo", "days": 2}"#, "a")],
+        vec![call("get_forecast", r#"{"city": "Oslo", "days": 2}"#, "a")],
+        vec![
+            call("get_weather", r#"{"city": "Oslo", "days": 2}"#, "a"),
+            call("get_weather", r#"{"city": "Oslo", "days": 2}"#, "a"),
+        ],
+    ] {
+        assert_ne!(oslo, calls::ballot(&other), "{other:?}");
+    }
+    // Arguments that are not JSON are a ballot of their own text.
+    assert_ne!(
+        calls::ballot(&[call("f", "{oops", "a")]),
+        calls::ballot(&[call("f", "{}", "a")])
+    );
+    // No text normalises to a ballot.
+    assert_ne!(normalise(&oslo), oslo);
+}
+
+#[test]
 fn shuffles_are_permutations_and_depend_on_the_seed() {
     let a = shuffle("run-1", 10);
     let mut sorted = a.clone();
@@ -329,6 +363,7 @@ mod guest_helpers {
                     usage: None,
                     format_sent: FormatSent::None,
                     citations: Vec::new(),
+                    tool_calls: Vec::new(),
                 }),
                 Err(message) => Err(Failure {
                     kind: FailureKind::RateLimited,

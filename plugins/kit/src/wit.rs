@@ -1,4 +1,4 @@
-//! The contract's bindings (`chorus:strategy@0.5.0`), generated once here.
+//! The contract's bindings (`chorus:strategy@0.6.0`), generated once here.
 //! Every plugin reuses these types and host imports through wit-bindgen's
 //! `with`, so a value moves between the kit and a plugin without
 //! conversion; `kit::plugin!(synthesizer, Type)` (`plugin.rs`) writes that
@@ -11,8 +11,8 @@
 #![allow(clippy::all, missing_docs)]
 
 wit_bindgen::generate!({
-    inline: "package chorus:plugin-kit; world kit { import chorus:strategy/host@0.5.0; }",
-    path: "../../wit/0.5.0",
+    inline: "package chorus:plugin-kit; world kit { import chorus:strategy/host@0.6.0; }",
+    path: "../../wit/0.6.0",
     generate_all,
 });
 

@@ -227,6 +227,7 @@ impl Guest for Cascade {
                 .collect(),
                 notes,
                 details: details(false, &reasons, stage, &[], &account),
+                tool_calls: Vec::new(),
             });
         }
         Ok(escalate(

@@ -6,6 +6,11 @@
 //! as the run's `sources` list numbers them, and the judge is told to
 //! weigh them.
 //!
+//! When the run's caller offered tools, a candidate that proposes tool
+//! calls is judged like any other, its calls said in words; when it wins,
+//! the run's answer is its call (`choose-tool-calls` answers `merge`: the
+//! judge picks in `synthesize`, among calls and texts alike).
+//!
 //! ```toml
 //! [plugins.judge.settings]
 //! criteria = "correctness, completeness and clarity"   # optional
@@ -13,7 +18,7 @@
 
 kit::plugin!(synthesizer, Judge);
 
-use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request};
+use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request, ToolDecision};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -49,6 +54,7 @@ impl Guest for Judge {
             sources,
             notes,
             details,
+            tool_calls: Vec::new(),
         };
         if let Some(answer) = kit::guest::too_few(&completions, "there was nothing to judge") {
             return Ok(answer);
@@ -167,6 +173,11 @@ impl Guest for Judge {
             .map(|(p, &c)| json!({"candidate": kit::letter(p), "model": answered[c].1.model, "score": scores[p]}))
             .collect();
         let details = json!({"judge": judge, "scores": table}).to_string();
+        let calls = kit::calls::of(winner);
+        if !calls.is_empty() {
+            let why = notes[0].clone();
+            return Ok(kit::calls::answer(calls, why, vec![index], notes, details));
+        }
         Ok(answer(
             AnswerKind::Pick,
             text.to_owned(),
@@ -174,6 +185,17 @@ impl Guest for Judge {
             notes,
             details,
         ))
+    }
+
+    /// A proposal is a candidate like any answer: the judge picks in
+    /// `synthesize`.
+    fn choose_tool_calls(
+        _request: Request,
+        _plan: Plan,
+        _completions: Vec<Completion>,
+        _settings: String,
+    ) -> Result<ToolDecision, String> {
+        Ok(ToolDecision::Merge)
     }
 }
 

@@ -49,6 +49,7 @@ impl Guest for Mixture {
                 sources,
                 notes,
                 details: String::new(),
+                tool_calls: Vec::new(),
             });
         }
         let mut layer_log =
@@ -147,6 +148,7 @@ impl Guest for Mixture {
                 sources,
                 notes,
                 details,
+                tool_calls: Vec::new(),
             });
         }
         // Web sources under each answer, numbered as the run's list is,

@@ -71,6 +71,7 @@ impl Guest for Passthrough {
                     messages: messages.clone(),
                     sampling,
                     response_format: None,
+                    tools: None,
                 });
             }
         }

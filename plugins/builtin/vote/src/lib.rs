@@ -13,6 +13,13 @@
 //! a majority or only a plurality, how the waves went, and what the vote
 //! spent against the full panel.
 //!
+//! When the run's caller offered tools, an answer that proposes tool calls
+//! is a ballot for those calls (equal calls — the same functions, the
+//! arguments equal as JSON — are one ballot, never equal to a text), so
+//! the vote is also on calls: when a proposal wins, the run's answer is
+//! that call. The decision is made here, with the waves, not before the
+//! merge (`choose-tool-calls` answers `merge`).
+//!
 //! ```toml
 //! [plugins.vote.settings]
 //! samples_per_model = 3   # the ceiling per seat; the call's `samples_per_model` option wins
@@ -25,6 +32,7 @@ use kit::adaptive::{Account, Spend};
 use kit::wit::host;
 use kit::wit::types::{
     Answer, AnswerKind, ChatRequest, Completion, FailureKind, Plan, Request, Role, Sampling,
+    ToolDecision,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -128,6 +136,17 @@ impl Guest for Vote {
             kit::adaptive::full_panel_cost(&full, &all, &kit::wit::host::models()),
         );
         Ok(count(&all, &waves, stop, ceiling, &account))
+    }
+
+    /// A proposal is a ballot like any answer: the vote decides in
+    /// `synthesize`, where the waves are.
+    fn choose_tool_calls(
+        _request: Request,
+        _plan: Plan,
+        _completions: Vec<Completion>,
+        _settings: String,
+    ) -> Result<ToolDecision, String> {
+        Ok(ToolDecision::Merge)
     }
 }
 
@@ -303,12 +322,16 @@ fn slowest(all: &[Completion]) -> u32 {
         .unwrap_or(0)
 }
 
-/// Answers grouped by their normalised text, most votes first; among
-/// equals, the one answered first (stable sort).
+/// Answers grouped by their ballot (the normalised text, or the proposed
+/// calls), most votes first; among equals, the one answered first
+/// (stable sort).
 fn groups<'a>(answered: &[(u32, &'a Completion, &'a str)]) -> Vec<Group<'a>> {
     let mut groups: Vec<Group> = Vec::new();
     for &(id, completion, text) in answered {
-        let key = kit::normalise(text);
+        let key = match kit::calls::of(completion) {
+            [] => kit::normalise(text),
+            calls => kit::calls::ballot(calls),
+        };
         match groups.iter_mut().find(|g| g.key == key) {
             Some(group) => group.members.push((id, completion, text)),
             None => groups.push(Group {
@@ -342,6 +365,7 @@ fn count(
             sources: vec![],
             notes,
             details: json!({ "votes": [], "spend": spend }).to_string(),
+            tool_calls: Vec::new(),
         };
     };
     let votes = winner.members.len();
@@ -385,6 +409,22 @@ fn count(
         .enumerate()
         .map(|(i, w)| json!({"wave": i + 1, "calls": w.calls, "answered": w.answered}))
         .collect();
+    let sources = winner.members.iter().map(|(i, _, _)| *i).collect();
+    let details = json!({
+        "votes": counts,
+        "tie": tie,
+        "majority": majority && !tie,
+        "votes_cast": cast,
+        "waves": waves,
+        "stopped": stop.name(),
+        "spend": spend,
+    })
+    .to_string();
+    let calls = kit::calls::of(winner.members[0].1);
+    if !calls.is_empty() {
+        let why = notes[0].clone();
+        return kit::calls::answer(calls, why, sources, notes, details);
+    }
     Answer {
         kind: if cast == 1 {
             AnswerKind::Single
@@ -392,18 +432,10 @@ fn count(
             AnswerKind::Vote
         },
         text: winner.members[0].2.to_owned(),
-        sources: winner.members.iter().map(|(i, _, _)| *i).collect(),
+        sources,
         notes,
-        details: json!({
-            "votes": counts,
-            "tie": tie,
-            "majority": majority && !tie,
-            "votes_cast": cast,
-            "waves": waves,
-            "stopped": stop.name(),
-            "spend": spend,
-        })
-        .to_string(),
+        details,
+        tool_calls: Vec::new(),
     }
 }
 

@@ -4,11 +4,16 @@
 //!
 //! `mode`: "bad-id" (cites a call that does not exist), "failed-id" (cites
 //! a call that failed), "fake-synthesis" (calls one answer a synthesis),
-//! "bad-details" (details that are not JSON).
+//! "bad-details" (details that are not JSON). On a run whose caller offered
+//! tools, its `choose-tool-calls` answers: "unoffered-call" (a call of
+//! `delete_everything`, which no caller offers), "call-of-wrong-kind"
+//! (a call in an answer of kind `pick`), "bad-arguments" (a call of
+//! `get_weather` with arguments that match no schema of a city); in any
+//! other mode it leaves the decision to chorus.
 
 kit::plugin!(synthesizer, ChaosSynthesizer);
 
-use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request};
+use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request, ToolCall, ToolDecision};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -47,6 +52,7 @@ impl Guest for ChaosSynthesizer {
             sources,
             notes: Vec::new(),
             details: details.to_owned(),
+            tool_calls: Vec::new(),
         };
         match settings.mode.as_str() {
             "bad-id" => Ok(answer(AnswerKind::Synthesis, vec![first_id, 99], "")),
@@ -57,7 +63,53 @@ impl Guest for ChaosSynthesizer {
             )),
             "fake-synthesis" => Ok(answer(AnswerKind::Synthesis, vec![first_id], "")),
             "bad-details" => Ok(answer(AnswerKind::Pick, vec![first_id], "{not json")),
+            // Its chaos is in `choose-tool-calls`: a merge is the first answer.
+            "unoffered-call" | "call-of-wrong-kind" | "bad-arguments" => {
+                Ok(answer(AnswerKind::Pick, vec![first_id], ""))
+            }
             other => Err(format!("unknown chaos mode `{other}`")),
         }
+    }
+
+    fn choose_tool_calls(
+        _request: Request,
+        _plan: Plan,
+        completions: Vec<Completion>,
+        settings: String,
+    ) -> Result<ToolDecision, String> {
+        let settings: Settings = serde_json::from_str(&settings).map_err(|e| e.to_string())?;
+        let sources: Vec<u32> = kit::guest::answered(&completions)
+            .first()
+            .map(|(id, _, _)| vec![*id])
+            .unwrap_or_default();
+        let call = |name: &str, arguments: &str| ToolCall {
+            id: String::new(),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+        };
+        let calling = |calls: &[ToolCall]| {
+            ToolDecision::Answer(kit::calls::answer(
+                calls,
+                String::new(),
+                sources.clone(),
+                Vec::new(),
+                String::new(),
+            ))
+        };
+        Ok(match settings.mode.as_str() {
+            "unoffered-call" => calling(&[call("delete_everything", r#"{"path": "/"}"#)]),
+            "bad-arguments" => calling(&[call("get_weather", r#"{"town": 7}"#)]),
+            "call-of-wrong-kind" => ToolDecision::Answer(Answer {
+                kind: AnswerKind::Pick,
+                ..kit::calls::answer(
+                    &[call("get_weather", r#"{"city": "Oslo"}"#)],
+                    String::new(),
+                    sources.clone(),
+                    Vec::new(),
+                    String::new(),
+                )
+            }),
+            _ => ToolDecision::ByHost,
+        })
     }
 }

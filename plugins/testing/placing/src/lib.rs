@@ -48,6 +48,7 @@ impl Guest for Placing {
                 messages: messages.clone(),
                 sampling: seat.sampling,
                 response_format: None,
+                tools: None,
             })
             .collect();
         let listed: Vec<String> = request

@@ -12,7 +12,7 @@
 //
 // Return an error by throwing a string (a thrown Error object would trap).
 
-import { budget, models } from 'chorus:strategy/host@0.5.0';
+import { budget, models } from 'chorus:strategy/host@0.6.0';
 
 // The settings, or a thrown string saying what is wrong (shown by `chorus check`).
 function parse(text) {

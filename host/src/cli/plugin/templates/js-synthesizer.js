@@ -12,7 +12,7 @@
 //
 // Return an error by throwing a string (a thrown Error object would trap).
 
-import { completeAnswer, progress } from 'chorus:strategy/host@0.5.0';
+import { completeAnswer, progress } from 'chorus:strategy/host@0.6.0';
 
 const DEFAULT_INSTRUCTIONS = 'You are given a question and several answers to it. Write the single best answer: '
   + 'keep what they agree on, resolve their disagreements, drop what is wrong. Do not mention the other answers.';
@@ -35,7 +35,7 @@ function parse(text) {
 }
 
 const message = (role, text) => ({ role, content: [{ tag: 'text', val: text }] });
-const answer = (kind, text, sources, notes) => ({ kind, text, sources, notes, details: '' });
+const answer = (kind, text, sources, notes) => ({ kind, text, sources, notes, details: '', toolCalls: [] });
 
 // A URL as chorus compares sources: scheme and host in lower case, no
 // fragment, no `utm_*` parameters, no trailing `/`.
@@ -74,6 +74,15 @@ function cited(reply, sources) {
 export const synthesizer = {
   validateSettings(settings) {
     parse(settings);
+  },
+
+  // When the run's caller offered tools and the panel proposed calls:
+  // leave the choice of call to chorus (the majority's call, else the
+  // pipeline's synthesizer model chooses). Return { tag: 'merge' } to
+  // merge the answers into text instead, or { tag: 'answer', val: … } with
+  // `toolCalls` to make a call yourself.
+  chooseToolCalls(request, plan, completions, settings) {
+    return { tag: 'by-host' };
   },
 
   synthesize(request, plan, completions, settings) {

@@ -56,6 +56,7 @@ class Prompter(exports.Prompter):
                 messages=[message(types.Role.SYSTEM, settings["system"]), question(request)],
                 sampling=seat.sampling,
                 response_format=None,
+                tools=None,
             )
             for seat in plan.panel
         ]

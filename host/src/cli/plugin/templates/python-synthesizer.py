@@ -47,7 +47,7 @@ def message(role, text):
 
 
 def answer(kind, text, sources, notes):
-    return types.Answer(kind=kind, text=text, sources=sources, notes=notes, details="")
+    return types.Answer(kind=kind, text=text, sources=sources, notes=notes, details="", tool_calls=[])
 
 
 def url_key(url):
@@ -85,6 +85,14 @@ class Synthesizer(exports.Synthesizer):
     def validate_settings(self, settings):
         parse(settings)
 
+    def choose_tool_calls(self, request, plan, completions, settings):
+        # When the run's caller offered tools and the panel proposed calls:
+        # leave the choice of call to chorus (the majority's call, else the
+        # pipeline's synthesizer model chooses). Return ToolDecision_Merge()
+        # to merge the answers into text instead, or ToolDecision_Answer(…)
+        # with `tool_calls` to make a call yourself.
+        return types.ToolDecision_ByHost()
+
     def synthesize(self, request, plan, completions, settings):
         settings = parse(settings)
         notes, answered = [], []
@@ -116,6 +124,7 @@ class Synthesizer(exports.Synthesizer):
                 messages=[message(types.Role.SYSTEM, instructions), message(types.Role.USER, prompt)],
                 sampling=sampling,
                 response_format=None,
+                tools=None,
             )
             # The merge is the answer, returned word for word: asked with
             # `complete_answer`, its text streams to callers that stream.

@@ -65,6 +65,7 @@ impl Guest for Plugin {
                 messages: vec![message(Role::System, system), question(&request)],
                 sampling: seat.sampling,
                 response_format: None,
+                tools: None,
             })
             .collect();
         Ok(Prompts { requests, notes: Vec::new() })

@@ -17,6 +17,7 @@ wit_bindgen::generate!({ world: "synthesizer-plugin", path: "wit" });
 use chorus::strategy::host;
 use chorus::strategy::types::{
     Answer, AnswerKind, ChatRequest, Completion, ContentPart, Message, Plan, Reply, Request, Role, Sampling,
+    ToolDecision,
 };
 use exports::chorus::strategy::synthesizer::Guest;
 use serde::Deserialize;
@@ -44,7 +45,7 @@ fn message(role: Role, text: &str) -> Message {
 }
 
 fn answer(kind: AnswerKind, text: String, sources: Vec<u32>, notes: Vec<String>) -> Answer {
-    Answer { kind, text, sources, notes, details: String::new() }
+    Answer { kind, text, sources, notes, details: String::new(), tool_calls: Vec::new() }
 }
 
 /// A URL as chorus compares sources: scheme and host in lower case, no
@@ -94,6 +95,15 @@ impl Guest for Plugin {
         parse(&settings).map(|_| ())
     }
 
+    /// When the run's caller offered tools and the panel proposed calls:
+    /// leave the choice of call to chorus (the majority's call, else the
+    /// pipeline's synthesizer model chooses). Return `ToolDecision::Merge`
+    /// to merge the answers into text instead, or `ToolDecision::Answer`
+    /// with `tool_calls` to make a call yourself.
+    fn choose_tool_calls(_: Request, _: Plan, _: Vec<Completion>, _: String) -> Result<ToolDecision, String> {
+        Ok(ToolDecision::ByHost)
+    }
+
     fn synthesize(request: Request, plan: Plan, completions: Vec<Completion>, settings: String) -> Result<Answer, String> {
         let settings = parse(&settings)?;
         let mut notes = Vec::new();
@@ -132,6 +142,7 @@ impl Guest for Plugin {
                 messages: vec![message(Role::System, &instructions), message(Role::User, &prompt)],
                 sampling,
                 response_format: None,
+                tools: None,
             };
             // The merge is the answer, returned word for word: asked with
             // `complete_answer`, its text streams to callers that stream.
