@@ -98,9 +98,9 @@ async fn check_describes_pipelines_plugins_contracts_and_models() {
     let (code, stdout, stderr) = run_cli(&["check", "--config", file.path.to_str().unwrap()]).await;
     assert_eq!(code, 0, "{stderr}");
     for expected in [
-        "panel                selector     chorus:strategy@0.5.0",
-        "synthesize           synthesizer  chorus:strategy@0.5.0    builtin:synthesize",
-        "chaos-chaotic        selector     chorus:strategy@0.5.0",
+        "panel                selector     chorus:strategy@0.6.0",
+        "synthesize           synthesizer  chorus:strategy@0.6.0    builtin:synthesize",
+        "chaos-chaotic        selector     chorus:strategy@0.6.0",
         "ask (default): panel -> passthrough -> fan-out -> synthesize",
         "key: $CHORUS_TEST_API_KEY (set)",
         "synth2",

@@ -204,7 +204,7 @@ async fn a_plugin_built_for_another_contract_is_refused_at_load_naming_both_vers
     assert!(stderr.contains("`plugins.future.path`"), "{stderr}");
     assert!(
         stderr.contains(
-            "was built for chorus:strategy@0.6.0, but this chorus speaks chorus:strategy@0.5.0"
+            "was built for chorus:strategy@0.7.0, but this chorus speaks chorus:strategy@0.6.0"
         ),
         "{stderr}"
     );

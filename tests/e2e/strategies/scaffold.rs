@@ -136,7 +136,7 @@ async fn scaffold(lang: &str) {
             .find(|l| l.trim_start().starts_with(&name))
             .unwrap_or_else(|| panic!("{name} is not listed:\n{stdout}"));
         assert!(
-            line.contains(&format!("{kind:<12} chorus:strategy@0.5.0")),
+            line.contains(&format!("{kind:<12} chorus:strategy@0.6.0")),
             "{line}"
         );
         if lang != "rust" {

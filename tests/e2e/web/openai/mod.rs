@@ -8,6 +8,7 @@ pub(crate) mod clients;
 mod hostile;
 mod live;
 mod structured;
+mod tool_strategies;
 mod tools;
 
 use std::time::Duration;
