@@ -13,6 +13,7 @@ mod follow;
 mod http;
 mod limits;
 mod locate;
+mod metrics;
 mod models;
 pub mod oci_reference;
 mod origin;
@@ -40,6 +41,7 @@ pub use fan_out::{FanOut, FanOutOverride, MergeReserve, Quorum};
 pub use files::{MAX_CONFIG_BYTES, MAX_PLUGIN_BYTES, read_regular_file};
 pub use http::Http;
 pub use limits::Limits;
+pub use metrics::{Metric, MetricKind, Optimize};
 pub use models::{MODALITIES, Model};
 pub use origin::{Source, user_config_path};
 pub use overrides::{

@@ -13,7 +13,7 @@ use super::FanOutOverride;
 use super::check::{Invalid, MAX_TIMEOUT, duration, duration_or_zero, search_results};
 
 /// Tools chorus provides next to the pipelines' own.
-pub const RESERVED_TOOLS: &[&str] = &["resynthesize"];
+pub const RESERVED_TOOLS: &[&str] = &["resynthesize", "feedback"];
 
 /// Options every pipeline takes, handled by chorus rather than the plugins.
 pub const BUILTIN_OPTIONS: &[&str] = &["max_cost_usd", "follow_up_of", "web_search"];

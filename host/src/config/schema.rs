@@ -48,6 +48,9 @@ pub struct Config {
     /// be able to hand its password to a host of its choosing.
     #[serde(default)]
     pub registry_token_realms: Vec<String>,
+    /// Feedback a person or a program may give on a run.
+    #[serde(default)]
+    pub metrics: BTreeMap<String, super::Metric>,
     pub providers: BTreeMap<String, Provider>,
     /// In the order written: selectors that prefer earlier models see it.
     #[serde(default)]

@@ -32,6 +32,9 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
     config.http.check()?;
     super::clients::check(config)?;
     config.store.check()?;
+    for (name, metric) in &config.metrics {
+        metric.check(name)?;
+    }
     for (name, provider) in &config.providers {
         provider.check(name)?;
     }

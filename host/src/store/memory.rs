@@ -2,6 +2,7 @@
 //! cannot be opened): the runs of this process only, bounded in count
 //! (`limits.max_runs_kept`) and age (`limits.run_ttl`), gone when it exits.
 
+use super::feedback::{Feedback, Feedbacks, Given};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -30,6 +31,17 @@ struct Kept {
     next_seq: i64,
     /// Oldest first: (seq, kept since, run).
     runs: VecDeque<(i64, Instant, Arc<StoredRun>)>,
+    /// By (run seq, metric, client): removed with the run.
+    feedback: std::collections::BTreeMap<(i64, String, String), Feedback>,
+}
+
+impl Kept {
+    /// The oldest run goes, and its feedback with it.
+    fn drop_oldest(&mut self) {
+        if let Some((seq, _, _)) = self.runs.pop_front() {
+            self.feedback.retain(|(of, _, _), _| *of > seq);
+        }
+    }
 }
 
 impl Memory {
@@ -48,7 +60,7 @@ impl Memory {
         let seq = kept.next_seq;
         kept.runs.push_back((seq, Instant::now(), Arc::new(run)));
         while kept.runs.len() > self.max {
-            kept.runs.pop_front();
+            kept.drop_oldest();
         }
     }
 
@@ -122,9 +134,40 @@ impl Memory {
             .front()
             .is_some_and(|(_, at, _)| at.elapsed() > self.ttl)
         {
-            kept.runs.pop_front();
+            kept.drop_oldest();
         }
         kept
+    }
+
+    /// Keeps `feedback` with its run, if the run is kept.
+    pub fn give(&self, feedback: &Feedback) -> Given {
+        let mut kept = self.lock();
+        let Some(seq) = kept
+            .runs
+            .iter()
+            .find(|(_, _, r)| r.run_id == feedback.run_id)
+            .map(|(seq, _, _)| *seq)
+        else {
+            return Given::UnknownRun;
+        };
+        let key = (seq, feedback.metric.clone(), feedback.client.clone());
+        match kept.feedback.insert(key, feedback.clone()) {
+            Some(was) => Given::Replaced { was: was.value },
+            None => Given::New,
+        }
+    }
+
+    /// The feedback on the run `run_id`, oldest first.
+    pub fn feedback_of(&self, run_id: &str) -> Vec<Feedback> {
+        let kept = self.lock();
+        let mut given: Vec<Feedback> = kept
+            .feedback
+            .values()
+            .filter(|f| f.run_id == run_id)
+            .cloned()
+            .collect();
+        given.sort_by_key(|f| f.at);
+        given
     }
 }
 
@@ -151,6 +194,16 @@ pub struct InMemory {
     pub runs: Arc<Memory>,
     /// Why runs are in memory only.
     pub why: &'static str,
+}
+
+impl Feedbacks for InMemory {
+    fn give(&self, feedback: &Feedback) -> Result<Given, StoreError> {
+        Ok(self.runs.give(feedback))
+    }
+
+    fn feedback_of(&self, run_id: &str) -> Result<Vec<Feedback>, StoreError> {
+        Ok(self.runs.feedback_of(run_id))
+    }
 }
 
 impl Backend for InMemory {

@@ -18,6 +18,7 @@ pub mod attachments;
 mod backend;
 mod bell;
 mod event;
+pub mod feedback;
 mod lag;
 mod memory;
 mod owner;
@@ -38,6 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use event::now_ms;
+pub use feedback::{Feedback, Given, MAX_COMMENT_BYTES};
 pub use lag::WriteLag;
 pub use recorder::{Links, Recorder};
 pub use retention::{Pruned, Retention};
@@ -419,6 +421,16 @@ impl Store {
     /// The run admitted as `id` ended having cost `cost_usd`. Blocking.
     pub fn settle(&self, id: &str, cost_usd: f64) -> Result<(), StoreError> {
         self.backend.settle(id, cost_usd)
+    }
+
+    /// Keeps `feedback` on its run (see [`feedback`]). Blocking.
+    pub fn give_feedback(&self, feedback: &Feedback) -> Result<Given, StoreError> {
+        self.backend.give(feedback)
+    }
+
+    /// The feedback on the run `run_id` (a full id), oldest first. Blocking.
+    pub fn feedback_of(&self, run_id: &str) -> Result<Vec<Feedback>, StoreError> {
+        self.backend.feedback_of(run_id)
     }
 
     /// Applies `retention` (default: the configured one) now. Blocking.

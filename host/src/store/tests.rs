@@ -101,6 +101,8 @@ mod responses;
 mod attachments;
 #[path = "tests_batches.rs"]
 pub(super) mod batches;
+#[path = "tests_feedback.rs"]
+mod feedback;
 
 /// A run of `n` panel calls, as its events and its final record.
 pub(super) struct Fixture {

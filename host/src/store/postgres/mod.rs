@@ -11,6 +11,7 @@ mod apply;
 mod attachments;
 mod backend;
 mod backlog;
+mod feedback;
 pub mod limits;
 mod read;
 mod responses;

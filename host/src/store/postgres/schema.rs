@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     V10,
     V11,
     V12,
+    super::feedback::MIGRATION,
 ];
 
 /// Version 11: whether a call's token counts are chorus's estimates (the

@@ -133,6 +133,8 @@ fn remove_slices(
             removed_bytes += u64::try_from(*bytes).unwrap_or(0);
             tx.prepare_cached("DELETE FROM calls WHERE run_seq = ?1")?
                 .execute([seq])?;
+            tx.prepare_cached("DELETE FROM feedback WHERE run_seq = ?1")?
+                .execute([seq])?;
             tx.prepare_cached("DELETE FROM runs WHERE seq = ?1")?
                 .execute([seq])?;
             attachments::unlink(&tx, *seq)?;

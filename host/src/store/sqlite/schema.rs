@@ -29,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     super::attachments::MIGRATION,
     V13,
     V14,
+    super::feedback::MIGRATION,
 ];
 
 /// Version 1: runs, and the calls of each run.
