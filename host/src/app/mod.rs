@@ -13,6 +13,7 @@
 //! starts and finishes on it, whatever is swapped in meanwhile.
 
 mod carried;
+pub mod feedback;
 mod gate;
 pub mod reload;
 mod resynthesis;

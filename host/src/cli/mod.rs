@@ -425,3 +425,13 @@ fn is_level(spec: &str) -> bool {
         .iter()
         .any(|level| spec.trim().eq_ignore_ascii_case(level))
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_command_line_is_well_formed() {
+        // clap checks a command's arguments when it is first parsed, so a
+        // clash (two `-c`) would otherwise show only when someone types it.
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
+}

@@ -1,7 +1,8 @@
 //! `chorus runs`: the run history in the terminal. With no subcommand, the
 //! recent runs; `show`, `answer` and `export` one run, named by its id, a
-//! unique prefix of it, or `last`; `prune`; and `resynthesize`, which
-//! merges a run's answers again without asking its panel again.
+//! unique prefix of it, or `last`; `prune`; `resynthesize`, which
+//! merges a run's answers again without asking its panel again; and
+//! `feedback`, a rating of a run on a metric the configuration declares.
 
 // A terminal command: its output is the point, and it never runs under
 // `serve` (see `crate::notice`).
@@ -71,6 +72,22 @@ enum Command {
     Prune(PruneArgs),
     /// Merges a run's answers again, without asking its panel again.
     Resynthesize(ResynthesizeArgs),
+    /// Rates a run on a metric of the configuration's [metrics] (a second
+    /// rating of the same run and metric replaces the first).
+    Feedback(FeedbackArgs),
+}
+
+#[derive(clap::Args)]
+struct FeedbackArgs {
+    /// A run id, a unique prefix of one, or `last`.
+    id: String,
+    /// A metric of [metrics] (`helpful`).
+    metric: String,
+    /// `true`/`false` for a boolean metric, a number for a float one.
+    value: String,
+    /// Why, in a few words.
+    #[arg(long)]
+    comment: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -145,6 +162,9 @@ pub async fn run(config: Option<&Path>, args: Args) -> ExitCode {
     if let Command::Resynthesize(args) = command {
         return resynthesize(loaded, args).await;
     }
+    if let Command::Feedback(args) = command {
+        return feedback(loaded, args).await;
+    }
     let store = match Store::open_for_reading(&loaded) {
         Ok(store) => store,
         Err(StoreError::NotFound(path)) if matches!(command, Command::List(_)) => {
@@ -197,10 +217,11 @@ fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode,
         Command::Show { id, json } => {
             let run = find(store, &id, false)?;
             let stored = store.attachments(&run, false)?;
+            let feedback = store.feedback_of(&run.run_id)?;
             if json {
-                writeln!(out, "{}", to_json(&run, &stored))?;
+                writeln!(out, "{}", to_json(&run, &stored, &feedback))?;
             } else {
-                show(&run, &stored, &mut out)?;
+                show(&run, &stored, &feedback, &mut out)?;
             }
         }
         Command::Answer { id } => {
@@ -220,7 +241,8 @@ fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode,
         Command::Export { id, no_attachments } => {
             let run = find(store, &id, true)?;
             let stored = store.attachments(&run, !no_attachments)?;
-            writeln!(out, "{}", to_json(&run, &stored))?;
+            let feedback = store.feedback_of(&run.run_id)?;
+            writeln!(out, "{}", to_json(&run, &stored, &feedback))?;
         }
         Command::Prune(args) => {
             let configured = Retention::of(&loaded.config.store);
@@ -245,7 +267,9 @@ fn execute(store: &Store, loaded: &Loaded, command: Command) -> Result<ExitCode,
                 store.describe().trim_start_matches("the run store at ")
             )?;
         }
-        Command::Resynthesize(_) => unreachable!("handled before the store is opened"),
+        Command::Resynthesize(_) | Command::Feedback(_) => {
+            unreachable!("handled before the store is opened")
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -365,6 +389,36 @@ fn parse_since(text: &str) -> Result<i64, String> {
     Err(format!(
         "`{text}` is neither a time ago (`2h`, `7days`) nor a date (`2026-05-01`, `2026-05-01 09:30`)"
     ))
+}
+
+/// Rates a run as the local user, through the gate every door uses.
+async fn feedback(loaded: Loaded, args: FeedbackArgs) -> ExitCode {
+    let chorus = match crate::app::Chorus::load(loaded) {
+        Ok(chorus) => chorus,
+        Err(e) => return fail(2, &e),
+    };
+    // As typed: `true`, `false`, or a number; anything else is the
+    // metric's to refuse, saying what it takes.
+    let value = serde_json::from_str::<serde_json::Value>(args.value.trim())
+        .ok()
+        .filter(|v| v.is_boolean() || v.is_number())
+        .unwrap_or(serde_json::Value::String(args.value));
+    let rating = crate::app::feedback::Rating {
+        run: args.id,
+        metric: args.metric,
+        value,
+        comment: args.comment,
+    };
+    let outcome = chorus.give_feedback(&Client::local(), rating).await;
+    chorus.store.flush().await.ok();
+    match outcome {
+        Ok(recorded) => {
+            println!("{}", recorded.said());
+            ExitCode::SUCCESS
+        }
+        Err(e @ crate::app::feedback::FeedbackError::Store(_)) => fail(1, &e),
+        Err(e) => fail(2, &e),
+    }
 }
 
 async fn resynthesize(loaded: Loaded, args: ResynthesizeArgs) -> ExitCode {

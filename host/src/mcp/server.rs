@@ -206,13 +206,18 @@ fn caller_trace(context: &RequestContext<RoleServer>) -> Option<opentelemetry::C
 }
 
 /// The tools `client` may call: the pipelines granted to it, and
-/// `resynthesize` (over its own runs).
+/// `resynthesize` and `feedback` (over its own runs).
 fn granted(tools: &[Tool], client: &Client) -> Vec<Tool> {
     tools
         .iter()
-        .filter(|t| t.name == tools::RESYNTHESIZE || client.may_run(&t.name))
+        .filter(|t| over_own_runs(&t.name) || client.may_run(&t.name))
         .cloned()
         .collect()
+}
+
+/// A tool that works on the caller's own runs, not a pipeline's.
+fn over_own_runs(tool: &str) -> bool {
+    tool == tools::RESYNTHESIZE || tool == tools::feedback::FEEDBACK
 }
 
 impl ServerHandler for Server {
@@ -308,8 +313,12 @@ impl ServerHandler for Server {
         let all = changes::current(&self.chorus);
         // A tool this client may not call is a protocol error here (it is
         // not in its `tools/list`); the message is the gate's own.
+        if name == tools::feedback::FEEDBACK && all.iter().any(|t| t.name == name) {
+            let result = tools::feedback::call(&self.chorus, &client, request.arguments).await;
+            return Ok(result.into());
+        }
         if all.iter().any(|t| t.name == name)
-            && name != tools::RESYNTHESIZE
+            && !over_own_runs(&name)
             && let Some(why) = client.refusal_to_run(&name)
         {
             tracing::info!(target: crate::app::AUDIT, client = %client.name, pipeline = %name, reason = %why, "refused a run");

@@ -88,7 +88,8 @@ pub fn tool(name: &str, pipeline: &Pipeline) -> Tool {
     .with_annotations(ToolAnnotations::new().read_only(true).open_world(true))
 }
 
-/// The tools a runner serves: one per pipeline, and `resynthesize`.
+/// The tools a runner serves: one per pipeline, `resynthesize`, and
+/// `feedback` when the configuration declares metrics.
 pub fn list(runner: &Runner) -> Vec<Tool> {
     let mut tools: Vec<Tool> = runner
         .pipelines()
@@ -97,6 +98,7 @@ pub fn list(runner: &Runner) -> Vec<Tool> {
     let synthesizers = runner.synthesizer_names();
     let pipelines: Vec<&str> = runner.pipelines().map(|(n, _)| n.as_str()).collect();
     tools.push(resynthesize_tool(&synthesizers, &pipelines));
+    tools.extend(feedback::tool(&runner.loaded.config.metrics));
     tools
 }
 
@@ -412,6 +414,8 @@ fn account(result: &RunRecord) -> String {
     lines.extend(result.notes.iter().cloned());
     lines.join("\n")
 }
+
+pub mod feedback;
 
 #[cfg(test)]
 mod strict;

@@ -102,6 +102,12 @@ struct SpendLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FeedbackLabels {
+    metric: String,
+    pipeline: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -134,6 +140,10 @@ pub struct Metrics {
     /// Calls that may have been billed whose cost nobody knows: `usd`
     /// says less than was spent by these (see `record::spent`).
     unknown_cost_calls: Family<SpendLabels, Counter>,
+    /// Ratings given, and the sum of their values (a replaced rating
+    /// counts again).
+    feedback: Family<FeedbackLabels, Counter>,
+    feedback_value: Family<FeedbackLabels, Counter<f64, AtomicU64>>,
 }
 
 /// Latency buckets from 50 ms to about 14 minutes.
@@ -244,6 +254,18 @@ impl Metrics {
             "Model calls that may have been billed but whose cost is unknown (no cost reported, no prices to estimate one): chorus_cost_usd_total leaves them out, by model and client",
             unknown_cost_calls.clone(),
         );
+        let feedback = Family::<FeedbackLabels, Counter>::default();
+        registry.register(
+            "feedback",
+            "Ratings given on runs, by metric and the run's pipeline (a rating that replaces an earlier one counts again)",
+            feedback.clone(),
+        );
+        let feedback_value = Family::<FeedbackLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "feedback_value",
+            "The sum of the values of the ratings in chorus_feedback_total (a boolean counts 1 or 0), by metric and pipeline: their mean is this over that",
+            feedback_value.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -273,7 +295,19 @@ impl Metrics {
             estimated_tokens,
             usd,
             unknown_cost_calls,
+            feedback,
+            feedback_value,
         })
+    }
+
+    /// A rating of `value` on `metric` was given on a run of `pipeline`.
+    pub fn feedback_given(&self, metric: &str, pipeline: &str, value: f64) {
+        let labels = FeedbackLabels {
+            metric: metric.to_owned(),
+            pipeline: pipeline.to_owned(),
+        };
+        self.feedback.get_or_create(&labels).inc();
+        self.feedback_value.get_or_create(&labels).inc_by(value);
     }
 
     /// A `Progress` that counts the model calls of a run made for

@@ -17,11 +17,13 @@
 //! - [`answer`]: a finished run as a `chat.completion`;
 //! - [`stream`]: a run as server-sent events, progress and answer;
 //! - [`responses`]: the Responses API over the same parts;
+//! - [`feedback`]: `POST /v1/feedback`, a rating of a run;
 //! - [`errors`]: errors in OpenAI's shape.
 
 pub(crate) mod answer;
 pub(crate) mod body;
 pub(crate) mod errors;
+mod feedback;
 mod format;
 mod parts;
 pub(crate) mod request;
@@ -79,6 +81,7 @@ pub fn routes(chorus: Arc<Chorus>, access: Arc<Access>) -> Router {
         .route("/v1/models/{*id}", get(model))
         .route("/v1/chat/completions", post(chat))
         .route("/v1/responses", post(responses::create))
+        .route("/v1/feedback", post(feedback::give))
         .with_state(shared)
         .layer(axum::middleware::from_fn_with_state(
             access,

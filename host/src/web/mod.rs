@@ -20,6 +20,7 @@
 
 mod actions;
 mod auth;
+mod feedback;
 mod layout;
 mod list;
 mod live;
@@ -72,6 +73,7 @@ pub fn router(viewer: Arc<Viewer>) -> Router {
             "/runs/{id}/resynthesize",
             axum::routing::post(actions::resynthesize),
         )
+        .route("/runs/{id}/feedback", axum::routing::post(feedback::give))
         .route(
             "/sign-in",
             get(actions::sign_in_page).post(actions::sign_in),

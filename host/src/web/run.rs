@@ -2,8 +2,8 @@
 //! member's answer (and what it cited) side by side (tabs on a narrow
 //! screen, with script), the strategy's analysis, every call on a timeline
 //! and in a table, the notes, the runs it builds on or that build on it,
-//! and what can be done with it (copy, export as JSON, re-synthesize). And
-//! the export itself. Only runs the signed-in client may see: another
+//! and what can be done with it (copy, export as JSON, re-synthesize,
+//! rate: `feedback.rs`). And the export itself, its feedback included. Only runs the signed-in client may see: another
 //! client's run is not found.
 
 use std::sync::Arc;
@@ -85,8 +85,25 @@ pub async fn page(
     let related = related(&viewer, &client, &run.run_id).await;
     let csrf = viewer.guard.csrf(&who);
     let mergers = mergers(&viewer);
+    let given = viewer
+        .chorus
+        .feedback_of(&run.run_id)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!("the feedback on run {} could not be read: {e}", run.run_id);
+            Vec::new()
+        });
+    let rating = super::feedback::section(
+        &run.run_id,
+        &csrf,
+        &viewer.chorus.runner().loaded.config.metrics,
+        &given,
+    );
     let title = crate::text::ellipsized(run.prompt.lines().next().unwrap_or("A run"), 60);
-    frame(&title, body(&run, &starts, &related, &csrf, &mergers))
+    frame(
+        &title,
+        body(&run, &starts, &related, &csrf, &mergers, rating),
+    )
 }
 
 /// What the re-synthesize form offers: synthesizer plugins, then pipelines.
@@ -129,6 +146,7 @@ fn body(
     related: &[RunSummary],
     csrf: &str,
     mergers: &[(String, String)],
+    rating: Markup,
 ) -> Markup {
     let running = run.status == RunStatus::Running;
     let members: Vec<&StoredCall> = run
@@ -199,6 +217,7 @@ fn body(
                     }
                 }
             }
+            @if run.answer.is_some() { (rating) }
             (sources::list(&cited))
             @if !related.is_empty() {
                 h2 { "Built on this run" }
@@ -361,7 +380,20 @@ pub async fn export(
         Ok(run) => run,
         Err(response) => return response,
     };
-    let json = serde_json::to_string_pretty(&run).unwrap_or_default();
+    let mut value = serde_json::to_value(&run).unwrap_or_default();
+    match viewer.chorus.feedback_of(&run.run_id).await {
+        Ok(given) if !given.is_empty() => {
+            if let Some(object) = value.as_object_mut() {
+                object.insert(
+                    "feedback".into(),
+                    serde_json::to_value(given).unwrap_or_default(),
+                );
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("the feedback on run {} could not be read: {e}", run.run_id),
+    }
+    let json = serde_json::to_string_pretty(&value).unwrap_or_default();
     let disposition = format!("attachment; filename=\"chorus-run-{}.json\"", run.run_id);
     (
         [

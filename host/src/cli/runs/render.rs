@@ -3,6 +3,7 @@
 //! `--json` and `export`), and the pieces a listing uses —
 //! local times, dollars, sizes, the shortest ids that stay apart.
 
+use crate::store::Feedback;
 use std::io::Write;
 
 use chrono::{Local, TimeZone};
@@ -29,6 +30,7 @@ pub(super) fn short_id_width(runs: &[RunSummary]) -> usize {
 pub(super) fn show(
     run: &StoredRun,
     stored: &[Stored],
+    feedback: &[Feedback],
     out: &mut impl Write,
 ) -> std::io::Result<()> {
     let what = match run.kind {
@@ -159,6 +161,24 @@ pub(super) fn show(
             )?;
         }
     }
+    if !feedback.is_empty() {
+        writeln!(out, "\nfeedback")?;
+        for f in feedback {
+            let comment = f
+                .comment
+                .as_deref()
+                .map(|c| format!("  “{}”", c.replace('\n', " ")))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  {} = {}  by {} at {}{comment}",
+                f.metric,
+                f.value,
+                f.client,
+                local_time(f.at, true)
+            )?;
+        }
+    }
     if let Some(error) = &run.error {
         writeln!(out, "\nerror     {error}")?;
     }
@@ -172,7 +192,7 @@ pub(super) fn show(
 /// The run as JSON, with its merged web `sources` (rebuilt from its calls'
 /// citations) when it has any, and with each attachment what the store
 /// holds of it (`stored`) and its bytes as base64 (`data`) when read.
-pub(super) fn to_json(run: &StoredRun, stored: &[Stored]) -> String {
+pub(super) fn to_json(run: &StoredRun, stored: &[Stored], feedback: &[Feedback]) -> String {
     let mut value = serde_json::to_value(run).unwrap_or_default();
     if let Some(list) = value
         .get_mut("attachments")
@@ -203,6 +223,12 @@ pub(super) fn to_json(run: &StoredRun, stored: &[Stored]) -> String {
         object.insert(
             "sources".into(),
             serde_json::to_value(sources).unwrap_or_default(),
+        );
+    }
+    if let (false, Some(object)) = (feedback.is_empty(), value.as_object_mut()) {
+        object.insert(
+            "feedback".into(),
+            serde_json::to_value(feedback).unwrap_or_default(),
         );
     }
     serde_json::to_string_pretty(&value).unwrap_or_default()

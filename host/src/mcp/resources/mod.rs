@@ -230,7 +230,15 @@ pub async fn read(
             json_contents(uri, fit::whole(&listing))?
         }
         Address::Run(id) => {
-            let record = to_value(&run(chorus, client, uri, id).await?)?;
+            let run = run(chorus, client, uri, id).await?;
+            let feedback = chorus.feedback_of(&run.run_id).await.unwrap_or_else(|e| {
+                tracing::warn!("the feedback on run {} could not be read: {e}", run.run_id);
+                Vec::new()
+            });
+            let mut record = to_value(&run)?;
+            if let (false, Some(object)) = (feedback.is_empty(), record.as_object_mut()) {
+                object.insert("feedback".into(), to_value(&feedback)?);
+            }
             json_contents(uri, fit::run(record, uri))?
         }
         Address::Answer(id, number) => {

@@ -44,9 +44,14 @@ fn no_tool_schema_has_a_type_list() {
         "#,
     )
     .unwrap();
+    let metrics = toml::from_str(
+        "helpful = { type = \"boolean\" }\nscore = { type = \"float\", min = 0, max = 10 }",
+    )
+    .unwrap();
     let tools = [
         tool("ask", &pipeline),
         resynthesize_tool(&["synthesize"], &["ask"]),
+        super::feedback::tool(&metrics).expect("a feedback tool"),
     ];
     for tool in tools {
         let output = tool.output_schema.clone().expect("an output schema");
