@@ -34,6 +34,13 @@ pub enum FeedbackError {
     UnknownRun(String),
     #[error("`{id}` starts several runs' ids ({}): give more of it", .matches.join(", "))]
     Ambiguous { id: String, matches: Vec<String> },
+    /// Past `budget::MAX_RATINGS_PER_MINUTE`.
+    #[error(
+        "at most {} ratings a minute are taken from one client: try again in {} s",
+        crate::budget::MAX_RATINGS_PER_MINUTE,
+        .retry_after.as_secs() + 1
+    )]
+    TooMany { retry_after: std::time::Duration },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -116,6 +123,9 @@ impl Chorus {
                 comment.len()
             )));
         }
+        self.gate
+            .rating(client)
+            .map_err(|retry_after| FeedbackError::TooMany { retry_after })?;
         let id = run_id_of(&rating.run);
         let run = match self.find_run_for(client, id, false).await? {
             Lookup::Found(run) => run,

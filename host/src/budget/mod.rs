@@ -52,7 +52,15 @@ struct Local {
     /// has not taken them yet, oldest first; a credit lapses with its
     /// minute (a request that never became a run).
     credits: VecDeque<Instant>,
+    /// When each rating of the last minute was given, oldest first.
+    ratings: VecDeque<Instant>,
 }
+
+/// The most ratings one client may give in a minute, in this process:
+/// plenty for people and for a program rating each of its runs, never
+/// enough for one token to hold the store's writes from other tenants'
+/// runs.
+pub const MAX_RATINGS_PER_MINUTE: usize = 600;
 
 /// Why a run was refused by its client's `max_runs_per_minute`.
 #[derive(Debug, Clone, PartialEq)]
@@ -144,6 +152,21 @@ impl Gate {
             let local = clients.entry(client.name.clone()).or_default();
             local.credits.push_back(Instant::now());
         }
+        Ok(())
+    }
+
+    /// Counts a rating by `client`, or says how long until one more fits
+    /// (`MAX_RATINGS_PER_MINUTE`).
+    pub fn rating(&self, client: &Client) -> Result<(), Duration> {
+        let now = Instant::now();
+        let mut clients = self.lock();
+        let ratings = &mut clients.entry(client.name.clone()).or_default().ratings;
+        within_the_minute(ratings, now);
+        if ratings.len() >= MAX_RATINGS_PER_MINUTE {
+            let oldest = ratings.front().copied().unwrap_or(now);
+            return Err(MINUTE.saturating_sub(now.duration_since(oldest)));
+        }
+        ratings.push_back(now);
         Ok(())
     }
 

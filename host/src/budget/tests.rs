@@ -99,3 +99,20 @@ fn a_budget_admits_worst_cases_that_fit_and_names_the_reset() {
         "{no_ceiling}"
     );
 }
+
+#[test]
+fn a_client_past_its_ratings_a_minute_is_told_when_one_more_fits() {
+    let gate = Gate::new();
+    let bob = client(Limits::default());
+    for _ in 0..MAX_RATINGS_PER_MINUTE {
+        gate.rating(&bob).unwrap();
+    }
+    let wait = gate.rating(&bob).unwrap_err();
+    assert!(wait > Duration::from_secs(50) && wait <= MINUTE, "{wait:?}");
+    // Another client's ratings are its own.
+    let alice = Client {
+        name: "alice".into(),
+        ..client(Limits::default())
+    };
+    gate.rating(&alice).unwrap();
+}

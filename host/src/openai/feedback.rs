@@ -61,6 +61,14 @@ async fn rated(shared: &Shared, client: &Client, request: Request) -> Result<Val
                     refused.param = Some("run_id".to_owned());
                     refused
                 }
+                FeedbackError::TooMany { retry_after } => {
+                    let message = FeedbackError::TooMany { retry_after }.to_string();
+                    ApiError {
+                        code: Some("rate_limit_exceeded"),
+                        retry_after: Some(retry_after.as_secs() + 1),
+                        ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, "requests", message)
+                    }
+                }
                 // Where the store lies is for the server's log, not a tenant.
                 FeedbackError::Store(error) => {
                     tracing::warn!("feedback not kept: {error}");

@@ -125,6 +125,11 @@ pub async fn give(
         Err(error @ (FeedbackError::UnknownRun(_) | FeedbackError::Ambiguous { .. })) => {
             problem(StatusCode::NOT_FOUND, "No such run", &error.to_string())
         }
+        Err(error @ FeedbackError::TooMany { .. }) => problem(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Cannot rate",
+            &error.to_string(),
+        ),
         Err(FeedbackError::Store(error)) => {
             tracing::warn!("feedback not kept: {error}");
             problem(
