@@ -455,13 +455,18 @@ impl Runner {
         context.emit(Event::Stage(Stage::Synthesize));
         let limit = self.copy_limit(synthesizer, &plan, &completions);
         let request = context.described(request);
-        let chooser = plan.synthesizers.first().map(String::as_str);
-        let tools = context.tools();
-        let (shown, settled) = match tools {
+        let deciding = context.tools().map(|tools| tool_calls::Deciding {
+            context,
+            tools,
+            chooser: plan.synthesizers.first().map(String::as_str),
+            completions: &completions,
+            run_id: &request.run_id,
+        });
+        let (shown, settled) = match deciding {
             None => (completions.clone(), tool_calls::Settled::Merge(Vec::new())),
-            Some(tools) => {
+            Some(deciding) => {
                 let shown = tool_calls::as_text(completions.clone());
-                let decision = if tool_calls::proposed(tools, &completions) {
+                let decision = if deciding.proposed() {
                     let choose = deadline::by_deadline(
                         context.deadline(),
                         context.run_timeout(),
@@ -479,16 +484,7 @@ impl Runner {
                 } else {
                     Ok(Some(ToolDecision::Merge))
                 };
-                let settled = tool_calls::settled(
-                    context,
-                    tools,
-                    synthesizer,
-                    decision,
-                    chooser,
-                    &completions,
-                    &request.run_id,
-                )
-                .await?;
+                let settled = deciding.settled(synthesizer, decision).await?;
                 (shown, settled)
             }
         };
@@ -515,20 +511,9 @@ impl Runner {
                 answer
             }
         };
-        let mut answer = match tools {
+        let mut answer = match deciding {
             // A call chorus made is held to its tool already.
-            Some(tools) if !chorus_made => {
-                tool_calls::held(
-                    context,
-                    tools,
-                    &synthesizer.name,
-                    given,
-                    chooser,
-                    &completions,
-                    &request.run_id,
-                )
-                .await?
-            }
+            Some(deciding) if !chorus_made => deciding.held(&synthesizer.name, given).await?,
             _ => given,
         };
 

@@ -100,14 +100,14 @@ impl Runner {
             context.emit(Event::FanOut { calls: 1 });
             let completions = context.fan_out(super::FAN_OUT, vec![chat]).await;
             if let Some(tools) = context.tools() {
-                let called = super::tool_calls::decided(
-                    &context,
+                let deciding = super::tool_calls::Deciding {
+                    context: &context,
                     tools,
-                    None,
-                    &completions,
-                    &request.run_id,
-                )
-                .await?;
+                    chooser: None,
+                    completions: &completions,
+                    run_id: &request.run_id,
+                };
+                let called = deciding.decided().await?;
                 if let Some(answer) = called {
                     return Ok((answer, completions));
                 }

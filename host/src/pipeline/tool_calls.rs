@@ -64,13 +64,17 @@ struct Proposal<'a> {
     key: String,
 }
 
-/// Whether any answer proposed calls: only then has a strategy a call to
-/// decide on.
-pub(super) fn proposed(tools: &ToolUse, completions: &[Completion]) -> bool {
-    tools.choice != ToolChoice::None
-        && completions
-            .iter()
-            .any(|c| c.outcome.as_ref().is_ok_and(|r| !r.tool_calls.is_empty()))
+/// What every step of a decision on the panel's calls reads: the run
+/// (where the choosing and repairing calls are made), the caller's
+/// tools, the pipeline's synthesizer model (who chooses among split
+/// proposals and repairs arguments), and the panel's answers.
+#[derive(Clone, Copy)]
+pub(super) struct Deciding<'a> {
+    pub context: &'a RunContext,
+    pub tools: &'a ToolUse,
+    pub chooser: Option<&'a str>,
+    pub completions: &'a [Completion],
+    pub run_id: &'a str,
 }
 
 /// Who settled the run's answer before any merge.
@@ -84,304 +88,427 @@ pub(super) enum Settled {
     Merge(Vec<String>),
 }
 
-/// What becomes of the panel's calls before the merge. `decision` is what
-/// `synthesizer` made of them: `None` when its contract has no say (before
-/// 0.6).
-pub(super) async fn settled(
-    context: &RunContext,
-    tools: &ToolUse,
-    synthesizer: &Plugin,
-    decision: Result<Option<ToolDecision>, PluginError>,
-    chooser: Option<&str>,
-    completions: &[Completion],
-    run_id: &str,
-) -> Result<Settled, RunError> {
-    let name = &synthesizer.name;
-    let mut failed = None;
-    let gave_way = match decision {
-        Ok(Some(ToolDecision::Merge)) => return Ok(Settled::Merge(Vec::new())),
-        Ok(Some(ToolDecision::Answer(answer))) => return Ok(Settled::ByStrategy(answer)),
-        Ok(None) => format!(
-            "The synthesizer `{name}` (contract {}) sees tool calls as text only: chorus chose the call.",
-            synthesizer.contract
-        ),
-        Ok(Some(ToolDecision::ByHost)) => {
-            format!("The synthesizer `{name}` left the choice of call to chorus.")
-        }
-        Err(error) => {
-            let failure =
-                format!("The synthesizer `{name}` could not decide on the calls ({error})");
-            failed = Some(format!(
-                "{failure}: by chorus's rule, the answers are merged."
-            ));
-            format!("{failure}: chorus chose the call.")
-        }
-    };
-    Ok(
-        match decided(context, tools, chooser, completions, run_id).await? {
+impl Deciding<'_> {
+    /// Whether any answer proposed calls: only then has a strategy a call
+    /// to decide on.
+    pub(super) fn proposed(&self) -> bool {
+        self.tools.choice != ToolChoice::None
+            && self
+                .completions
+                .iter()
+                .any(|c| c.outcome.as_ref().is_ok_and(|r| !r.tool_calls.is_empty()))
+    }
+
+    /// What becomes of the panel's calls before the merge. `decision` is what
+    /// `synthesizer` made of them: `None` when its contract has no say (before
+    /// 0.6).
+    pub(super) async fn settled(
+        self,
+        synthesizer: &Plugin,
+        decision: Result<Option<ToolDecision>, PluginError>,
+    ) -> Result<Settled, RunError> {
+        let name = &synthesizer.name;
+        let mut failed = None;
+        let gave_way = match decision {
+            Ok(Some(ToolDecision::Merge)) => return Ok(Settled::Merge(Vec::new())),
+            Ok(Some(ToolDecision::Answer(answer))) => return Ok(Settled::ByStrategy(answer)),
+            Ok(None) => format!(
+                "The synthesizer `{name}` (contract {}) sees tool calls as text only: chorus chose the call.",
+                synthesizer.contract
+            ),
+            Ok(Some(ToolDecision::ByHost)) => {
+                format!("The synthesizer `{name}` left the choice of call to chorus.")
+            }
+            Err(error) => {
+                let failure =
+                    format!("The synthesizer `{name}` could not decide on the calls ({error})");
+                failed = Some(format!(
+                    "{failure}: by chorus's rule, the answers are merged."
+                ));
+                format!("{failure}: chorus chose the call.")
+            }
+        };
+        Ok(match self.decided().await? {
             Some(mut answer) => {
                 answer.notes.push(gave_way);
                 Settled::ByChorus(answer)
             }
             None => Settled::Merge(failed.into_iter().collect()),
-        },
-    )
-}
+        })
+    }
 
-/// A strategy's answer held to the caller's tools: its calls, each of an
-/// offered tool (of the named one, when the caller named one) with
-/// arguments that match (one repair round); when they cannot be made, or
-/// when the caller required a call and the strategy answered in text,
-/// chorus's rule (`decided`) gives the answer instead, and says why.
-pub(super) async fn held(
-    context: &RunContext,
-    tools: &ToolUse,
-    name: &str,
-    answer: Answer,
-    chooser: Option<&str>,
-    completions: &[Completion],
-    run_id: &str,
-) -> Result<Answer, RunError> {
-    if answer.tool_calls.is_empty() {
-        let required = matches!(tools.choice, ToolChoice::Required | ToolChoice::Function(_));
-        if !(required && proposed(tools, completions)) {
-            return Ok(answer);
-        }
-        return Ok(
-            match decided(context, tools, chooser, completions, run_id).await? {
+    /// A strategy's answer held to the caller's tools: its calls, each of an
+    /// offered tool (of the named one, when the caller named one) with
+    /// arguments that match (one repair round); when they cannot be made, or
+    /// when the caller required a call and the strategy answered in text,
+    /// chorus's rule (`decided`) gives the answer instead, and says why.
+    pub(super) async fn held(self, name: &str, answer: Answer) -> Result<Answer, RunError> {
+        let (tools, run_id) = (self.tools, self.run_id);
+        if answer.tool_calls.is_empty() {
+            let required = matches!(tools.choice, ToolChoice::Required | ToolChoice::Function(_));
+            if !(required && self.proposed()) {
+                return Ok(answer);
+            }
+            return Ok(match self.decided().await? {
                 Some(mut call) => {
                     call.notes.push(format!(
-                        "The caller required a tool call and the synthesizer `{name}` answered in text: chorus chose the call."
-                    ));
+                            "The caller required a tool call and the synthesizer `{name}` answered in text: chorus chose the call."
+                        ));
                     call
                 }
                 // No call chorus could make either (none was of a tool offered).
                 None => answer,
-            },
-        );
-    }
-    let tool = answer.tool_calls[0].name.clone();
-    let what =
-        match strategy_calls(context, tools, name, answer, chooser, completions, run_id).await? {
+            });
+        }
+        let tool = answer.tool_calls[0].name.clone();
+        let what = match self.strategy_calls(name, answer).await? {
             Ok(answer) => return Ok(answer),
             Err(what) => what,
         };
-    // The strategy meant a call: chorus makes the most proposed one.
-    let mut must = tools.clone();
-    if must.choice == ToolChoice::Auto {
-        must.choice = ToolChoice::Required;
-    }
-    match decided(context, &must, chooser, completions, run_id).await? {
-        Some(mut answer) => {
-            answer.notes.push(format!(
-                "The synthesizer `{name}` {what}: chorus chose the call."
-            ));
-            Ok(answer)
+        // The strategy meant a call: chorus makes the most proposed one.
+        let mut must = tools.clone();
+        if must.choice == ToolChoice::Auto {
+            must.choice = ToolChoice::Required;
         }
-        None => Err(RunError::ToolCall(BadCall {
-            tool,
-            problems: vec![Problem {
-                at: String::new(),
-                what: format!("the synthesizer `{name}` {what}"),
-            }],
-            repair: "no answer of the panel proposed a call chorus could make instead".to_owned(),
-            run_id: run_id.to_owned(),
-        })),
+        let must = Deciding {
+            tools: &must,
+            ..self
+        };
+        match must.decided().await? {
+            Some(mut answer) => {
+                answer.notes.push(format!(
+                    "The synthesizer `{name}` {what}: chorus chose the call."
+                ));
+                Ok(answer)
+            }
+            None => Err(RunError::ToolCall(BadCall {
+                tool,
+                problems: vec![Problem {
+                    at: String::new(),
+                    what: format!("the synthesizer `{name}` {what}"),
+                }],
+                repair: "no answer of the panel proposed a call chorus could make instead"
+                    .to_owned(),
+                run_id: run_id.to_owned(),
+            })),
+        }
     }
-}
 
-/// The calls a strategy answered with, held to the caller's tools: the
-/// run's answer, or (`Err`) why they cannot be made.
-async fn strategy_calls(
-    context: &RunContext,
-    tools: &ToolUse,
-    name: &str,
-    answer: Answer,
-    chooser: Option<&str>,
-    completions: &[Completion],
-    run_id: &str,
-) -> Result<Result<Answer, String>, RunError> {
-    if let Some(call) = answer
-        .tool_calls
-        .iter()
-        .find(|c| tools.tool(&c.name).is_none())
-    {
-        return Ok(Err(format!(
-            "called `{}`, which was not offered",
-            call.name
-        )));
-    }
-    match &tools.choice {
-        ToolChoice::None => {
-            return Ok(Err(
-                "made a call where the caller asked for none (tool_choice none)".to_owned(),
-            ));
+    /// The calls a strategy answered with, held to the caller's tools: the
+    /// run's answer, or (`Err`) why they cannot be made.
+    async fn strategy_calls(
+        self,
+        name: &str,
+        answer: Answer,
+    ) -> Result<Result<Answer, String>, RunError> {
+        let Deciding {
+            tools,
+            chooser,
+            completions,
+            ..
+        } = self;
+        if let Some(call) = answer
+            .tool_calls
+            .iter()
+            .find(|c| tools.tool(&c.name).is_none())
+        {
+            return Ok(Err(format!(
+                "called `{}`, which was not offered",
+                call.name
+            )));
         }
-        ToolChoice::Function(only) => {
-            if let Some(call) = answer.tool_calls.iter().find(|c| &c.name != only) {
-                return Ok(Err(format!(
-                    "called `{}` where the caller asked for `{only}`",
-                    call.name
-                )));
+        match &tools.choice {
+            ToolChoice::None => {
+                return Ok(Err(
+                    "made a call where the caller asked for none (tool_choice none)".to_owned(),
+                ));
+            }
+            ToolChoice::Function(only) => {
+                if let Some(call) = answer.tool_calls.iter().find(|c| &c.name != only) {
+                    return Ok(Err(format!(
+                        "called `{}` where the caller asked for `{only}`",
+                        call.name
+                    )));
+                }
+            }
+            ToolChoice::Auto | ToolChoice::Required => {}
+        }
+        let answered: Vec<&Completion> = completions.iter().filter(|c| c.outcome.is_ok()).collect();
+        let (proposals, _) = proposals_of(tools, &answered);
+        let mut calls = answer.tool_calls;
+        for call in &mut calls {
+            if call.id.trim().is_empty() {
+                call.id = proposals
+                    .iter()
+                    .flat_map(|p| p.calls)
+                    .find(|p| p.name == call.name && p.arguments == call.arguments)
+                    .map_or_else(new_call_id, |p| p.id.clone());
             }
         }
-        ToolChoice::Auto | ToolChoice::Required => {}
+        let why = match answer.text.trim() {
+            "" => format!("the synthesizer `{name}` chose it."),
+            said => format!("the synthesizer `{name}` chose it: {said}"),
+        };
+        let choice = Choice {
+            calls,
+            sources: answer.sources,
+            why,
+        };
+        let repairer = chooser
+            .or_else(|| proposals.first().map(|p| p.model))
+            .unwrap_or_default()
+            .to_owned();
+        self.made(choice, &proposals, &repairer, answer.notes, answer.details)
+            .await
+            .map(Ok)
     }
-    let answered: Vec<&Completion> = completions.iter().filter(|c| c.outcome.is_ok()).collect();
-    let (proposals, _) = proposals_of(tools, &answered);
-    let mut calls = answer.tool_calls;
-    for call in &mut calls {
-        if call.id.trim().is_empty() {
-            call.id = proposals
-                .iter()
-                .flat_map(|p| p.calls)
-                .find(|p| p.name == call.name && p.arguments == call.arguments)
-                .map_or_else(new_call_id, |p| p.id.clone());
+
+    /// The answer when the panel agreed on calling tools, `None` when the
+    /// answer is to be text (merged as ever, from `as_text`'s answers).
+    pub(super) async fn decided(self) -> Result<Option<Answer>, RunError> {
+        let Deciding {
+            tools,
+            chooser,
+            completions,
+            ..
+        } = self;
+        let answered: Vec<&Completion> = completions.iter().filter(|c| c.outcome.is_ok()).collect();
+        let (proposals, unoffered) = proposals_of(tools, &answered);
+        let calling = match tools.choice {
+            ToolChoice::None => false,
+            ToolChoice::Auto => proposals.len() * 2 > answered.len(),
+            ToolChoice::Required | ToolChoice::Function(_) => !proposals.is_empty(),
+        };
+        if !calling {
+            return Ok(None);
         }
+        let mut notes = vec![format!(
+            "{} of {} answers proposed tool calls (tool_choice {}).",
+            proposals.len(),
+            answered.len(),
+            choice_name(&tools.choice)
+        )];
+        notes.extend(unoffered.into_iter().map(|u| format!("Not counted: {u}.")));
+        let ranked = ranked(&proposals);
+        let leader = ranked[0].as_slice();
+        let choice = if leader.len() * 2 > proposals.len() {
+            Choice {
+                calls: leader[0].calls.to_vec(),
+                sources: leader.iter().map(|p| p.id).collect(),
+                why: format!(
+                    "{} of {} proposals agree ({}).",
+                    leader.len(),
+                    proposals.len(),
+                    models(leader)
+                ),
+            }
+        } else {
+            let distinct = ranked.len();
+            self.chosen_by(&proposals, leader, distinct, &mut notes)
+                .await
+        };
+        let repairer = chooser.unwrap_or(leader[0].model).to_owned();
+        self.made(choice, &proposals, &repairer, notes, None)
+            .await
+            .map(Some)
     }
-    let why = match answer.text.trim() {
-        "" => format!("the synthesizer `{name}` chose it."),
-        said => format!("the synthesizer `{name}` chose it: {said}"),
-    };
-    let choice = Choice {
-        calls,
-        sources: answer.sources,
-        why,
-    };
-    let repairer = chooser
-        .or_else(|| proposals.first().map(|p| p.model))
-        .unwrap_or_default()
-        .to_owned();
-    made(
-        context,
-        tools,
-        choice,
-        &proposals,
-        &repairer,
-        answer.notes,
-        answer.details,
-        run_id,
-    )
-    .await
-    .map(Ok)
+
+    /// The run's answer of `choice`: one call when the caller allows no more,
+    /// each call held to its tool (`repairer` repairs), and what was proposed,
+    /// chosen and why in its details (beside a strategy's own, if any).
+    async fn made(
+        self,
+        mut choice: Choice,
+        proposals: &[Proposal<'_>],
+        repairer: &str,
+        mut notes: Vec<String>,
+        details: Option<Value>,
+    ) -> Result<Answer, RunError> {
+        let tools = self.tools;
+        if tools.parallel == Some(false) && choice.calls.len() > 1 {
+            notes.push(format!(
+                "parallel_tool_calls is false: only the first of {} calls is made.",
+                choice.calls.len()
+            ));
+            choice.calls.truncate(1);
+        }
+        for call in &mut choice.calls {
+            if let Some((fixed, id)) = self.held_to_tool(call, repairer).await? {
+                notes.push(format!(
+                    "The arguments of `{}` did not match its parameters; {repairer} corrected them.",
+                    call.name
+                ));
+                choice.sources.extend(id);
+                *call = fixed;
+            }
+        }
+        notes.push(format!("The answer is a tool call: {}", choice.why));
+        let decision = json!({
+            "proposed": proposals.iter().map(|p| json!({
+                "model": p.model,
+                "call": p.id,
+                "calls": p.calls,
+            })).collect::<Vec<_>>(),
+            "chosen": choice.calls,
+            "why": choice.why,
+        });
+        let details = match details {
+            Some(Value::Object(mut own)) => {
+                own.insert("tool_calls".to_owned(), decision);
+                Value::Object(own)
+            }
+            Some(other) => json!({"strategy": other, "tool_calls": decision}),
+            None => json!({"tool_calls": decision}),
+        };
+        Ok(Answer {
+            kind: AnswerKind::ToolCall,
+            text: said(&choice.calls),
+            sources: choice.sources,
+            notes,
+            details: Some(details),
+            tool_calls: choice.calls,
+        })
+    }
+
+    /// No proposal has a majority: the synthesizer model `chooser` makes the
+    /// call, seeing them all; without one, or when it cannot (it fails, makes
+    /// no call, or calls a tool not offered), the first of the most proposed.
+    async fn chosen_by(
+        self,
+        proposals: &[Proposal<'_>],
+        leader: &[&Proposal<'_>],
+        distinct: usize,
+        notes: &mut Vec<String>,
+    ) -> Choice {
+        let first_of_most = |why: String| Choice {
+            calls: leader[0].calls.to_vec(),
+            sources: leader.iter().map(|p| p.id).collect(),
+            why,
+        };
+        let Some(model) = self.chooser else {
+            return first_of_most(format!(
+                "no proposal had a majority, and no synthesizer model could choose: the first of the most proposed ({}).",
+                models(leader)
+            ));
+        };
+        let Deciding { context, tools, .. } = self;
+        let choosing = choosing_request(model, tools, proposals, context);
+        let made = context.fan_out(STAGE, vec![choosing]).await.pop();
+        let failed = match made.as_ref().map(|c| (c.id, &c.outcome)) {
+            Some((id, Ok(reply))) if !reply.tool_calls.is_empty() => {
+                match reply
+                    .tool_calls
+                    .iter()
+                    .find(|c| tools.tool(&c.name).is_none())
+                {
+                    None => {
+                        return Choice {
+                            calls: reply.tool_calls.clone(),
+                            sources: id.into_iter().collect(),
+                            why: format!(
+                                "no proposal had a majority ({distinct} distinct among {}); {model} chose among them.",
+                                proposals.len()
+                            ),
+                        };
+                    }
+                    Some(call) => format!("it called `{}`, which was not offered", call.name),
+                }
+            }
+            Some((_, Err(failure))) => failure.to_string(),
+            _ => "it made no call".to_owned(),
+        };
+        notes.push(format!(
+            "{model} was asked to choose among the proposals and could not ({failed}): the first of the most proposed is made."
+        ));
+        first_of_most(format!(
+            "no proposal had a majority; the first of the most proposed ({}).",
+            models(leader)
+        ))
+    }
+
+    /// `call` (of a tool offered: `proposals_of` and `chosen_by` keep no
+    /// other) held to its tool: `None` when it matches; the corrected call
+    /// (and the repair's call id) when `model` repaired it; else the run's
+    /// error.
+    async fn held_to_tool(
+        self,
+        call: &ToolCall,
+        model: &str,
+    ) -> Result<Option<(ToolCall, Option<u32>)>, RunError> {
+        let Deciding {
+            context,
+            tools,
+            run_id,
+            ..
+        } = self;
+        let problems = match problems_of(tools, call) {
+            None => return Ok(None),
+            Some(problems) => problems,
+        };
+        let failed = |problems: Vec<Problem>, repair: String| {
+            RunError::ToolCall(BadCall {
+                tool: call.name.clone(),
+                problems,
+                repair,
+                run_id: run_id.to_owned(),
+            })
+        };
+        let mut use_ = tools.clone();
+        use_.choice = ToolChoice::Function(call.name.clone());
+        use_.parallel = Some(false);
+        let mut request = ChatRequest::plain(
+            "tool repair",
+            model,
+            vec![Message::user(format!(
+                "This call of `{}` has arguments that do not match its parameters:\n\n{}\n\nWhat \
+                 does not match:\n- {}\n\nMake the call again, with corrected arguments.",
+                call.name,
+                call.arguments,
+                list(&problems, "\n- ")
+            ))],
+        );
+        request.tools = Some(Arc::new(use_));
+        let Some(repair) = context.fan_out(STAGE, vec![request]).await.pop() else {
+            return Err(failed(problems, "the repair call was not made".to_owned()));
+        };
+        let fixed = match &repair.outcome {
+            Ok(reply) => reply
+                .tool_calls
+                .iter()
+                .find(|c| c.name == call.name)
+                .cloned(),
+            Err(failure) => {
+                return Err(failed(
+                    problems,
+                    format!("the repair asked of {model} failed: {failure}"),
+                ));
+            }
+        };
+        let Some(mut fixed) = fixed else {
+            return Err(failed(
+                problems,
+                format!(
+                    "{model} was asked once to repair it, and made no call of `{}`",
+                    call.name
+                ),
+            ));
+        };
+        if let Some(still) = problems_of(tools, &fixed) {
+            return Err(failed(
+                still,
+                format!(
+                    "{model} was asked once to repair it, and its arguments do not match either"
+                ),
+            ));
+        }
+        fixed.id.clone_from(&call.id);
+        Ok(Some((fixed, repair.id)))
+    }
 }
 
 /// An id for a call whose maker gave it none.
 fn new_call_id() -> String {
     format!("call_{}", &uuid::Uuid::new_v4().simple().to_string()[..24])
-}
-
-/// The answer when the panel agreed on calling tools, `None` when the
-/// answer is to be text (merged as ever, from `as_text`'s answers).
-pub(super) async fn decided(
-    context: &RunContext,
-    tools: &ToolUse,
-    chooser: Option<&str>,
-    completions: &[Completion],
-    run_id: &str,
-) -> Result<Option<Answer>, RunError> {
-    let answered: Vec<&Completion> = completions.iter().filter(|c| c.outcome.is_ok()).collect();
-    let (proposals, unoffered) = proposals_of(tools, &answered);
-    let calling = match tools.choice {
-        ToolChoice::None => false,
-        ToolChoice::Auto => proposals.len() * 2 > answered.len(),
-        ToolChoice::Required | ToolChoice::Function(_) => !proposals.is_empty(),
-    };
-    if !calling {
-        return Ok(None);
-    }
-    let mut notes = vec![format!(
-        "{} of {} answers proposed tool calls (tool_choice {}).",
-        proposals.len(),
-        answered.len(),
-        choice_name(&tools.choice)
-    )];
-    notes.extend(unoffered.into_iter().map(|u| format!("Not counted: {u}.")));
-    let ranked = ranked(&proposals);
-    let leader = ranked[0].as_slice();
-    let choice = if leader.len() * 2 > proposals.len() {
-        Choice {
-            calls: leader[0].calls.to_vec(),
-            sources: leader.iter().map(|p| p.id).collect(),
-            why: format!(
-                "{} of {} proposals agree ({}).",
-                leader.len(),
-                proposals.len(),
-                models(leader)
-            ),
-        }
-    } else {
-        let distinct = ranked.len();
-        chosen_by(
-            context, tools, chooser, &proposals, leader, distinct, &mut notes,
-        )
-        .await
-    };
-    let repairer = chooser.unwrap_or(leader[0].model).to_owned();
-    made(
-        context, tools, choice, &proposals, &repairer, notes, None, run_id,
-    )
-    .await
-    .map(Some)
-}
-
-/// The run's answer of `choice`: one call when the caller allows no more,
-/// each call held to its tool (`repairer` repairs), and what was proposed,
-/// chosen and why in its details (beside a strategy's own, if any).
-#[allow(clippy::too_many_arguments)]
-async fn made(
-    context: &RunContext,
-    tools: &ToolUse,
-    mut choice: Choice,
-    proposals: &[Proposal<'_>],
-    repairer: &str,
-    mut notes: Vec<String>,
-    details: Option<Value>,
-    run_id: &str,
-) -> Result<Answer, RunError> {
-    if tools.parallel == Some(false) && choice.calls.len() > 1 {
-        notes.push(format!(
-            "parallel_tool_calls is false: only the first of {} calls is made.",
-            choice.calls.len()
-        ));
-        choice.calls.truncate(1);
-    }
-    for call in &mut choice.calls {
-        if let Some((fixed, id)) = held_to_tool(context, tools, call, repairer, run_id).await? {
-            notes.push(format!(
-                "The arguments of `{}` did not match its parameters; {repairer} corrected them.",
-                call.name
-            ));
-            choice.sources.extend(id);
-            *call = fixed;
-        }
-    }
-    notes.push(format!("The answer is a tool call: {}", choice.why));
-    let decision = json!({
-        "proposed": proposals.iter().map(|p| json!({
-            "model": p.model,
-            "call": p.id,
-            "calls": p.calls,
-        })).collect::<Vec<_>>(),
-        "chosen": choice.calls,
-        "why": choice.why,
-    });
-    let details = match details {
-        Some(Value::Object(mut own)) => {
-            own.insert("tool_calls".to_owned(), decision);
-            Value::Object(own)
-        }
-        Some(other) => json!({"strategy": other, "tool_calls": decision}),
-        None => json!({"tool_calls": decision}),
-    };
-    Ok(Answer {
-        kind: AnswerKind::ToolCall,
-        text: said(&choice.calls),
-        sources: choice.sources,
-        notes,
-        details: Some(details),
-        tool_calls: choice.calls,
-    })
 }
 
 /// The calls a run's answer will be, what it rests on, and why.
@@ -438,63 +565,6 @@ fn ranked<'p, 'a>(proposals: &'p [Proposal<'a>]) -> Vec<Vec<&'p Proposal<'a>>> {
     let mut ranked: Vec<Vec<&Proposal>> = votes.into_values().collect();
     ranked.sort_by_key(|group| (std::cmp::Reverse(group.len()), group[0].id));
     ranked
-}
-
-/// No proposal has a majority: the synthesizer model `chooser` makes the
-/// call, seeing them all; without one, or when it cannot (it fails, makes
-/// no call, or calls a tool not offered), the first of the most proposed.
-async fn chosen_by(
-    context: &RunContext,
-    tools: &ToolUse,
-    chooser: Option<&str>,
-    proposals: &[Proposal<'_>],
-    leader: &[&Proposal<'_>],
-    distinct: usize,
-    notes: &mut Vec<String>,
-) -> Choice {
-    let first_of_most = |why: String| Choice {
-        calls: leader[0].calls.to_vec(),
-        sources: leader.iter().map(|p| p.id).collect(),
-        why,
-    };
-    let Some(model) = chooser else {
-        return first_of_most(format!(
-            "no proposal had a majority, and no synthesizer model could choose: the first of the most proposed ({}).",
-            models(leader)
-        ));
-    };
-    let choosing = choosing_request(model, tools, proposals, context);
-    let made = context.fan_out(STAGE, vec![choosing]).await.pop();
-    let failed = match made.as_ref().map(|c| (c.id, &c.outcome)) {
-        Some((id, Ok(reply))) if !reply.tool_calls.is_empty() => {
-            match reply
-                .tool_calls
-                .iter()
-                .find(|c| tools.tool(&c.name).is_none())
-            {
-                None => {
-                    return Choice {
-                        calls: reply.tool_calls.clone(),
-                        sources: id.into_iter().collect(),
-                        why: format!(
-                            "no proposal had a majority ({distinct} distinct among {}); {model} chose among them.",
-                            proposals.len()
-                        ),
-                    };
-                }
-                Some(call) => format!("it called `{}`, which was not offered", call.name),
-            }
-        }
-        Some((_, Err(failure))) => failure.to_string(),
-        _ => "it made no call".to_owned(),
-    };
-    notes.push(format!(
-        "{model} was asked to choose among the proposals and could not ({failed}): the first of the most proposed is made."
-    ));
-    first_of_most(format!(
-        "no proposal had a majority; the first of the most proposed ({}).",
-        models(leader)
-    ))
 }
 
 /// The panel's answers as text for a merge: a proposal's calls are said
@@ -591,79 +661,6 @@ fn choosing_request(
     );
     request.tools = Some(Arc::new(use_));
     request
-}
-
-/// `call` (of a tool offered: `proposals_of` and `chosen_by` keep no
-/// other) held to its tool: `None` when it matches; the corrected call
-/// (and the repair's call id) when `model` repaired it; else the run's
-/// error.
-async fn held_to_tool(
-    context: &RunContext,
-    tools: &ToolUse,
-    call: &ToolCall,
-    model: &str,
-    run_id: &str,
-) -> Result<Option<(ToolCall, Option<u32>)>, RunError> {
-    let problems = match problems_of(tools, call) {
-        None => return Ok(None),
-        Some(problems) => problems,
-    };
-    let failed = |problems: Vec<Problem>, repair: String| {
-        RunError::ToolCall(BadCall {
-            tool: call.name.clone(),
-            problems,
-            repair,
-            run_id: run_id.to_owned(),
-        })
-    };
-    let mut use_ = tools.clone();
-    use_.choice = ToolChoice::Function(call.name.clone());
-    use_.parallel = Some(false);
-    let mut request = ChatRequest::plain(
-        "tool repair",
-        model,
-        vec![Message::user(format!(
-            "This call of `{}` has arguments that do not match its parameters:\n\n{}\n\nWhat \
-             does not match:\n- {}\n\nMake the call again, with corrected arguments.",
-            call.name,
-            call.arguments,
-            list(&problems, "\n- ")
-        ))],
-    );
-    request.tools = Some(Arc::new(use_));
-    let Some(repair) = context.fan_out(STAGE, vec![request]).await.pop() else {
-        return Err(failed(problems, "the repair call was not made".to_owned()));
-    };
-    let fixed = match &repair.outcome {
-        Ok(reply) => reply
-            .tool_calls
-            .iter()
-            .find(|c| c.name == call.name)
-            .cloned(),
-        Err(failure) => {
-            return Err(failed(
-                problems,
-                format!("the repair asked of {model} failed: {failure}"),
-            ));
-        }
-    };
-    let Some(mut fixed) = fixed else {
-        return Err(failed(
-            problems,
-            format!(
-                "{model} was asked once to repair it, and made no call of `{}`",
-                call.name
-            ),
-        ));
-    };
-    if let Some(still) = problems_of(tools, &fixed) {
-        return Err(failed(
-            still,
-            format!("{model} was asked once to repair it, and its arguments do not match either"),
-        ));
-    }
-    fixed.id.clone_from(&call.id);
-    Ok(Some((fixed, repair.id)))
 }
 
 /// What does not match in `call`, `None` when it does.

@@ -155,14 +155,19 @@ macro_rules! adapters {
                         settings,
                     )
                     .await?;
-                Ok(answer.map(|$a| GuestAnswer {
-                    kind: $a.kind.into(),
-                    text: $a.text,
-                    sources: Sources::CallIds($a.sources),
-                    notes: $a.notes,
-                    details: $a.details,
-                    $($answer_extra)*
-                }))
+                Ok(answer.map(guest_answer))
+            }
+        }
+
+        /// An answer as the plugin returned it, before the host checks it.
+        fn guest_answer($a: wit::Answer) -> GuestAnswer {
+            GuestAnswer {
+                kind: $a.kind.into(),
+                text: $a.text,
+                sources: Sources::CallIds($a.sources),
+                notes: $a.notes,
+                details: $a.details,
+                $($answer_extra)*
             }
         }
 

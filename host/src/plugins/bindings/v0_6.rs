@@ -74,14 +74,7 @@ impl Guest {
         Ok(decision.map(|d| match d {
             wit::ToolDecision::ByHost => GuestToolDecision::ByHost,
             wit::ToolDecision::Merge => GuestToolDecision::Merge,
-            wit::ToolDecision::Answer(a) => GuestToolDecision::Answer(GuestAnswer {
-                kind: a.kind.into(),
-                text: a.text,
-                sources: Sources::CallIds(a.sources),
-                notes: a.notes,
-                details: a.details,
-                tool_calls: a.tool_calls.into_iter().map(own_call).collect(),
-            }),
+            wit::ToolDecision::Answer(a) => GuestToolDecision::Answer(guest_answer(a)),
         }))
     }
 }
