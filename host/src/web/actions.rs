@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 
 use super::Viewer;
 use super::auth::{Guard, Who, behind_tls};
-use super::layout::{page, problem};
+use super::layout::{page, problem, stale_form};
 use crate::client::Client;
 use crate::events::{Event, Progress};
 use crate::pipeline::Merger;
@@ -126,12 +126,7 @@ pub async fn resynthesize(
     Form(form): Form<Resynthesis>,
 ) -> Response {
     if !viewer.guard.check_csrf(&who, &form.csrf) {
-        tracing::info!("the run viewer refused a POST without its CSRF token");
-        return problem(
-            StatusCode::FORBIDDEN,
-            "Refused",
-            "This form is out of date or came from elsewhere: reload the run's page and try again.",
-        );
+        return stale_form();
     }
     let merger = match merger(&form.merger) {
         Ok(merger) => merger,

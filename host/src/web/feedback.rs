@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::Viewer;
 use super::auth::Who;
-use super::layout::{problem, time};
+use super::layout::{problem, stale_form, time};
 use crate::app::feedback::{FeedbackError, Rating};
 use crate::client::Client;
 use crate::config::{Metric, MetricKind};
@@ -98,12 +98,7 @@ pub async fn give(
     Form(form): Form<Given>,
 ) -> Response {
     if !viewer.guard.check_csrf(&who, &form.csrf) {
-        tracing::info!("the run viewer refused a POST without its CSRF token");
-        return problem(
-            StatusCode::FORBIDDEN,
-            "Refused",
-            "This form is out of date or came from elsewhere: reload the run's page and try again.",
-        );
+        return stale_form();
     }
     // A form's value is text: `true`/`false` or a number, as typed.
     let value = serde_json::from_str::<Value>(form.value.trim())

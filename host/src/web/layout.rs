@@ -65,6 +65,17 @@ pub fn page(title: &str, body: Markup) -> Response {
         .into_response()
 }
 
+/// A form posted without the session's CSRF token: refused, and the
+/// user told how to get a fresh one.
+pub fn stale_form() -> Response {
+    tracing::info!("the run viewer refused a POST without its CSRF token");
+    problem(
+        StatusCode::FORBIDDEN,
+        "Refused",
+        "This form is out of date or came from elsewhere: reload the run's page and try again.",
+    )
+}
+
 /// A page that says what went wrong and what to do.
 pub fn problem(status: StatusCode, title: &str, message: &str) -> Response {
     let mut response = page(

@@ -23,9 +23,15 @@
 use crate::wit::types::{Answer, Completion, Plan, Request, ToolDecision};
 
 /// A synthesizer as the kit's plugins write it: the contract's
-/// `synthesizer` interface, with `choose_tool_calls` defaulting to
-/// `by-host`.
+/// `synthesizer` interface, with `choose_tool_calls` answering `by-host`,
+/// or `merge` for a strategy that decides on calls as it merges.
 pub trait Synthesizer {
+    /// Whether `synthesize` decides on the panel's tool calls itself — a
+    /// proposal is a ballot, or a candidate, like any answer — so that
+    /// `choose_tool_calls` leaves the decision to it (`merge`) rather
+    /// than to chorus (`by-host`).
+    const DECIDES_CALLS_WHEN_MERGING: bool = false;
+
     fn validate_settings(settings: String) -> Result<(), String>;
 
     fn synthesize(
@@ -35,15 +41,19 @@ pub trait Synthesizer {
         settings: String,
     ) -> Result<Answer, String>;
 
-    /// What the strategy makes of the panel's tool calls; chorus's own
-    /// rule unless the strategy has one.
+    /// What the strategy makes of the panel's tool calls before any
+    /// merge: see `DECIDES_CALLS_WHEN_MERGING`.
     fn choose_tool_calls(
         _request: Request,
         _plan: Plan,
         _completions: Vec<Completion>,
         _settings: String,
     ) -> Result<ToolDecision, String> {
-        Ok(ToolDecision::ByHost)
+        Ok(if Self::DECIDES_CALLS_WHEN_MERGING {
+            ToolDecision::Merge
+        } else {
+            ToolDecision::ByHost
+        })
     }
 }
 

@@ -18,7 +18,7 @@
 
 kit::plugin!(synthesizer, Judge);
 
-use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request, ToolDecision};
+use kit::wit::types::{Answer, AnswerKind, Completion, Plan, Request};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -35,6 +35,10 @@ struct Settings {
 struct Judge;
 
 impl Guest for Judge {
+    /// A proposal is a candidate like any answer: the judge picks in
+    /// `synthesize`.
+    const DECIDES_CALLS_WHEN_MERGING: bool = true;
+
     fn validate_settings(settings: String) -> Result<(), String> {
         parse(&settings).map(|_| ())
     }
@@ -185,17 +189,6 @@ impl Guest for Judge {
             notes,
             details,
         ))
-    }
-
-    /// A proposal is a candidate like any answer: the judge picks in
-    /// `synthesize`.
-    fn choose_tool_calls(
-        _request: Request,
-        _plan: Plan,
-        _completions: Vec<Completion>,
-        _settings: String,
-    ) -> Result<ToolDecision, String> {
-        Ok(ToolDecision::Merge)
     }
 }
 

@@ -32,7 +32,6 @@ use kit::adaptive::{Account, Spend};
 use kit::wit::host;
 use kit::wit::types::{
     Answer, AnswerKind, ChatRequest, Completion, FailureKind, Plan, Request, Role, Sampling,
-    ToolDecision,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -87,6 +86,10 @@ struct Group<'a> {
 }
 
 impl Guest for Vote {
+    /// A proposal is a ballot like any answer: the vote decides in
+    /// `synthesize`, where the waves are.
+    const DECIDES_CALLS_WHEN_MERGING: bool = true;
+
     fn validate_settings(settings: String) -> Result<(), String> {
         let settings = parse(&settings)?;
         match settings.samples_per_model {
@@ -136,17 +139,6 @@ impl Guest for Vote {
             kit::adaptive::full_panel_cost(&full, &all, &kit::wit::host::models()),
         );
         Ok(count(&all, &waves, stop, ceiling, &account))
-    }
-
-    /// A proposal is a ballot like any answer: the vote decides in
-    /// `synthesize`, where the waves are.
-    fn choose_tool_calls(
-        _request: Request,
-        _plan: Plan,
-        _completions: Vec<Completion>,
-        _settings: String,
-    ) -> Result<ToolDecision, String> {
-        Ok(ToolDecision::Merge)
     }
 }
 
