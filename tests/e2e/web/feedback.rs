@@ -241,23 +241,24 @@ async fn a_client_rates_its_own_runs_by_every_door_and_no_one_elses() {
             cookie.split(';').next().unwrap().to_owned()
         }
     };
+    // A run's page as a session sees it, and the CSRF token in its forms.
+    let page = |cookie: &str, run: &str| {
+        let request = browser
+            .get(format!("{origin}/runs/{run}"))
+            .header("cookie", cookie.to_owned());
+        async move { request.send().await.unwrap().text().await.unwrap() }
+    };
+    let csrf_of = |page: &str| {
+        page.split(r#"name="csrf" value=""#)
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap()
+            .to_owned()
+    };
     let alice = session(ALICE).await;
-    let page = browser
-        .get(format!("{origin}/runs/{mcp_run}"))
-        .header("cookie", &alice)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(page.contains("Rate this answer"), "{page}");
-    let csrf = page
-        .split(r#"name="csrf" value=""#)
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap()
-        .to_owned();
+    let alices = page(&alice, &mcp_run).await;
+    assert!(alices.contains("Rate this answer"), "{alices}");
+    let csrf = csrf_of(&alices);
     let form = |csrf: &str| {
         vec![
             ("csrf", csrf.to_owned()),
@@ -280,35 +281,13 @@ async fn a_client_rates_its_own_runs_by_every_door_and_no_one_elses() {
         rated.headers()["location"],
         format!("/runs/{mcp_run}#feedback").as_str()
     );
-    let page = browser
-        .get(format!("{origin}/runs/{mcp_run}"))
-        .header("cookie", &alice)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(page.contains("helpful = 1"), "{page}");
+    let rated = page(&alice, &mcp_run).await;
+    assert!(rated.contains("helpful = 1"), "{rated}");
     // Bob, with a CSRF token of his own session (from his own run's
     // page), cannot rate Alice's run: it is not found.
     let bob = session(BOB).await;
     let bobs_run = run_id(&call(&server, BOB, "ask", json!({"prompt": "bob's q"})).await);
-    let bobs_page = browser
-        .get(format!("{origin}/runs/{bobs_run}"))
-        .header("cookie", &bob)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let bobs_csrf = bobs_page
-        .split(r#"name="csrf" value=""#)
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap()
-        .to_owned();
+    let bobs_csrf = csrf_of(&page(&bob, &bobs_run).await);
     assert_eq!(post(&bob, &bobs_csrf).await.unwrap().status(), 404);
 
     // From the terminal, as the local user, on the same store.
