@@ -33,6 +33,7 @@ pub mod client;
 pub mod config;
 pub mod eval;
 pub mod events;
+pub mod experiment;
 pub mod http;
 pub mod llm;
 pub mod mcp;

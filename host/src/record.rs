@@ -11,6 +11,20 @@ pub mod spent;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
+/// Which experiment a run served and by which of its variants: the
+/// pipeline its caller asked for (`experiment`) and the one that ran
+/// (`variant`), see `config::Experiment`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Assignment {
+    #[serde(rename = "name")]
+    pub experiment: String,
+    pub variant: String,
+    /// What ties the run to its conversation's earlier turns (a hash),
+    /// so a later turn is served by the same variant.
+    #[serde(skip)]
+    pub conversation: Option<String>,
+}
+
 /// What kind of answer a run produced. Never dress one kind up as another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -93,6 +107,9 @@ pub struct RunRecord {
     /// docs/attachments.md).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<crate::attach::Info>,
+    /// The experiment this run served, when its pipeline is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<Assignment>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -358,6 +375,9 @@ pub struct StoredRun {
     /// What the question came with: names, types, sizes, hashes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<crate::attach::Info>,
+    /// The experiment this run served, when its pipeline is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<Assignment>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<AnswerKind>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -396,6 +416,7 @@ impl StoredRun {
             follow_up_of: self.follow_up_of,
             resynthesis_of: self.resynthesis_of,
             attachments: self.attachments.clone(),
+            experiment: self.experiment,
         })
     }
 }

@@ -156,6 +156,14 @@ impl Chorus {
         }
         self.metrics
             .feedback_given(&feedback.metric, &run.pipeline, value);
+        if let Some(assignment) = &run.experiment {
+            self.metrics.experiment_feedback_given(
+                (&assignment.experiment, &assignment.variant),
+                &feedback.metric,
+                value,
+            );
+            self.experiments.rated(&assignment.experiment);
+        }
         tracing::info!(
             target: super::AUDIT,
             client = %client.name,

@@ -13,6 +13,7 @@
 //! starts and finishes on it, whatever is swapped in meanwhile.
 
 mod carried;
+pub mod experiments;
 pub mod feedback;
 mod gate;
 pub mod reload;
@@ -101,6 +102,8 @@ pub struct Chorus {
     moved: watch::Sender<u64>,
     /// Each reload's outcome, for MCP sessions to log (see `reloads`).
     reloaded: tokio::sync::broadcast::Sender<reload::Notice>,
+    /// Where each experiment stands, as last read from the store.
+    experiments: experiments::Live,
 }
 
 impl Chorus {
@@ -164,6 +167,7 @@ impl Chorus {
             reloading: tokio::sync::Mutex::new(()),
             moved: watch::Sender::new(0),
             reloaded: tokio::sync::broadcast::Sender::new(8),
+            experiments: experiments::Live::default(),
         })
     }
 
@@ -274,25 +278,42 @@ impl Chorus {
             Ok(question) => question,
             Err(e) => return Err(unspent(pass, e)),
         };
+        // An experiment's run is made by one of its variants, and says so.
+        let experiment = self
+            .assign(client, pipeline, conversation.as_ref(), &question.text)
+            .await;
+        let variant = experiment.as_ref().map(|a| a.variant.clone());
+        let runs = variant.as_deref().unwrap_or(pipeline);
+        let recorded = experiment.clone();
         let links = Links {
             follow_up_of: conversation.as_ref().and_then(|c| c.of.clone()),
             resynthesis_of: None,
             client: Some(client.name.clone()),
             attachments: question.attachments.clone(),
+            experiment: experiment.clone(),
         };
-        self.make(
-            pass,
-            client,
-            pipeline,
-            links,
-            progress,
-            |runner, progress| async move {
-                runner
-                    .run_continuing(pipeline, question, options, conversation, progress)
-                    .await
-            },
-        )
-        .await
+        let outcome = self
+            .make(
+                pass,
+                client,
+                runs,
+                links,
+                progress,
+                |runner, progress| async move {
+                    let record = runner
+                        .run_continuing(runs, question, options, conversation, progress)
+                        .await?;
+                    Ok(RunRecord {
+                        experiment: recorded,
+                        ..record
+                    })
+                },
+            )
+            .await;
+        if let Some(served) = &experiment {
+            self.experiments.ended(&served.experiment);
+        }
+        outcome
     }
 
     /// Asks `model` alone (see `Runner::ask_model`) and keeps the run's

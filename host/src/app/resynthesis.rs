@@ -48,6 +48,9 @@ impl Chorus {
             resynthesis_of: Some(source.run_id.clone()),
             client: Some(client.name.clone()),
             attachments: attachments.clone(),
+            // A re-synthesis merges again what a variant's panel said; it
+            // serves no experiment of its own.
+            experiment: None,
         };
         let missing = carried.missing;
         self.make(pass, client, &limit_of, links, progress, |runner, progress| async move {

@@ -8,6 +8,7 @@ mod check;
 mod disconnects;
 mod dry_run;
 mod eval;
+mod experiments;
 mod gateway;
 mod init;
 mod model_uses;
@@ -84,6 +85,8 @@ enum Command {
     Ui(ui::Args),
     /// Score pipelines and models on a dataset of questions with expected answers.
     Eval(eval::Args),
+    /// Where each experiment ([experiments.NAME]) stands: variants, shares, ratings, status.
+    Experiments(experiments::Args),
     /// Write strategy plugins (`chorus plugin new NAME --kind KIND --lang LANG`);
     /// publish and fetch them on OCI registries (`push`, `pull`, `inspect`).
     #[command(subcommand)]
@@ -172,6 +175,10 @@ pub fn main() -> ExitCode {
                     Err(code) => code,
                 }
             }
+            Command::Experiments(args) => match load(config, &Overrides::default()) {
+                Ok(chorus) => experiments::run(chorus, args).await,
+                Err(code) => code,
+            },
             Command::Plugin(command) => plugin::run(command, config).await,
             Command::Pdf(job) => pdf::worker::serve(job),
         }

@@ -6,6 +6,7 @@
 mod cache;
 mod check;
 mod clients;
+mod experiments;
 mod fallbacks;
 mod fan_out;
 mod files;
@@ -36,6 +37,10 @@ use std::time::Duration;
 pub use cache::Cache;
 pub use check::Invalid;
 pub use clients::{HttpClient, LOCAL, SHARED_TOKEN, reserved, sha256_hex};
+pub use experiments::{
+    DEFAULT_CONFIDENCE, DEFAULT_GUARDRAIL_RUNS, DEFAULT_MIN_RATED, DEFAULT_MIN_SHARE, Experiment,
+    Guardrails,
+};
 pub use fallbacks::chains as fallback_chains;
 pub use fan_out::{FanOut, FanOutOverride, MergeReserve, Quorum};
 pub use files::{MAX_CONFIG_BYTES, MAX_PLUGIN_BYTES, read_regular_file};

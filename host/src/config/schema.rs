@@ -51,6 +51,9 @@ pub struct Config {
     /// Feedback a person or a program may give on a run.
     #[serde(default)]
     pub metrics: BTreeMap<String, super::Metric>,
+    /// Pipeline names served by several variants, compared on a metric.
+    #[serde(default)]
+    pub experiments: BTreeMap<String, super::Experiment>,
     pub providers: BTreeMap<String, Provider>,
     /// In the order written: selectors that prefer earlier models see it.
     #[serde(default)]

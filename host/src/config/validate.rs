@@ -52,6 +52,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
         pipeline_references(config, name)?;
         pipeline_times(config, name)?;
     }
+    super::experiments::check(config)?;
     if let Some(default) = &config.default_pipeline
         && !config.pipelines.contains_key(default)
     {

@@ -43,6 +43,12 @@ static OUTPUT_SCHEMA: LazyLock<Arc<JsonObject>> = LazyLock::new(|| {
             "details": {"type": "object"},
             "follow_up_of": {"type": "string"},
             "resynthesis_of": {"type": "string"},
+            "experiment": {
+                "type": "object",
+                "description": "The experiment this run served ([experiments.NAME]): the pipeline asked for and the variant that ran.",
+                "properties": {"name": {"type": "string"}, "variant": {"type": "string"}},
+                "required": ["name", "variant"]
+            },
             "sources": {
                 "type": "array",
                 "description": "Web sources the models cited (web search), numbered as in the answer's closing Sources list.",

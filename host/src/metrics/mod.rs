@@ -108,6 +108,19 @@ struct FeedbackLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VariantLabels {
+    experiment: String,
+    variant: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VariantFeedbackLabels {
+    experiment: String,
+    variant: String,
+    metric: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -144,6 +157,9 @@ pub struct Metrics {
     /// counts again).
     feedback: Family<FeedbackLabels, Counter>,
     feedback_value: Family<FeedbackLabels, Counter<f64, AtomicU64>>,
+    experiment_runs: Family<VariantLabels, Counter>,
+    experiment_feedback: Family<VariantFeedbackLabels, Counter>,
+    experiment_feedback_value: Family<VariantFeedbackLabels, Counter<f64, AtomicU64>>,
 }
 
 /// Latency buckets from 50 ms to about 14 minutes.
@@ -266,6 +282,25 @@ impl Metrics {
             "The sum of the values of the ratings in chorus_feedback_total (a boolean counts 1 or 0), by metric and pipeline: their mean is this over that",
             feedback_value.clone(),
         );
+        let experiment_runs = Family::<VariantLabels, Counter>::default();
+        registry.register(
+            "experiment_runs",
+            "Runs of an experiment ([experiments.NAME]) by the variant that served them",
+            experiment_runs.clone(),
+        );
+        let experiment_feedback = Family::<VariantFeedbackLabels, Counter>::default();
+        registry.register(
+            "experiment_feedback",
+            "Ratings given on runs of an experiment, by variant and metric",
+            experiment_feedback.clone(),
+        );
+        let experiment_feedback_value =
+            Family::<VariantFeedbackLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "experiment_feedback_value",
+            "The sum of the values of the ratings in chorus_experiment_feedback_total, by variant and metric: their mean is this over that",
+            experiment_feedback_value.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -297,6 +332,9 @@ impl Metrics {
             unknown_cost_calls,
             feedback,
             feedback_value,
+            experiment_runs,
+            experiment_feedback,
+            experiment_feedback_value,
         })
     }
 
@@ -308,6 +346,35 @@ impl Metrics {
         };
         self.feedback.get_or_create(&labels).inc();
         self.feedback_value.get_or_create(&labels).inc_by(value);
+    }
+
+    /// A run of `experiment` served by `variant` started.
+    pub fn experiment_run(&self, experiment: &str, variant: &str) {
+        self.experiment_runs
+            .get_or_create(&VariantLabels {
+                experiment: experiment.to_owned(),
+                variant: variant.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A rating of `value` on `metric` was given on a run of `experiment`
+    /// served by `variant`.
+    pub fn experiment_feedback_given(
+        &self,
+        (experiment, variant): (&str, &str),
+        metric: &str,
+        value: f64,
+    ) {
+        let labels = VariantFeedbackLabels {
+            experiment: experiment.to_owned(),
+            variant: variant.to_owned(),
+            metric: metric.to_owned(),
+        };
+        self.experiment_feedback.get_or_create(&labels).inc();
+        self.experiment_feedback_value
+            .get_or_create(&labels)
+            .inc_by(value);
     }
 
     /// A `Progress` that counts the model calls of a run made for

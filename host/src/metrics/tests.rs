@@ -38,6 +38,7 @@ fn call(model: &str, status: &str, error: Option<&str>) -> CallRecord {
 
 fn record(kind: AnswerKind) -> Arc<RunRecord> {
     Arc::new(RunRecord {
+        experiment: None,
         run_id: "a-run-id-never-a-label".into(),
         pipeline: "ask".into(),
         kind,

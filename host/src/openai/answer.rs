@@ -64,6 +64,9 @@ pub fn extension(record: &RunRecord, not_applied: &[String]) -> Value {
         "cost_estimated": record.usage.cost_estimated,
         "elapsed_ms": record.elapsed_ms,
     });
+    if let Some(served) = &record.experiment {
+        extension["experiment"] = json!({"name": served.experiment, "variant": served.variant});
+    }
     if !record.notes.is_empty() {
         extension["notes"] = json!(record.notes);
     }

@@ -32,6 +32,10 @@ pub struct Conversation {
     /// Instructions the caller sent with its turns (an OpenAI client's
     /// system messages), shown to every call ahead of them.
     system: Option<String>,
+    /// The conversation's first question, even when it is no longer among
+    /// the turns shown: what names the conversation (an experiment keeps
+    /// its variant by it).
+    opening: Option<String>,
 }
 
 impl Conversation {
@@ -60,6 +64,13 @@ impl Conversation {
         beyond: Option<&'static str>,
         max_bytes: usize,
     ) -> Self {
+        let opening = newest_first.last().map(|turn| {
+            if turn.question.is_empty() {
+                turn.answer.clone()
+            } else {
+                turn.question.clone()
+            }
+        });
         let mut size = 0;
         let mut turns = Vec::new();
         let total = newest_first.len();
@@ -84,6 +95,7 @@ impl Conversation {
             turns,
             left_out,
             system: None,
+            opening,
         }
     }
 
@@ -93,6 +105,12 @@ impl Conversation {
     pub fn with_system(mut self, system: String) -> Self {
         self.system = (!system.is_empty()).then_some(system);
         self
+    }
+
+    /// The conversation's first question (or, when it opened with the
+    /// assistant, its first answer).
+    pub fn opening(&self) -> Option<&str> {
+        self.opening.as_deref()
     }
 
     pub fn turns(&self) -> &[Turn] {

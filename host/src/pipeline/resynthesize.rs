@@ -401,6 +401,7 @@ mod tests {
     #[test]
     fn only_the_fan_out_is_reused_renumbered_and_free() {
         let source = StoredRun {
+            experiment: None,
             run_id: "src".into(),
             pipeline: "ask".into(),
             status: RunStatus::Interrupted,

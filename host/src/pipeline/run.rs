@@ -245,6 +245,7 @@ impl Runner {
             follow_up_of: None,
             resynthesis_of: None,
             attachments: Vec::new(),
+            experiment: None,
         }
     }
 }

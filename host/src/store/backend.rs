@@ -21,7 +21,9 @@ use super::tasks::{StoredTask, TaskRow};
 use super::{CallLookup, Exchange, Lookup, Page, Query, StoreError, WriteLag};
 use crate::record::{CallRef, StoredRun};
 
-pub(super) trait Backend: super::feedback::Feedbacks + Send + Sync + 'static {
+pub(super) trait Backend:
+    super::feedback::Feedbacks + super::experiments::Experiments + Send + Sync + 'static
+{
     /// Where runs are kept, for messages (a file path, a database without
     /// its password, or why runs are in memory).
     fn describe(&self) -> String;

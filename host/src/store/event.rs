@@ -35,6 +35,8 @@ pub struct Begin {
     pub follow_up_of: Option<String>,
     pub resynthesis_of: Option<String>,
     pub client: Option<String>,
+    /// The experiment the run serves, written with its first row.
+    pub experiment: Option<crate::record::Assignment>,
     /// The run's attachments as JSON (names, types, sizes, hashes), when
     /// it has any.
     pub attachments: Option<String>,

@@ -2,6 +2,7 @@
 //! cannot be opened): the runs of this process only, bounded in count
 //! (`limits.max_runs_kept`) and age (`limits.run_ttl`), gone when it exits.
 
+use super::experiments::{Decisions, Experiments, Point, Tally, p95_index};
 use super::feedback::{Feedback, Feedbacks, Given};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,7 +17,7 @@ use super::retention::{Pruned, Retention};
 use super::row::PROMPT_LINE;
 use super::spend::{Ask, Verdict};
 use super::{CallLookup, Cursor, Exchange, Lookup, Page, Query, StoreError};
-use crate::record::{CallRef, RunSummary, StoredRun, first_line};
+use crate::record::{CallRef, RunStatus, RunSummary, StoredRun, first_line};
 
 pub struct Memory {
     max: usize,
@@ -24,6 +25,8 @@ pub struct Memory {
     kept: Mutex<Kept>,
     /// What this process's runs hold against their clients' budgets.
     pub ledger: super::spend::Ledger,
+    /// What was decided in each experiment: outlives the runs.
+    decisions: Mutex<std::collections::BTreeMap<String, Decisions>>,
 }
 
 #[derive(Default)]
@@ -51,6 +54,7 @@ impl Memory {
             ttl,
             kept: Mutex::new(Kept::default()),
             ledger: Default::default(),
+            decisions: Mutex::default(),
         }
     }
 
@@ -168,6 +172,149 @@ impl Memory {
             .collect();
         given.sort_by_key(|f| f.at);
         given
+    }
+}
+
+impl Memory {
+    /// The runs of `experiment`, oldest first, each with its mean rating
+    /// on `metric`.
+    fn of_experiment(
+        &self,
+        experiment: &str,
+        metric: Option<&str>,
+    ) -> Vec<(Arc<StoredRun>, Option<f64>)> {
+        let kept = self.lock();
+        kept.runs
+            .iter()
+            .filter(|(_, _, run)| {
+                run.experiment
+                    .as_ref()
+                    .is_some_and(|a| a.experiment == experiment)
+            })
+            .map(|(seq, _, run)| {
+                let values: Vec<f64> = kept
+                    .feedback
+                    .iter()
+                    .filter(|((of, m, _), _)| of == seq && Some(m.as_str()) == metric)
+                    .map(|(_, f)| f.value)
+                    .collect();
+                let mean =
+                    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64);
+                (run.clone(), mean)
+            })
+            .collect()
+    }
+}
+
+impl Experiments for InMemory {
+    fn assignment_of(&self, run_id: &str) -> Result<Option<crate::record::Assignment>, StoreError> {
+        Ok(self.runs.get(run_id).and_then(|run| run.experiment.clone()))
+    }
+
+    fn variant_of_conversation(
+        &self,
+        experiment: &str,
+        key: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .runs
+            .of_experiment(experiment, None)
+            .iter()
+            .rev()
+            .filter_map(|(run, _)| run.experiment.as_ref())
+            .find(|a| a.conversation.as_deref() == Some(key))
+            .map(|a| a.variant.clone()))
+    }
+
+    fn tallies(&self, experiment: &str, metric: Option<&str>) -> Result<Vec<Tally>, StoreError> {
+        let mut tallies: std::collections::BTreeMap<String, (Tally, Vec<u64>)> = Default::default();
+        for (run, value) in self.runs.of_experiment(experiment, metric) {
+            let Some(assignment) = &run.experiment else {
+                continue;
+            };
+            let (tally, times) = tallies
+                .entry(assignment.variant.clone())
+                .or_insert_with(|| {
+                    (
+                        Tally {
+                            variant: assignment.variant.clone(),
+                            ..Tally::default()
+                        },
+                        Vec::new(),
+                    )
+                });
+            let ended = matches!(run.status, RunStatus::Done | RunStatus::Failed);
+            if ended {
+                tally.runs += 1;
+                tally.cost_usd += run.usage.cost_usd.unwrap_or(0.0);
+                let answered_nothing = run.kind == Some(crate::record::AnswerKind::None);
+                if run.status == RunStatus::Failed || answered_nothing {
+                    tally.failed += 1;
+                }
+            }
+            if run.status == RunStatus::Done
+                && let Some(ms) = run.elapsed_ms
+            {
+                times.push(ms);
+            }
+            if let Some(value) = value {
+                tally.rated += 1;
+                tally.value_sum += value;
+            }
+        }
+        Ok(tallies
+            .into_values()
+            .map(|(mut tally, mut times)| {
+                times.sort_unstable();
+                let at = usize::try_from(p95_index(times.len() as u64)).unwrap_or(0);
+                tally.p95_ms = times.get(at).copied();
+                tally
+            })
+            .collect())
+    }
+
+    fn timeline(
+        &self,
+        experiment: &str,
+        metric: Option<&str>,
+        most: usize,
+    ) -> Result<Vec<Point>, StoreError> {
+        let runs = self.runs.of_experiment(experiment, metric);
+        let skip = runs.len().saturating_sub(most);
+        Ok(runs
+            .into_iter()
+            .skip(skip)
+            .filter_map(|(run, value)| {
+                Some(Point {
+                    variant: run.experiment.as_ref()?.variant.clone(),
+                    at: run.started_at,
+                    value,
+                })
+            })
+            .collect())
+    }
+
+    fn decisions(&self, experiment: &str) -> Result<Option<Decisions>, StoreError> {
+        let decisions = self
+            .runs
+            .decisions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        Ok(decisions.get(experiment).cloned())
+    }
+
+    fn decide(&self, experiment: &str, newer: &Decisions) -> Result<Decisions, StoreError> {
+        let mut decisions = self
+            .runs
+            .decisions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let merged = match decisions.remove(experiment) {
+            Some(kept) => kept.merge(newer),
+            None => newer.clone(),
+        };
+        decisions.insert(experiment.to_owned(), merged.clone());
+        Ok(merged)
     }
 }
 

@@ -18,6 +18,7 @@ pub mod attachments;
 mod backend;
 mod bell;
 mod event;
+pub mod experiments;
 pub mod feedback;
 mod lag;
 mod memory;
@@ -50,7 +51,7 @@ pub use sqlite::schema::wait_for_locks;
 pub use tasks::{LOST as TASK_LOST, StoredTask, TaskRow};
 
 use crate::config::{Limits, Loaded};
-use crate::record::{RunSummary, StoredCall, StoredRun};
+use crate::record::{Assignment, RunSummary, StoredCall, StoredRun};
 use backend::Backend;
 use memory::{InMemory, Memory};
 use postgres::Postgres;
@@ -365,10 +366,15 @@ impl Store {
     /// Blocking: call it off the async runtime's threads.
     pub fn find(&self, id: &str, with_requests: bool) -> Result<Lookup<StoredRun>, StoreError> {
         Ok(match self.backend.resolve(id)? {
-            Lookup::Found(id) => self
-                .backend
-                .run(&id, with_requests)?
-                .map_or(Lookup::Unknown, Lookup::Found),
+            Lookup::Found(id) => match self.backend.run(&id, with_requests)? {
+                Some(mut run) => {
+                    if run.experiment.is_none() {
+                        run.experiment = self.backend.assignment_of(&id)?;
+                    }
+                    Lookup::Found(run)
+                }
+                None => Lookup::Unknown,
+            },
             Lookup::Unknown => Lookup::Unknown,
             Lookup::Ambiguous(ids) => Lookup::Ambiguous(ids),
         })
@@ -431,6 +437,60 @@ impl Store {
     /// The feedback on the run `run_id` (a full id), oldest first. Blocking.
     pub fn feedback_of(&self, run_id: &str) -> Result<Vec<Feedback>, StoreError> {
         self.backend.feedback_of(run_id)
+    }
+
+    /// The experiment and variant the run `run_id` (a full id) served.
+    /// Blocking.
+    pub fn assignment_of(&self, run_id: &str) -> Result<Option<Assignment>, StoreError> {
+        self.backend.assignment_of(run_id)
+    }
+
+    /// The variant that served the conversation `key` of `experiment`
+    /// last. Blocking.
+    pub fn variant_of_conversation(
+        &self,
+        experiment: &str,
+        key: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.backend.variant_of_conversation(experiment, key)
+    }
+
+    /// Each variant's numbers in `experiment` (see [`experiments`]),
+    /// with its ratings on `metric`. Blocking.
+    pub fn experiment_tallies(
+        &self,
+        experiment: &str,
+        metric: Option<&str>,
+    ) -> Result<Vec<experiments::Tally>, StoreError> {
+        self.backend.tallies(experiment, metric)
+    }
+
+    /// The latest `most` runs of `experiment`, oldest first. Blocking.
+    pub fn experiment_timeline(
+        &self,
+        experiment: &str,
+        metric: Option<&str>,
+        most: usize,
+    ) -> Result<Vec<experiments::Point>, StoreError> {
+        self.backend.timeline(experiment, metric, most)
+    }
+
+    /// What was decided in `experiment`. Blocking.
+    pub fn experiment_decisions(
+        &self,
+        experiment: &str,
+    ) -> Result<Option<experiments::Decisions>, StoreError> {
+        self.backend.decisions(experiment)
+    }
+
+    /// Records `decisions` on those kept; answers what is kept now.
+    /// Blocking.
+    pub fn decide_experiment(
+        &self,
+        experiment: &str,
+        decisions: &experiments::Decisions,
+    ) -> Result<experiments::Decisions, StoreError> {
+        self.backend.decide(experiment, decisions)
     }
 
     /// Applies `retention` (default: the configured one) now. Blocking.

@@ -32,6 +32,8 @@ pub struct Links {
     /// What the question came with: its metadata is recorded with the run,
     /// its bytes kept once by content (see `store::attachments`).
     pub attachments: crate::attach::Attachments,
+    /// The experiment the run serves, and by which variant.
+    pub experiment: Option<crate::record::Assignment>,
 }
 
 #[derive(Clone)]
@@ -150,6 +152,7 @@ impl Shared {
                     follow_up_of: self.links.follow_up_of.clone(),
                     resynthesis_of: self.links.resynthesis_of.clone(),
                     client: self.links.client.clone(),
+                    experiment: self.links.experiment.clone(),
                     attachments: (!self.links.attachments.is_empty())
                         .then(|| serde_json::to_string(&self.links.attachments.infos()).ok())
                         .flatten(),
@@ -258,6 +261,7 @@ pub(super) fn stored(
         resynthesis_of: begin.resynthesis_of.clone(),
         client: begin.client.clone(),
         attachments: super::row::attachments(begin.attachments.clone()),
+        experiment: begin.experiment.clone(),
         kind: None,
         summary: None,
         answer: None,

@@ -101,6 +101,8 @@ mod responses;
 mod attachments;
 #[path = "tests_batches.rs"]
 pub(super) mod batches;
+#[path = "tests_experiments.rs"]
+mod experiments;
 #[path = "tests_feedback.rs"]
 mod feedback;
 
@@ -192,6 +194,7 @@ pub(super) fn fixture(prompt: &str, pipeline: &str, n: u32) -> Fixture {
         .collect();
     let owned: Vec<CallRecord> = calls.iter().map(|c| CallRecord::clone(c)).collect();
     let record = Arc::new(RunRecord {
+        experiment: None,
         run_id,
         pipeline: pipeline.into(),
         kind: AnswerKind::Synthesis,
@@ -256,6 +259,7 @@ async fn a_run_is_on_disk_while_it_goes_and_whole_when_it_ends(place: Place) {
     let run = fixture("Why is the sky blue?", "ask", 3);
     let mut recorder = store.recorder(
         Links {
+            experiment: None,
             follow_up_of: Some("earlier".into()),
             resynthesis_of: None,
             client: Some("alice".into()),

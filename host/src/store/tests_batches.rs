@@ -8,6 +8,7 @@ use crate::store::event::{Begin, End, Msg, Part, pair};
 
 fn begin(run: &Fixture) -> Begin {
     Begin {
+        experiment: None,
         request: run.request.clone(),
         follow_up_of: Some("earlier".into()),
         resynthesis_of: None,

@@ -174,6 +174,9 @@ fn body(
             @if let Some(of) = &run.resynthesis_of {
                 p { "Merges again the answers of " a href=(format!("/runs/{of}")) { code { (of) } } }
             }
+            @if let Some(served) = &run.experiment {
+                p { "Serves the experiment " a href=(format!("/experiments#{}", served.experiment)) { code { (served.experiment) } } " as its variant " strong { (served.variant) } }
+            }
             h2 { "Question" }
             div class="prompt" { (run.prompt) }
             @if !run.attachments.is_empty() {

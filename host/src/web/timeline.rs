@@ -203,6 +203,7 @@ pub(super) mod tests {
             ..CallRecord::default()
         };
         StoredRun {
+            experiment: None,
             run_id: "r".into(),
             pipeline: "ask".into(),
             status: RunStatus::Done,

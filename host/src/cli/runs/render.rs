@@ -63,6 +63,13 @@ pub(super) fn show(
     if let Some(of) = &run.resynthesis_of {
         writeln!(out, "merges    the answers of {of} again")?;
     }
+    if let Some(served) = &run.experiment {
+        writeln!(
+            out,
+            "serves    the experiment {} as its variant {}",
+            served.experiment, served.variant
+        )?;
+    }
     if let Some(options) = run.options.as_object().filter(|o| !o.is_empty()) {
         writeln!(
             out,

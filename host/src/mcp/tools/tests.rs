@@ -3,6 +3,7 @@ use super::*;
 #[test]
 fn the_output_schema_names_exactly_the_fields_of_a_result_and_of_a_failure() {
     let result = RunRecord {
+        experiment: None,
         run_id: "r".into(),
         pipeline: "p".into(),
         kind: AnswerKind::Single,
@@ -44,6 +45,7 @@ fn the_output_schema_names_exactly_the_fields_of_a_result_and_of_a_failure() {
 #[test]
 fn an_answer_too_big_for_one_message_is_cut_and_says_where_it_is_whole() {
     let record = |answer: String| RunRecord {
+        experiment: None,
         run_id: "r".into(),
         pipeline: "p".into(),
         kind: AnswerKind::Unmerged,
@@ -82,6 +84,7 @@ fn an_answer_too_big_for_one_message_is_cut_and_says_where_it_is_whole() {
 #[test]
 fn details_are_always_an_object() {
     let mut result = RunRecord {
+        experiment: None,
         run_id: "r".into(),
         pipeline: "p".into(),
         kind: AnswerKind::Vote,

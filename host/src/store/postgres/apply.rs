@@ -225,6 +225,11 @@ async fn insert_run(
             ],
         )
         .await?;
+    if inserted > 0
+        && let Some(assignment) = &begin.experiment
+    {
+        super::experiments::assign(tx, &request.run_id, assignment).await?;
+    }
     if inserted > 0 && !begin.files.is_empty() {
         super::attachments::keep(tx, begin, max_bytes).await?;
     }

@@ -124,6 +124,7 @@ mod tests {
             body: Body::Base64(Arc::from("A".repeat(bytes * 4 / 3))),
         });
         Begin {
+            experiment: None,
             request: Arc::new(Request {
                 run_id: run.into(),
                 pipeline: "ask".into(),

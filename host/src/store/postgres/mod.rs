@@ -11,6 +11,7 @@ mod apply;
 mod attachments;
 mod backend;
 mod backlog;
+mod experiments;
 mod feedback;
 pub mod limits;
 mod read;

@@ -182,6 +182,7 @@ fn run_row(row: &Row, now: i64) -> StoredRun {
         },
         client: row.get(24),
         attachments: attachments(row.get(25)),
+        experiment: None,
         calls: Vec::new(),
     }
 }

@@ -22,6 +22,7 @@ const MIGRATIONS: &[&str] = &[
     V11,
     V12,
     super::feedback::MIGRATION,
+    super::experiments::MIGRATION,
 ];
 
 /// Version 11: whether a call's token counts are chorus's estimates (the

@@ -40,6 +40,7 @@ async fn run(store: &Store, prompt: &str) -> (String, Result<(), String>) {
         tools: None,
     })));
     let record = Arc::new(RunRecord {
+        experiment: None,
         run_id: run_id.clone(),
         pipeline: "ask".into(),
         kind: AnswerKind::Synthesis,

@@ -259,6 +259,11 @@ fn insert_run(
             begin.attachments,
             plan.map(|plan| plan_json(plan)),
         ])?;
+    if inserted > 0
+        && let Some(assignment) = &begin.experiment
+    {
+        super::experiments::assign(tx, tx.last_insert_rowid(), assignment)?;
+    }
     if inserted > 0 && !begin.files.is_empty() {
         super::attachments::keep(tx, begin, max_bytes)?;
     }

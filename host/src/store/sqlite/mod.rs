@@ -7,6 +7,7 @@ mod apply;
 mod attachments;
 mod backend;
 mod checkpoint;
+mod experiments;
 mod feedback;
 pub(super) mod location;
 mod pruner;

@@ -155,6 +155,7 @@ fn run_row(row: &Row<'_>, now: i64) -> rusqlite::Result<StoredRun> {
         },
         client: row.get(24)?,
         attachments: attachments(row.get(25)?),
+        experiment: None,
         calls: Vec::new(),
     })
 }

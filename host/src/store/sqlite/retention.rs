@@ -135,6 +135,8 @@ fn remove_slices(
                 .execute([seq])?;
             tx.prepare_cached("DELETE FROM feedback WHERE run_seq = ?1")?
                 .execute([seq])?;
+            tx.prepare_cached("DELETE FROM experiment_runs WHERE run_seq = ?1")?
+                .execute([seq])?;
             tx.prepare_cached("DELETE FROM runs WHERE seq = ?1")?
                 .execute([seq])?;
             attachments::unlink(&tx, *seq)?;

@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     V13,
     V14,
     super::feedback::MIGRATION,
+    super::experiments::MIGRATION,
 ];
 
 /// Version 1: runs, and the calls of each run.

@@ -146,6 +146,7 @@ fn a_full_disk_is_reported_as_such() {
 
 fn begin(prompt: String) -> Begin {
     Begin {
+        experiment: None,
         request: Arc::new(Request {
             run_id: uuid::Uuid::now_v7().to_string(),
             pipeline: "ask".into(),
@@ -203,6 +204,7 @@ fn the_end_of_a_run_does_not_write_a_long_reply_again() {
     )
     .unwrap();
     let record = RunRecord {
+        experiment: None,
         run_id: run_id.clone(),
         pipeline: "ask".into(),
         kind: AnswerKind::Single,

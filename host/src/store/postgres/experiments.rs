@@ -1,0 +1,257 @@
+//! `store::experiments` in PostgreSQL: a row per run of an experiment
+//! (written in the transaction of the run's first row, removed with it:
+//! `ON DELETE CASCADE`) and a row of decisions per experiment, shared by
+//! every instance — a restart continues an experiment, and instances
+//! decide on the same numbers.
+
+use tokio_postgres::{GenericClient, Transaction};
+
+use super::{Failure, Postgres};
+use crate::record::Assignment;
+use crate::store::StoreError;
+use crate::store::experiments::{Decisions, Experiments, Point, Tally, p95_index};
+
+/// Experiments.
+pub const MIGRATION: &str = r#"
+CREATE TABLE experiment_runs (
+    run_seq      BIGINT PRIMARY KEY REFERENCES runs (seq) ON DELETE CASCADE,
+    experiment   TEXT NOT NULL,
+    variant      TEXT NOT NULL,
+    conversation TEXT
+);
+CREATE INDEX experiment_runs_by_experiment ON experiment_runs (experiment, run_seq);
+CREATE INDEX experiment_runs_by_conversation ON experiment_runs (experiment, conversation, run_seq);
+
+CREATE TABLE experiment_decisions (
+    name      TEXT PRIMARY KEY,
+    decisions TEXT NOT NULL,
+    at        BIGINT NOT NULL
+);
+"#;
+
+/// Records which variant the run `run_id`, just inserted, serves.
+pub(super) async fn assign(
+    tx: &Transaction<'_>,
+    run_id: &str,
+    assignment: &Assignment,
+) -> Result<(), Failure> {
+    tx.execute(
+        "INSERT INTO experiment_runs (run_seq, experiment, variant, conversation)
+         SELECT seq, $2, $3, $4 FROM runs WHERE id = $1
+         ON CONFLICT (run_seq) DO NOTHING",
+        &[
+            &run_id,
+            &assignment.experiment,
+            &assignment.variant,
+            &assignment.conversation,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+impl Experiments for Postgres {
+    fn assignment_of(&self, run_id: &str) -> Result<Option<Assignment>, StoreError> {
+        let id = run_id.to_owned();
+        self.read(move |client| async move {
+            let row = client
+                .query_opt(
+                    "SELECT e.experiment, e.variant, e.conversation
+                     FROM experiment_runs e JOIN runs r ON r.seq = e.run_seq WHERE r.id = $1",
+                    &[&id],
+                )
+                .await?;
+            Ok(row.map(|row| Assignment {
+                experiment: row.get(0),
+                variant: row.get(1),
+                conversation: row.get(2),
+            }))
+        })
+    }
+
+    fn variant_of_conversation(
+        &self,
+        experiment: &str,
+        key: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let (experiment, key) = (experiment.to_owned(), key.to_owned());
+        self.read(move |client| async move {
+            let row = client
+                .query_opt(
+                    "SELECT variant FROM experiment_runs WHERE experiment = $1 AND conversation = $2
+                     ORDER BY run_seq DESC LIMIT 1",
+                    &[&experiment, &key],
+                )
+                .await?;
+            Ok(row.map(|row| row.get(0)))
+        })
+    }
+
+    fn tallies(&self, experiment: &str, metric: Option<&str>) -> Result<Vec<Tally>, StoreError> {
+        let (experiment, metric) = (experiment.to_owned(), metric.map(str::to_owned));
+        self.read(
+            move |client| async move { tallies(&**client, &experiment, metric.as_deref()).await },
+        )
+    }
+
+    fn timeline(
+        &self,
+        experiment: &str,
+        metric: Option<&str>,
+        most: usize,
+    ) -> Result<Vec<Point>, StoreError> {
+        let (experiment, metric) = (experiment.to_owned(), metric.map(str::to_owned));
+        let most = i64::try_from(most).unwrap_or(i64::MAX);
+        self.read(move |client| async move {
+            let rows = client
+                .query(
+                    "SELECT e.variant, r.started_at,
+                        (SELECT AVG(f.value) FROM feedback f
+                         WHERE f.run_seq = e.run_seq AND f.metric = $2)
+                     FROM experiment_runs e JOIN runs r ON r.seq = e.run_seq
+                     WHERE e.experiment = $1 ORDER BY e.run_seq DESC LIMIT $3",
+                    &[&experiment, &metric, &most],
+                )
+                .await?;
+            let mut points: Vec<Point> = rows
+                .iter()
+                .map(|row| Point {
+                    variant: row.get(0),
+                    at: row.get(1),
+                    value: row.get(2),
+                })
+                .collect();
+            points.reverse();
+            Ok(points)
+        })
+    }
+
+    fn decisions(&self, experiment: &str) -> Result<Option<Decisions>, StoreError> {
+        let experiment = experiment.to_owned();
+        let text: Option<String> = self.read(move |client| async move {
+            let row = client
+                .query_opt(
+                    "SELECT decisions FROM experiment_decisions WHERE name = $1",
+                    &[&experiment],
+                )
+                .await?;
+            Ok(row.map(|row| row.get(0)))
+        })?;
+        Ok(text.and_then(|text| serde_json::from_str(&text).ok()))
+    }
+
+    fn decide(&self, experiment: &str, decisions: &Decisions) -> Result<Decisions, StoreError> {
+        let (experiment, decisions) = (experiment.to_owned(), decisions.clone());
+        self.read(move |mut client| async move {
+            let tx = client.transaction().await?;
+            // The row locked (or the name, when there is none yet: a
+            // second instance's insert waits on the first's), so two
+            // instances' decisions merge in order.
+            tx.execute(
+                "INSERT INTO experiment_decisions (name, decisions, at) VALUES ($1, '{}', 0)
+                 ON CONFLICT (name) DO NOTHING",
+                &[&experiment],
+            )
+            .await?;
+            let kept: String = tx
+                .query_one(
+                    "SELECT decisions FROM experiment_decisions WHERE name = $1 FOR UPDATE",
+                    &[&experiment],
+                )
+                .await?
+                .get(0);
+            let merged = match serde_json::from_str::<Decisions>(&kept) {
+                Ok(kept) if !kept.variants.is_empty() => kept.merge(&decisions),
+                _ => decisions,
+            };
+            let text = serde_json::to_string(&merged).unwrap_or_default();
+            tx.execute(
+                "UPDATE experiment_decisions SET decisions = $2, at = $3 WHERE name = $1",
+                &[&experiment, &text, &crate::store::event::now_ms()],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(merged)
+        })
+    }
+}
+
+async fn tallies(
+    client: &impl GenericClient,
+    experiment: &str,
+    metric: Option<&str>,
+) -> Result<Vec<Tally>, Failure> {
+    let rows = client
+        .query(
+            "SELECT e.variant,
+                COUNT(*) FILTER (WHERE r.status IN ('done', 'failed')),
+                COUNT(*) FILTER (WHERE r.status = 'failed' OR (r.status = 'done' AND r.kind = 'none')),
+                COALESCE(SUM(r.cost_usd) FILTER (WHERE r.status IN ('done', 'failed')), 0)
+             FROM experiment_runs e JOIN runs r ON r.seq = e.run_seq
+             WHERE e.experiment = $1 GROUP BY e.variant ORDER BY e.variant",
+            &[&experiment],
+        )
+        .await?;
+    let mut tallies: Vec<Tally> = rows
+        .iter()
+        .map(|row| Tally {
+            variant: row.get(0),
+            runs: u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
+            failed: u64::try_from(row.get::<_, i64>(2)).unwrap_or(0),
+            cost_usd: row.get(3),
+            ..Tally::default()
+        })
+        .collect();
+    for tally in &mut tallies {
+        tally.p95_ms = p95(client, experiment, &tally.variant).await?;
+    }
+    if let Some(metric) = metric {
+        let rows = client
+            .query(
+                "SELECT variant, COUNT(*), SUM(v) FROM (
+                    SELECT e.variant AS variant, AVG(f.value) AS v
+                    FROM experiment_runs e JOIN feedback f ON f.run_seq = e.run_seq
+                    WHERE e.experiment = $1 AND f.metric = $2 GROUP BY e.run_seq, e.variant
+                 ) rated GROUP BY variant",
+                &[&experiment, &metric],
+            )
+            .await?;
+        for row in &rows {
+            let variant: String = row.get(0);
+            if let Some(tally) = tallies.iter_mut().find(|t| t.variant == variant) {
+                tally.rated = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+                tally.value_sum = row.get(2);
+            }
+        }
+    }
+    Ok(tallies)
+}
+
+/// The 95th-percentile time of a variant's answered runs.
+async fn p95(
+    client: &impl GenericClient,
+    experiment: &str,
+    variant: &str,
+) -> Result<Option<u64>, Failure> {
+    const ANSWERED: &str = "FROM experiment_runs e JOIN runs r ON r.seq = e.run_seq
+         WHERE e.experiment = $1 AND e.variant = $2 AND r.status = 'done'
+           AND r.elapsed_ms IS NOT NULL";
+    let n: i64 = client
+        .query_one(
+            &format!("SELECT COUNT(*) {ANSWERED}"),
+            &[&experiment, &variant],
+        )
+        .await?
+        .get(0);
+    if n == 0 {
+        return Ok(None);
+    }
+    let at = i64::try_from(p95_index(u64::try_from(n).unwrap_or(0))).unwrap_or(0);
+    let row = client
+        .query_opt(
+            &format!("SELECT r.elapsed_ms {ANSWERED} ORDER BY r.elapsed_ms LIMIT 1 OFFSET $3"),
+            &[&experiment, &variant, &at],
+        )
+        .await?;
+    Ok(row.and_then(|row| u64::try_from(row.get::<_, i64>(0)).ok()))
+}

@@ -1,0 +1,235 @@
+//! `store::experiments` in the SQLite file: a row per run of an experiment,
+//! keyed by the run's `seq` (written in the transaction of the run's first
+//! row, removed with it by retention), and a row of decisions per
+//! experiment, written on the budgets' connection so every process sharing
+//! the file sees it at once.
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::Sqlite;
+use crate::record::Assignment;
+use crate::store::StoreError;
+use crate::store::experiments::{Decisions, Experiments, Point, Tally, p95_index};
+
+/// Version 16: experiments.
+pub const MIGRATION: &str = r#"
+CREATE TABLE experiment_runs (
+    run_seq      INTEGER PRIMARY KEY,
+    experiment   TEXT NOT NULL,
+    variant      TEXT NOT NULL,
+    conversation TEXT                       -- a hash tying a conversation's turns
+);
+CREATE INDEX experiment_runs_by_experiment ON experiment_runs (experiment, run_seq);
+CREATE INDEX experiment_runs_by_conversation ON experiment_runs (experiment, conversation, run_seq);
+
+CREATE TABLE experiment_decisions (
+    name      TEXT PRIMARY KEY,
+    decisions TEXT NOT NULL,                -- JSON: store::experiments::Decisions
+    at        INTEGER NOT NULL              -- unix ms
+) WITHOUT ROWID;
+"#;
+
+/// Records which variant the run just inserted as `seq` serves.
+pub(super) fn assign(
+    tx: &Transaction<'_>,
+    seq: i64,
+    assignment: &Assignment,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO experiment_runs (run_seq, experiment, variant, conversation)
+         VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![
+        seq,
+        assignment.experiment,
+        assignment.variant,
+        assignment.conversation
+    ])?;
+    Ok(())
+}
+
+impl Experiments for Sqlite {
+    fn assignment_of(&self, run_id: &str) -> Result<Option<Assignment>, StoreError> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT e.experiment, e.variant, e.conversation
+                 FROM experiment_runs e JOIN runs r ON r.seq = e.run_seq WHERE r.id = ?1",
+            )?
+            .query_row([run_id], |row| {
+                Ok(Assignment {
+                    experiment: row.get(0)?,
+                    variant: row.get(1)?,
+                    conversation: row.get(2)?,
+                })
+            })
+            .optional()
+        })
+    }
+
+    fn variant_of_conversation(
+        &self,
+        experiment: &str,
+        key: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT variant FROM experiment_runs WHERE experiment = ?1 AND conversation = ?2
+                 ORDER BY run_seq DESC LIMIT 1",
+            )?
+            .query_row([experiment, key], |row| row.get(0))
+            .optional()
+        })
+    }
+
+    fn tallies(&self, experiment: &str, metric: Option<&str>) -> Result<Vec<Tally>, StoreError> {
+        self.read(|conn| tallies(conn, experiment, metric))
+    }
+
+    fn timeline(
+        &self,
+        experiment: &str,
+        metric: Option<&str>,
+        most: usize,
+    ) -> Result<Vec<Point>, StoreError> {
+        self.read(|conn| {
+            let mut points: Vec<Point> = conn
+                .prepare_cached(
+                    "SELECT e.variant, r.started_at,
+                        (SELECT AVG(f.value) FROM feedback f
+                         WHERE f.run_seq = e.run_seq AND f.metric = ?2)
+                     FROM experiment_runs e JOIN runs r ON r.seq = e.run_seq
+                     WHERE e.experiment = ?1 ORDER BY e.run_seq DESC LIMIT ?3",
+                )?
+                .query_map(
+                    params![experiment, metric, i64::try_from(most).unwrap_or(i64::MAX)],
+                    |row| {
+                        Ok(Point {
+                            variant: row.get(0)?,
+                            at: row.get(1)?,
+                            value: row.get(2)?,
+                        })
+                    },
+                )?
+                .collect::<Result<_, _>>()?;
+            points.reverse();
+            Ok(points)
+        })
+    }
+
+    fn decisions(&self, experiment: &str) -> Result<Option<Decisions>, StoreError> {
+        let text: Option<String> = self.read(|conn| {
+            conn.prepare_cached("SELECT decisions FROM experiment_decisions WHERE name = ?1")?
+                .query_row([experiment], |row| row.get(0))
+                .optional()
+        })?;
+        Ok(text.and_then(|text| serde_json::from_str(&text).ok()))
+    }
+
+    fn decide(&self, experiment: &str, decisions: &Decisions) -> Result<Decisions, StoreError> {
+        self.spending(|conn| decide(conn, experiment, decisions))
+    }
+}
+
+fn tallies(
+    conn: &Connection,
+    experiment: &str,
+    metric: Option<&str>,
+) -> rusqlite::Result<Vec<Tally>> {
+    let mut tallies: Vec<Tally> = conn
+        .prepare_cached(
+            "SELECT e.variant,
+                SUM(CASE WHEN r.status IN ('done', 'failed') THEN 1 ELSE 0 END),
+                SUM(CASE WHEN r.status = 'failed' OR (r.status = 'done' AND r.kind = 'none')
+                    THEN 1 ELSE 0 END),
+                COALESCE(SUM(CASE WHEN r.status IN ('done', 'failed') THEN r.cost_usd END), 0)
+             FROM experiment_runs e JOIN runs r ON r.seq = e.run_seq
+             WHERE e.experiment = ?1 GROUP BY e.variant ORDER BY e.variant",
+        )?
+        .query_map([experiment], |row| {
+            Ok(Tally {
+                variant: row.get(0)?,
+                runs: u64::try_from(row.get::<_, i64>(1)?).unwrap_or(0),
+                failed: u64::try_from(row.get::<_, i64>(2)?).unwrap_or(0),
+                cost_usd: row.get(3)?,
+                ..Tally::default()
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    for tally in &mut tallies {
+        tally.p95_ms = p95(conn, experiment, &tally.variant)?;
+    }
+    if let Some(metric) = metric {
+        let mut rated = conn.prepare_cached(
+            "SELECT variant, COUNT(*), SUM(v) FROM (
+                SELECT e.variant AS variant, AVG(f.value) AS v
+                FROM experiment_runs e JOIN feedback f ON f.run_seq = e.run_seq
+                WHERE e.experiment = ?1 AND f.metric = ?2 GROUP BY e.run_seq
+             ) GROUP BY variant",
+        )?;
+        let sums = rated.query_map([experiment, metric], |row| {
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, i64>(1)?,
+                row.get::<_, f64>(2)?,
+            ))
+        })?;
+        for sum in sums {
+            let (variant, count, value_sum) = sum?;
+            if let Some(tally) = tallies.iter_mut().find(|t| t.variant == variant) {
+                tally.rated = u64::try_from(count).unwrap_or(0);
+                tally.value_sum = value_sum;
+            }
+        }
+    }
+    Ok(tallies)
+}
+
+/// The 95th-percentile time of a variant's answered runs.
+fn p95(conn: &Connection, experiment: &str, variant: &str) -> rusqlite::Result<Option<u64>> {
+    const ANSWERED: &str = "FROM experiment_runs e JOIN runs r ON r.seq = e.run_seq
+         WHERE e.experiment = ?1 AND e.variant = ?2 AND r.status = 'done'
+           AND r.elapsed_ms IS NOT NULL";
+    let n: i64 = conn
+        .prepare_cached(&format!("SELECT COUNT(*) {ANSWERED}"))?
+        .query_row([experiment, variant], |row| row.get(0))?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let at = p95_index(u64::try_from(n).unwrap_or(0));
+    conn.prepare_cached(&format!(
+        "SELECT r.elapsed_ms {ANSWERED} ORDER BY r.elapsed_ms LIMIT 1 OFFSET ?3"
+    ))?
+    .query_row(
+        params![experiment, variant, i64::try_from(at).unwrap_or(0)],
+        |row| row.get::<_, i64>(0),
+    )
+    .optional()
+    .map(|ms| ms.and_then(|ms| u64::try_from(ms).ok()))
+}
+
+fn decide(
+    conn: &mut Connection,
+    experiment: &str,
+    decisions: &Decisions,
+) -> rusqlite::Result<Decisions> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let kept: Option<String> = tx
+        .query_row(
+            "SELECT decisions FROM experiment_decisions WHERE name = ?1",
+            [experiment],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let merged = match kept.and_then(|text| serde_json::from_str::<Decisions>(&text).ok()) {
+        Some(kept) => kept.merge(decisions),
+        None => decisions.clone(),
+    };
+    let text = serde_json::to_string(&merged).unwrap_or_default();
+    tx.execute(
+        "INSERT INTO experiment_decisions (name, decisions, at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (name) DO UPDATE SET decisions = excluded.decisions, at = excluded.at",
+        params![experiment, text, crate::store::event::now_ms()],
+    )?;
+    tx.commit()?;
+    Ok(merged)
+}
