@@ -129,6 +129,7 @@ fn run(i: usize) -> Run {
         tools: None,
     });
     let record = Arc::new(RunRecord {
+        experiment: None,
         run_id,
         pipeline: request.pipeline.clone(),
         kind: AnswerKind::Synthesis,

@@ -5,6 +5,7 @@
 pub(crate) mod anthropic;
 pub(crate) mod claude_code;
 pub(crate) mod drain;
+mod experiments;
 mod feedback;
 pub(crate) mod http;
 pub(crate) mod metrics;
