@@ -66,9 +66,16 @@ pub struct Verdict {
     pub notes: Vec<String>,
     #[serde(skip)]
     pub decisions: Decisions,
+    /// The metric's scale, and each variant's share of the error, for
+    /// intervals drawn later (`band`).
+    #[serde(skip)]
+    scale: Option<Scale>,
+    #[serde(skip)]
+    alpha: f64,
 }
 
 /// A metric's ratings scaled to [0, 1], higher better.
+#[derive(Debug, Clone, Copy)]
 struct Scale {
     low: f64,
     high: f64,
@@ -178,6 +185,8 @@ impl Verdict {
         };
         share(experiment, &status, &mut variants, scale.as_ref());
         Verdict {
+            scale,
+            alpha,
             name: name.to_owned(),
             metric: experiment.metric.clone(),
             adaptive: experiment.adaptive,
@@ -202,6 +211,16 @@ impl Verdict {
             last = Some(&variant.name);
         }
         last.map_or_else(|| self.variants[0].name.as_str(), String::as_str)
+    }
+
+    /// The interval, on the metric's scale, of a mean of `n` ratings that
+    /// is `mean`: the experiment's, at that many ratings (for a plot over
+    /// time). `None` when the metric has no bounds.
+    pub fn band(&self, n: u64, mean: f64) -> Option<[f64; 2]> {
+        let scale = self.scale?;
+        let sum = scale.sum(n, mean * n as f64);
+        let interval = scale.unscaled(sequence::interval(n, sum, self.alpha));
+        Some([interval.low, interval.high])
     }
 
     /// Whether `variant` may serve a run now (a conversation keeps its

@@ -211,8 +211,12 @@ async fn page_of(
         .collect();
     let in_flight = found.runs.iter().any(|r| r.status == RunStatus::Running);
     let admin = client.admin;
+    let experiments = admin && !viewer.chorus.experiment_names().is_empty();
     Ok(html! {
         h1 { "Runs" }
+        @if experiments {
+            p { a href="/experiments" { "Experiments" } ": which variant of each does better" }
+        }
         @if let Some(own) = client.only_own() {
             p class="muted" id="whose" { "Signed in as " strong { (own) } ": you see the runs your client made." }
         }

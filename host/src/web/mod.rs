@@ -10,6 +10,8 @@
 //! - [`actions`]: re-synthesis and sign-in, the POSTs;
 //! - [`live`]: a run in flight, as Server-Sent Events;
 //! - [`timeline`]: the SVG of a run's calls;
+//! - [`experiments`]: where each experiment stands, with its plots (an
+//!   admin's page);
 //! - [`markdown`]: answers as sanitized HTML;
 //! - [`layout`]: the page around each, the security headers, the assets.
 //!
@@ -20,6 +22,7 @@
 
 mod actions;
 mod auth;
+mod experiments;
 mod feedback;
 mod layout;
 mod list;
@@ -78,6 +81,7 @@ pub fn router(viewer: Arc<Viewer>) -> Router {
             "/sign-in",
             get(actions::sign_in_page).post(actions::sign_in),
         )
+        .route("/experiments", get(experiments::page_of))
         .route("/assets/{file}", get(layout::asset))
         .with_state(viewer)
         .layer(axum::middleware::from_fn_with_state(guard, auth::check))

@@ -16,6 +16,9 @@ use crate::support::http::HttpServer;
 use crate::support::*;
 use crate::web::teams::{ALICE, call, client, team_in};
 
+/// An admin: the experiments page adds up every client's runs.
+const OPS: &str = "ops-token-5d1f0c7b9e2a4863";
+
 const METRIC: &str = r#"
 [metrics.helpful]
 type = "boolean"
@@ -86,7 +89,11 @@ min_rated = 3
     let store = format!("url = \"{}\"", cluster.database());
     let toml = team_in(
         &mock,
-        &format!("{}{METRIC}{experiment}", client("alice", ALICE, "")),
+        &format!(
+            "{}{}{METRIC}{experiment}",
+            client("alice", ALICE, ""),
+            client("ops", OPS, "admin = true")
+        ),
         &store,
     );
     let config = write_config(&toml);
@@ -235,6 +242,49 @@ min_rated = 3
         "{text}"
     );
     assert!(text.contains("share of runs over time"), "{text}");
+
+    // The viewer's page, drawn without script, for an admin only.
+    let page = viewer_page(&restarted, OPS, "/experiments").await;
+    assert_eq!(page.0, 200, "{}", page.1);
+    for needle in [
+        "Experiment <code>ask</code>",
+        "winner: cheap",
+        "Mean rating over time",
+        r#"<svg class="experiment""#,
+        "<polyline",
+        "Cost against quality",
+    ] {
+        assert!(page.1.contains(needle), "{needle}: {}", page.1);
+    }
+    let refused = viewer_page(&restarted, ALICE, "/experiments").await;
+    assert_eq!(refused.0, 403, "{}", refused.1);
+    assert!(refused.1.contains("every client"), "{}", refused.1);
+    let runs = viewer_page(&restarted, OPS, "/").await;
+    assert!(runs.1.contains(r#"href="/experiments""#), "{}", runs.1);
+}
+
+/// A page of the viewer as `token`'s session sees it: status and body.
+async fn viewer_page(server: &HttpServer, token: &str, path: &str) -> (u16, String) {
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let origin = server.origin();
+    let signed_in = browser
+        .post(format!("{origin}/sign-in"))
+        .form(&[("token", token)])
+        .send()
+        .await
+        .unwrap();
+    let cookie = signed_in.headers()["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_owned();
+    let response = browser
+        .get(format!("{origin}{path}"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
 }
 
 /// The share of `cheap` in each tenth of the runs, for a failure message
