@@ -70,6 +70,10 @@ pub enum Step {
     /// A chat completion of `text` carrying `annotations` (web search's
     /// `url_citation`s): on the message, or on a delta of a stream.
     Cited { text: String, annotations: Value },
+    /// A judge with a fixed preference: of the last user message's
+    /// `[Answer A]` and `[Answer B]`, answers `A` or `B` for the one that
+    /// contains `prefer` (and not the other), else `TIE`.
+    Judge { prefer: String },
     /// A reply that proposes tool calls (`(name, arguments)`, arguments
     /// as written, well-formed or not): `tool_calls` on the message, or,
     /// streamed, each call's name then its arguments in two deltas;
@@ -128,6 +132,12 @@ pub enum Sse {
 }
 
 impl Step {
+    pub fn judge(prefer: &str) -> Self {
+        Self::Judge {
+            prefer: prefer.to_owned(),
+        }
+    }
+
     pub fn answer(text: &str) -> Self {
         Self::Answer {
             delay: Duration::ZERO,
@@ -557,6 +567,32 @@ async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Str
                 .and_then(|m| m["content"].as_str())
                 .unwrap_or_default();
             answer(guard, stream, &model, &format!("{prefix}{last}"))
+        }
+        Step::Judge { prefer } => {
+            let last = body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default();
+            let section = |label: &str| {
+                last.split(&format!("[Answer {label}]"))
+                    .nth(1)
+                    .and_then(|rest| rest.split(&format!("[End of answer {label}]")).next())
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let (a, b) = (section("A"), section("B"));
+            let pick = match (a.contains(&prefer), b.contains(&prefer)) {
+                (true, false) => "A",
+                (false, true) => "B",
+                _ => "TIE",
+            };
+            answer(
+                guard,
+                stream,
+                &model,
+                &format!("{pick}\nIt is the one I prefer."),
+            )
         }
         Step::Sse { events, crlf } => sse(guard, &model, events, crlf),
         Step::Redirect { status, location } => Response::builder()

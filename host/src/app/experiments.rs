@@ -93,10 +93,15 @@ impl Live {
 }
 
 /// An experiment as `chorus experiments` and the viewer show it.
-pub struct Shown {
-    pub verdict: Arc<Verdict>,
-    /// Its latest runs, oldest first, with their ratings.
-    pub timeline: Vec<Point>,
+pub enum Shown {
+    /// Variants sharing a pipeline name's traffic.
+    Variants {
+        verdict: Arc<Verdict>,
+        /// Its latest runs, oldest first, with their ratings.
+        timeline: Vec<Point>,
+    },
+    /// A synthesizer judged in the shadow of a pipeline's runs.
+    Shadow(Box<crate::experiment::shadow::Standing>),
 }
 
 impl Chorus {
@@ -111,7 +116,14 @@ impl Chorus {
         conversation: Option<&Conversation>,
         question: &str,
     ) -> Option<Assignment> {
-        let experiment = self.runner().loaded.config.experiments.get(asked)?.clone();
+        let experiment = self
+            .runner()
+            .loaded
+            .config
+            .experiments
+            .get(asked)
+            .filter(|e| e.splits_traffic())?
+            .clone();
         let verdict = self.standing(asked, &experiment, false).await;
         let (kept, key) = self
             .conversation_variant(client, asked, conversation, question)
@@ -219,6 +231,18 @@ impl Chorus {
     pub async fn experiment(&self, name: &str) -> Option<Result<Shown, StoreError>> {
         let runner = self.runner();
         let experiment = runner.loaded.config.experiments.get(name)?;
+        if let Some(shadow) = &experiment.shadow {
+            let (name_owned, since) = (name.to_owned(), crate::budget::period::day_start(now_ms()));
+            let tally = self
+                .store
+                .off_runtime(move |store| store.shadow_tally(&name_owned, since))
+                .await;
+            return Some(tally.map(|tally| {
+                Shown::Shadow(Box::new(crate::experiment::shadow::Standing::of(
+                    name, experiment, shadow, &tally,
+                )))
+            }));
+        }
         let verdict = self.standing(name, experiment, true).await;
         let (name_owned, metric) = (name.to_owned(), experiment.metric.clone());
         let timeline = self
@@ -227,7 +251,7 @@ impl Chorus {
                 store.experiment_timeline(&name_owned, metric.as_deref(), TIMELINE_RUNS)
             })
             .await;
-        Some(timeline.map(|timeline| Shown { verdict, timeline }))
+        Some(timeline.map(|timeline| Shown::Variants { verdict, timeline }))
     }
 
     /// The names of the configured experiments.

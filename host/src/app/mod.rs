@@ -19,6 +19,7 @@ mod gate;
 pub mod reload;
 mod resynthesis;
 mod sent;
+mod shadow;
 mod spend;
 pub mod trim;
 mod visible;
@@ -104,6 +105,8 @@ pub struct Chorus {
     reloaded: tokio::sync::broadcast::Sender<reload::Notice>,
     /// Where each experiment stands, as last read from the store.
     experiments: experiments::Live,
+    /// Shadow judgements in flight.
+    shadows: shadow::Shadows,
 }
 
 impl Chorus {
@@ -168,6 +171,7 @@ impl Chorus {
             moved: watch::Sender::new(0),
             reloaded: tokio::sync::broadcast::Sender::new(8),
             experiments: experiments::Live::default(),
+            shadows: shadow::Shadows::default(),
         })
     }
 
@@ -312,6 +316,9 @@ impl Chorus {
             .await;
         if let Some(served) = &experiment {
             self.experiments.ended(&served.experiment);
+        }
+        if let Ok(record) = &outcome {
+            self.shadow(record);
         }
         outcome
     }

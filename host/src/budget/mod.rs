@@ -14,7 +14,7 @@
 //! as a credit that the run's admission then takes instead of counting
 //! again.
 
-mod period;
+pub mod period;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

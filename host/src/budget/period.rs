@@ -49,6 +49,15 @@ pub fn of(limits: &Limits, now: i64) -> Vec<Counted> {
     counted
 }
 
+/// When the UTC day of `now` (unix ms) began, unix ms.
+pub fn day_start(now: i64) -> i64 {
+    start(
+        DateTime::<Utc>::from_timestamp_millis(now)
+            .unwrap_or_default()
+            .date_naive(),
+    )
+}
+
 fn start(day: NaiveDate) -> i64 {
     day.and_hms_opt(0, 0, 0)
         .map_or(0, |t| t.and_utc().timestamp_millis())

@@ -17,6 +17,8 @@ use serde_json::{Value, json};
 
 use crate::app::Chorus;
 use crate::app::experiments::Shown;
+use crate::experiment::Verdict;
+use crate::experiment::shadow::Standing;
 use crate::experiment::timeline;
 
 /// Windows the timeline is cut into.
@@ -86,18 +88,75 @@ fn list(names: &[String]) -> String {
     }
 }
 
-/// One experiment as JSON: the verdict, its status in words and its
-/// timeline.
+/// One experiment as JSON: a variants experiment's verdict, its status in
+/// words and its timeline; a shadow experiment's standing.
 pub fn as_json(shown: &Shown) -> Value {
-    let mut value = serde_json::to_value(&*shown.verdict).unwrap_or_else(|_| json!({}));
-    value["status_line"] = json!(shown.verdict.status_line());
-    value["timeline"] = json!(timeline::windows(&shown.timeline, WINDOWS));
-    value
+    match shown {
+        Shown::Variants { verdict, timeline } => {
+            let mut value = serde_json::to_value(&**verdict).unwrap_or_else(|_| json!({}));
+            value["kind"] = json!("variants");
+            value["status_line"] = json!(verdict.status_line());
+            value["timeline"] = json!(timeline::windows(timeline, WINDOWS));
+            value
+        }
+        Shown::Shadow(standing) => {
+            let mut value = serde_json::to_value(standing).unwrap_or_else(|_| json!({}));
+            value["kind"] = json!("shadow");
+            value
+        }
+    }
 }
 
 /// One experiment as a table.
 pub fn as_text(shown: &Shown) -> String {
-    let verdict = &shown.verdict;
+    match shown {
+        Shown::Variants { verdict, timeline } => variants_text(verdict, timeline),
+        Shown::Shadow(standing) => shadow_text(standing),
+    }
+}
+
+fn shadow_text(s: &Standing) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "experiment {} · shadow of {} · candidate {} · judge {} · {:.0}% of runs · {}",
+        s.name,
+        s.pipeline,
+        s.synthesizer,
+        s.judge,
+        s.share * 100.0,
+        s.status
+    );
+    let _ = writeln!(
+        out,
+        "  judged {} · wins {} · losses {} · ties {}",
+        s.judged, s.wins, s.losses, s.ties
+    );
+    if let (Some(rate), Some([low, high])) = (s.win_rate, s.interval) {
+        let _ = writeln!(
+            out,
+            "  win rate {rate:.3} [{low:.3}, {high:.3}] (a tie counts half; {:.0} % anytime-valid)",
+            s.confidence * 100.0
+        );
+    }
+    let cost = |c: Option<f64>| c.map_or_else(|| "-".to_owned(), |c| format!("${c:.4}"));
+    let _ = writeln!(
+        out,
+        "  cost per run: {}'s merge {} · the candidate's {} · the judge {}",
+        s.pipeline,
+        cost(s.baseline_cost_per_run_usd),
+        cost(s.candidate_cost_per_run_usd),
+        cost(s.judge_cost_per_run_usd)
+    );
+    let _ = writeln!(
+        out,
+        "  spent today ${:.4} of ${} a day",
+        s.spent_today_usd, s.budget_usd_per_day
+    );
+    out
+}
+
+fn variants_text(verdict: &Verdict, points: &[crate::store::experiments::Point]) -> String {
     let mut out = String::new();
     let metric = verdict
         .metric
@@ -154,12 +213,12 @@ pub fn as_text(shown: &Shown) -> String {
     for note in &verdict.notes {
         let _ = writeln!(out, "  note: {note}");
     }
-    let windows = timeline::windows(&shown.timeline, WINDOWS);
+    let windows = timeline::windows(points, WINDOWS);
     if !windows.is_empty() {
         let _ = writeln!(
             out,
             "  share of runs over time ({} runs, oldest first):",
-            shown.timeline.len()
+            points.len()
         );
         for window in &windows {
             let shares: Vec<String> = verdict

@@ -1,10 +1,19 @@
-//! `[experiments.NAME]`: one pipeline name that callers keep asking for,
-//! served by several variants (pipelines), each run by one of them. With
-//! `adaptive`, traffic moves toward the variant that does better on a
-//! declared metric until one is better at the configured confidence; a
-//! variant that breaks a guardrail (cost per run, failure rate, p95 time)
-//! is stopped. How a variant is chosen and when one wins is
-//! `experiment`'s business; this file says what may be configured.
+//! `[experiments.NAME]`, of two kinds:
+//!
+//! - **variants**: one pipeline name that callers keep asking for, served
+//!   by several variants (pipelines), each run by one of them. With
+//!   `adaptive`, traffic moves toward the variant that does better on a
+//!   declared metric until one is better at the configured confidence; a
+//!   variant that breaks a guardrail (cost per run, failure rate, p95
+//!   time) is stopped.
+//! - **shadow**: a candidate synthesizer merges again, after the caller
+//!   has its answer, the panel answers of a share of a pipeline's runs,
+//!   and a judge model compares the two merges, within a daily budget of
+//!   the experiment's own.
+//!
+//! How a variant is chosen, when one wins, how a shadow is judged is
+//! `experiment`'s and `app`'s business; this file says what may be
+//! configured.
 
 use indexmap::IndexMap;
 use serde::Deserialize;
@@ -29,6 +38,7 @@ pub const DEFAULT_MIN_RATED: u64 = 5;
 pub struct Experiment {
     /// Pipelines, each with its starting weight (a share of traffic in
     /// proportion to the others'), in the order written.
+    #[serde(default)]
     pub variants: IndexMap<String, f64>,
     /// The `[metrics.NAME]` the variants are compared on.
     pub metric: Option<String>,
@@ -43,10 +53,26 @@ pub struct Experiment {
     pub min_rated: Option<u64>,
     #[serde(default)]
     pub guardrails: Guardrails,
-    /// Shadow judging of a synthesizer: not built yet, refused by name.
-    pub shadow: Option<toml::Value>,
-    /// The pipeline a shadow experiment watches: refused with `shadow`.
+    /// A candidate synthesizer judged in the shadow of `pipeline`'s runs.
+    pub shadow: Option<Shadow>,
+    /// The pipeline whose runs a shadow experiment merges again.
     pub pipeline: Option<String>,
+}
+
+/// Shadow judging: `synthesizer` merges again the panel answers of a
+/// `share` of `pipeline`'s runs, and `judge` compares its merge with the
+/// pipeline's, in both orders, spending at most `budget_usd_per_day`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shadow {
+    /// The candidate: a plugin of [plugins].
+    pub synthesizer: String,
+    /// The share of the pipeline's runs merged again (0–1).
+    pub share: f64,
+    /// The model that compares the two merges: one of [models].
+    pub judge: String,
+    /// What the candidate's merges and the judge may spend in a UTC day.
+    pub budget_usd_per_day: f64,
 }
 
 /// Limits a variant is held to once it has made `min_runs` runs; a variant
@@ -77,6 +103,12 @@ impl Experiment {
         self.min_rated.unwrap_or(DEFAULT_MIN_RATED)
     }
 
+    /// Whether it splits a pipeline's traffic among variants (else it
+    /// judges a synthesizer in the shadow of one).
+    pub fn splits_traffic(&self) -> bool {
+        self.shadow.is_none()
+    }
+
     /// Its variants' names, in the order written.
     pub fn variant_names(&self) -> Vec<String> {
         self.variants.keys().cloned().collect()
@@ -105,11 +137,13 @@ pub(super) fn check(config: &Config) -> Result<(), Invalid> {
 
 fn check_one(config: &Config, name: &str, experiment: &Experiment) -> Result<(), Invalid> {
     let key = format!("experiments.{name}");
-    if experiment.shadow.is_some() || experiment.pipeline.is_some() {
+    if let Some(shadow) = &experiment.shadow {
+        return check_shadow(config, &key, experiment, shadow);
+    }
+    if experiment.pipeline.is_some() {
         return Err((
-            format!("{key}.shadow"),
-            "shadow judging of synthesizers is not built yet (docs/experiments.md says what is): \
-             compare pipelines with `variants` for now"
+            format!("{key}.pipeline"),
+            "`pipeline` names the pipeline a shadow experiment watches: give `shadow` too, or compare pipelines with `variants`"
                 .into(),
         ));
     }
@@ -209,6 +243,76 @@ fn check_one(config: &Config, name: &str, experiment: &Experiment) -> Result<(),
     experiment.guardrails.check(&format!("{key}.guardrails"))
 }
 
+/// A shadow experiment: its pipeline, candidate and judge exist, its share
+/// and budget are numbers it can use, and nothing of a variants
+/// experiment is set.
+fn check_shadow(
+    config: &Config,
+    key: &str,
+    experiment: &Experiment,
+    shadow: &Shadow,
+) -> Result<(), Invalid> {
+    let Some(pipeline) = &experiment.pipeline else {
+        return Err((
+            format!("{key}.pipeline"),
+            "a shadow experiment names the pipeline whose runs it merges again, e.g. pipeline = \"ask\""
+                .into(),
+        ));
+    };
+    if !config.pipelines.contains_key(pipeline) {
+        return Err((
+            format!("{key}.pipeline"),
+            format!(
+                "no pipeline named `{pipeline}` (defined: {})",
+                names(config.pipelines.keys())
+            ),
+        ));
+    }
+    if !experiment.variants.is_empty() || experiment.adaptive || experiment.metric.is_some() {
+        return Err((
+            key.to_owned(),
+            "a shadow experiment judges one synthesizer against a pipeline's: `variants`, `metric` and `adaptive` are for comparing pipelines, in an experiment of their own"
+                .into(),
+        ));
+    }
+    if !config.plugins.contains_key(&shadow.synthesizer) {
+        return Err((
+            format!("{key}.shadow.synthesizer"),
+            format!(
+                "no plugin named `{}` (defined: {})",
+                shadow.synthesizer,
+                names(config.plugins.keys())
+            ),
+        ));
+    }
+    if !config.models.contains_key(&shadow.judge) {
+        return Err((
+            format!("{key}.shadow.judge"),
+            format!(
+                "the judge is a model of [models], and there is no `{}` (defined: {})",
+                shadow.judge,
+                names(config.models.keys())
+            ),
+        ));
+    }
+    if !(shadow.share > 0.0 && shadow.share <= 1.0) {
+        return Err((
+            format!("{key}.shadow.share"),
+            format!(
+                "a share of runs is above 0 and at most 1, not {}",
+                shadow.share
+            ),
+        ));
+    }
+    if !(shadow.budget_usd_per_day.is_finite() && shadow.budget_usd_per_day > 0.0) {
+        return Err((
+            format!("{key}.shadow.budget_usd_per_day"),
+            "must be a number of dollars above 0".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Guardrails {
     fn check(&self, key: &str) -> Result<(), Invalid> {
         for (bound, value) in [
@@ -289,6 +393,11 @@ type = "float"
             "[experiments.ask]\nvariants = { ask = 1, self-moa = 2 }\nmetric = \"helpful\"\nadaptive = true\nguardrails = { max_cost_usd = 0.05, max_failure_rate = 0.2 }",
         );
         check(&config).unwrap();
+        let shadow = self::config(
+            "[experiments.merge-test]\npipeline = \"ask\"\nshadow = { synthesizer = \"sel\", share = 0.1, judge = \"m\", budget_usd_per_day = 1.0 }",
+        );
+        check(&shadow).unwrap();
+        assert!(!shadow.experiments["merge-test"].splits_traffic());
         let experiment = &config.experiments["ask"];
         assert_eq!(experiment.variant_names(), ["ask", "self-moa"]);
         assert_eq!(experiment.confidence(), DEFAULT_CONFIDENCE);
@@ -348,9 +457,34 @@ type = "float"
                 "between 0 and 1",
             ),
             (
-                "[experiments.ask]\nvariants = { ask = 1, self-moa = 1 }\nshadow = { synthesizer = \"x\" }",
-                "experiments.ask.shadow",
-                "not built yet",
+                "[experiments.t]\nshadow = { synthesizer = \"sel\", share = 0.1, judge = \"m\", budget_usd_per_day = 1 }",
+                "experiments.t.pipeline",
+                "pipeline = \"ask\"",
+            ),
+            (
+                "[experiments.t]\npipeline = \"ask\"\nshadow = { synthesizer = \"nope\", share = 0.1, judge = \"m\", budget_usd_per_day = 1 }",
+                "experiments.t.shadow.synthesizer",
+                "no plugin named `nope`",
+            ),
+            (
+                "[experiments.t]\npipeline = \"ask\"\nshadow = { synthesizer = \"sel\", share = 0.1, judge = \"gpt\", budget_usd_per_day = 1 }",
+                "experiments.t.shadow.judge",
+                "a model of [models]",
+            ),
+            (
+                "[experiments.t]\npipeline = \"ask\"\nshadow = { synthesizer = \"sel\", share = 0, judge = \"m\", budget_usd_per_day = 1 }",
+                "experiments.t.shadow.share",
+                "above 0",
+            ),
+            (
+                "[experiments.t]\npipeline = \"ask\"\nmetric = \"helpful\"\nshadow = { synthesizer = \"sel\", share = 0.1, judge = \"m\", budget_usd_per_day = 1 }",
+                "experiments.t",
+                "in an experiment of their own",
+            ),
+            (
+                "[experiments.ask]\nvariants = { ask = 1, self-moa = 1 }\npipeline = \"ask\"",
+                "experiments.ask.pipeline",
+                "give `shadow` too",
             ),
         ];
         for (toml, key, words) in cases {

@@ -39,7 +39,7 @@ pub use check::Invalid;
 pub use clients::{HttpClient, LOCAL, SHARED_TOKEN, reserved, sha256_hex};
 pub use experiments::{
     DEFAULT_CONFIDENCE, DEFAULT_GUARDRAIL_RUNS, DEFAULT_MIN_RATED, DEFAULT_MIN_SHARE, Experiment,
-    Guardrails,
+    Guardrails, Shadow,
 };
 pub use fallbacks::chains as fallback_chains;
 pub use fan_out::{FanOut, FanOutOverride, MergeReserve, Quorum};

@@ -121,6 +121,19 @@ struct VariantFeedbackLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShadowLabels {
+    experiment: String,
+    /// `win`, `loss`, `tie`; or why a run drawn was not judged: `budget`,
+    /// `busy`, `failed`.
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ExperimentLabels {
+    experiment: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -160,6 +173,8 @@ pub struct Metrics {
     experiment_runs: Family<VariantLabels, Counter>,
     experiment_feedback: Family<VariantFeedbackLabels, Counter>,
     experiment_feedback_value: Family<VariantFeedbackLabels, Counter<f64, AtomicU64>>,
+    shadow_judgements: Family<ShadowLabels, Counter>,
+    shadow_usd: Family<ExperimentLabels, Counter<f64, AtomicU64>>,
 }
 
 /// Latency buckets from 50 ms to about 14 minutes.
@@ -301,6 +316,18 @@ impl Metrics {
             "The sum of the values of the ratings in chorus_experiment_feedback_total, by variant and metric: their mean is this over that",
             experiment_feedback_value.clone(),
         );
+        let shadow_judgements = Family::<ShadowLabels, Counter>::default();
+        registry.register(
+            "shadow_judgements",
+            "Runs drawn for a shadow experiment, by outcome for its candidate synthesizer (win, loss, tie) or why they were not judged (budget, busy, failed)",
+            shadow_judgements.clone(),
+        );
+        let shadow_usd = Family::<ExperimentLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "shadow_cost_usd",
+            "What shadow experiments spent (the candidate's merges and the judge), against their own daily budgets, never a client's",
+            shadow_usd.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -335,6 +362,8 @@ impl Metrics {
             experiment_runs,
             experiment_feedback,
             experiment_feedback_value,
+            shadow_judgements,
+            shadow_usd,
         })
     }
 
@@ -375,6 +404,32 @@ impl Metrics {
         self.experiment_feedback_value
             .get_or_create(&labels)
             .inc_by(value);
+    }
+
+    /// A run of `experiment`'s pipeline was judged in the shadow:
+    /// `outcome` for the candidate, having spent `usd`.
+    pub fn shadow_judged(&self, experiment: &str, outcome: &str, usd: f64) {
+        self.shadow_judgements
+            .get_or_create(&ShadowLabels {
+                experiment: experiment.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        self.shadow_usd
+            .get_or_create(&ExperimentLabels {
+                experiment: experiment.to_owned(),
+            })
+            .inc_by(usd);
+    }
+
+    /// A run drawn for `experiment` was not judged, for `why`.
+    pub fn shadow_skipped(&self, experiment: &str, why: &str) {
+        self.shadow_judgements
+            .get_or_create(&ShadowLabels {
+                experiment: experiment.to_owned(),
+                outcome: why.to_owned(),
+            })
+            .inc();
     }
 
     /// A `Progress` that counts the model calls of a run made for

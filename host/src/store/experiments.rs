@@ -96,6 +96,74 @@ impl Decisions {
     }
 }
 
+/// How a shadow judgement came out, for the candidate synthesizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The judge preferred the candidate's merge in both orders.
+    Win,
+    /// The pipeline's own merge, in both orders.
+    Loss,
+    /// A tie, or the two orders disagreed.
+    Tie,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Win => "win",
+            Self::Loss => "loss",
+            Self::Tie => "tie",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Win, Self::Loss, Self::Tie]
+            .into_iter()
+            .find(|o| o.as_str() == text)
+    }
+}
+
+/// One run of a shadow experiment's pipeline, merged again by the
+/// candidate and judged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    pub experiment: String,
+    pub run_id: String,
+    /// Unix ms.
+    pub at: i64,
+    pub outcome: Outcome,
+    /// What the pipeline's own merge cost (in the run), the candidate's,
+    /// and the judge's two calls.
+    pub baseline_cost_usd: Option<f64>,
+    pub candidate_cost_usd: Option<f64>,
+    pub judge_cost_usd: f64,
+    /// The candidate's answer, to read beside the run's.
+    pub candidate_answer: String,
+    /// What the judge said in each order, in words.
+    pub said: String,
+}
+
+/// What a shadow experiment's judgements add up to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShadowTally {
+    pub wins: u64,
+    pub losses: u64,
+    pub ties: u64,
+    /// Sums over the judgements whose cost is known.
+    pub baseline_cost_usd: f64,
+    pub candidate_cost_usd: f64,
+    pub judge_cost_usd: f64,
+    /// What the candidate and the judge spent since the time asked for.
+    pub spent_since_usd: f64,
+}
+
+impl ShadowTally {
+    pub fn judged(&self) -> u64 {
+        self.wins + self.losses + self.ties
+    }
+}
+
 /// Where experiments are kept: every backend.
 pub(super) trait Experiments {
     /// The experiment and variant the run `run_id` (a full id) served.
@@ -128,6 +196,14 @@ pub(super) trait Experiments {
     /// transaction, so instances that decide at once agree) and answers
     /// what is kept now.
     fn decide(&self, experiment: &str, decisions: &Decisions) -> Result<Decisions, StoreError>;
+
+    /// Keeps a shadow judgement with its run; `false` when no kept run has
+    /// its id (removed meanwhile).
+    fn judged(&self, judgement: &Judgement) -> Result<bool, StoreError>;
+
+    /// A shadow experiment's judgements, and what it spent since `since`
+    /// (unix ms).
+    fn shadow_tally(&self, experiment: &str, since: i64) -> Result<ShadowTally, StoreError>;
 }
 
 /// The index of the 95th percentile among `n` sorted values.

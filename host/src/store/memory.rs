@@ -2,7 +2,9 @@
 //! cannot be opened): the runs of this process only, bounded in count
 //! (`limits.max_runs_kept`) and age (`limits.run_ttl`), gone when it exits.
 
-use super::experiments::{Decisions, Experiments, Point, Tally, p95_index};
+use super::experiments::{
+    Decisions, Experiments, Judgement, Outcome, Point, ShadowTally, Tally, p95_index,
+};
 use super::feedback::{Feedback, Feedbacks, Given};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,6 +29,8 @@ pub struct Memory {
     pub ledger: super::spend::Ledger,
     /// What was decided in each experiment: outlives the runs.
     decisions: Mutex<std::collections::BTreeMap<String, Decisions>>,
+    /// Shadow judgements, by (experiment, run id), while their run is kept.
+    judgements: Mutex<std::collections::BTreeMap<(String, String), Judgement>>,
 }
 
 #[derive(Default)]
@@ -55,6 +59,7 @@ impl Memory {
             kept: Mutex::new(Kept::default()),
             ledger: Default::default(),
             decisions: Mutex::default(),
+            judgements: Mutex::default(),
         }
     }
 
@@ -315,6 +320,48 @@ impl Experiments for InMemory {
         };
         decisions.insert(experiment.to_owned(), merged.clone());
         Ok(merged)
+    }
+
+    fn judged(&self, judgement: &Judgement) -> Result<bool, StoreError> {
+        if self.runs.get(&judgement.run_id).is_none() {
+            return Ok(false);
+        }
+        let mut judgements = self
+            .runs
+            .judgements
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        judgements.insert(
+            (judgement.experiment.clone(), judgement.run_id.clone()),
+            judgement.clone(),
+        );
+        Ok(true)
+    }
+
+    fn shadow_tally(&self, experiment: &str, since: i64) -> Result<ShadowTally, StoreError> {
+        let mut judgements = self
+            .runs
+            .judgements
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Those of runs no longer kept go with them.
+        judgements.retain(|(_, run), _| self.runs.get(run).is_some());
+        let mut tally = ShadowTally::default();
+        for judgement in judgements.values().filter(|j| j.experiment == experiment) {
+            match judgement.outcome {
+                Outcome::Win => tally.wins += 1,
+                Outcome::Loss => tally.losses += 1,
+                Outcome::Tie => tally.ties += 1,
+            }
+            tally.baseline_cost_usd += judgement.baseline_cost_usd.unwrap_or(0.0);
+            tally.candidate_cost_usd += judgement.candidate_cost_usd.unwrap_or(0.0);
+            tally.judge_cost_usd += judgement.judge_cost_usd;
+            if judgement.at >= since {
+                tally.spent_since_usd +=
+                    judgement.candidate_cost_usd.unwrap_or(0.0) + judgement.judge_cost_usd;
+            }
+        }
+        Ok(tally)
     }
 }
 

@@ -493,6 +493,22 @@ impl Store {
         self.backend.decide(experiment, decisions)
     }
 
+    /// Keeps a shadow judgement with its run (`false`: the run is gone).
+    /// Blocking.
+    pub fn keep_judgement(&self, judgement: &experiments::Judgement) -> Result<bool, StoreError> {
+        self.backend.judged(judgement)
+    }
+
+    /// A shadow experiment's judgements, and what it spent since `since`.
+    /// Blocking.
+    pub fn shadow_tally(
+        &self,
+        experiment: &str,
+        since: i64,
+    ) -> Result<experiments::ShadowTally, StoreError> {
+        self.backend.shadow_tally(experiment, since)
+    }
+
     /// Applies `retention` (default: the configured one) now. Blocking.
     pub fn prune(&self, retention: &Retention) -> Result<Pruned, StoreError> {
         self.backend.prune_at(retention, now_ms())

@@ -17,6 +17,7 @@ use super::Viewer;
 use super::layout::{dollars, page, problem};
 use crate::app::experiments::Shown;
 use crate::client::Client;
+use crate::experiment::shadow::Standing;
 use crate::experiment::timeline::{self, Window};
 use crate::experiment::{Status, Verdict};
 
@@ -72,8 +73,45 @@ pub async fn page_of(
 }
 
 fn experiment(shown: &Shown) -> Markup {
-    let verdict = &shown.verdict;
-    let windows = timeline::windows(&shown.timeline, WINDOWS);
+    match shown {
+        Shown::Variants { verdict, timeline } => variants(verdict, timeline),
+        Shown::Shadow(standing) => shadow(standing),
+    }
+}
+
+/// A shadow experiment: the candidate's record against the pipeline's
+/// merge, and what each costs.
+fn shadow(s: &Standing) -> Markup {
+    let cost = |c: Option<f64>| c.map_or_else(|| "–".to_owned(), dollars);
+    html! {
+        section id=(s.name) {
+            h2 { "Experiment " code { (s.name) } " (shadow)" }
+            ul class="facts" {
+                li { "candidate " code { (s.synthesizer) } " against " code { (s.pipeline) } "'s merge" }
+                li { "judge " code { (s.judge) } }
+                li { (format!("{:.0} %", s.share * 100.0)) " of runs" }
+                li { "spent today " (dollars(s.spent_today_usd)) " of " (dollars(s.budget_usd_per_day)) }
+            }
+            p { strong { (s.status) } }
+            table class="runs" {
+                thead { tr { th { "judged" } th { "wins" } th { "losses" } th { "ties" } th { "win rate" } th { "interval" } th { "pipeline's merge/run" } th { "candidate/run" } th { "judge/run" } } }
+                tbody { tr {
+                    td { (s.judged) } td { (s.wins) } td { (s.losses) } td { (s.ties) }
+                    td { (s.win_rate.map_or_else(|| "–".to_owned(), |r| format!("{r:.3}"))) }
+                    td { (s.interval.map_or_else(|| "–".to_owned(), |[l, h]| format!("[{l:.3}, {h:.3}]"))) }
+                    td { (cost(s.baseline_cost_per_run_usd)) }
+                    td { (cost(s.candidate_cost_per_run_usd)) }
+                    td { (cost(s.judge_cost_per_run_usd)) }
+                } }
+            }
+            p class="muted" { "A win is the judge preferring the candidate's merge in both orders; a tie or a disagreement between the orders counts half." }
+        }
+    }
+}
+
+/// A variants experiment: its table and plots.
+fn variants(verdict: &Verdict, points: &[crate::store::experiments::Point]) -> Markup {
+    let windows = timeline::windows(points, WINDOWS);
     html! {
         section id=(verdict.name) {
             h2 { "Experiment " code { (verdict.name) } }
@@ -81,7 +119,7 @@ fn experiment(shown: &Shown) -> Markup {
                 li { "status " strong { (verdict.status_line()) } }
                 @if let Some(metric) = &verdict.metric { li { "metric " strong { (metric) } } }
                 li { @if verdict.adaptive { "adaptive, " (format!("{:.0}", verdict.confidence * 100.0)) " % anytime-valid" } @else { "fixed weights" } }
-                li { (shown.timeline.len()) " latest runs" }
+                li { (points.len()) " latest runs" }
             }
             @if let Status::Winner { said, .. } = &verdict.status { p { (said) } }
             @for note in &verdict.notes { p class="muted" { (note) } }
@@ -129,82 +167,119 @@ fn y_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     }
 }
 
+/// A variant's mean rating at the end of one window, and its interval.
+struct Mark {
+    window: usize,
+    mean: f64,
+    band: Option<[f64; 2]>,
+}
+
+/// One variant's line: its colour's index, its name, its marks.
+struct Series<'a> {
+    colour: &'static str,
+    name: &'a str,
+    marks: Vec<Mark>,
+}
+
 /// Each variant's cumulative mean rating at the end of each window, with
 /// its interval as a band.
 fn over_time(verdict: &Verdict, windows: &[Window]) -> Markup {
-    let series: Vec<(usize, &str, Vec<(usize, f64, Option<[f64; 2]>)>)> = verdict
+    let series: Vec<Series<'_>> = verdict
         .variants
         .iter()
         .enumerate()
-        .map(|(i, v)| {
-            let points = windows
+        .map(|(i, v)| Series {
+            colour: COLOURS[i % COLOURS.len()],
+            name: &v.name,
+            marks: windows
                 .iter()
                 .enumerate()
-                .filter_map(|(w, window)| {
-                    let (mean, n) = *window.means.get(&v.name)?;
-                    Some((w, mean, verdict.band(n, mean)))
+                .filter_map(|(window, w)| {
+                    let (mean, n) = *w.means.get(&v.name)?;
+                    Some(Mark {
+                        window,
+                        mean,
+                        band: verdict.band(n, mean),
+                    })
                 })
-                .collect();
-            (i, v.name.as_str(), points)
+                .collect(),
         })
         .collect();
-    let (low, high) = y_range(series.iter().flat_map(|(_, _, points)| {
-        points
+    let (low, high) = y_range(series.iter().flat_map(|s| {
+        s.marks
             .iter()
-            .flat_map(|(_, mean, band)| [Some(*mean), band.map(|b| b[0]), band.map(|b| b[1])])
+            .flat_map(|m| [Some(m.mean), m.band.map(|b| b[0]), m.band.map(|b| b[1])])
             .flatten()
     }));
     let x = |w: usize| LEFT + (WIDTH - LEFT - RIGHT) * w as f64 / (windows.len().max(2) - 1) as f64;
     let y = |v: f64| TOP + (HEIGHT - TOP - BOTTOM) * (1.0 - (v - low) / (high - low));
+    let point = |w: usize, v: f64| format!("{:.1},{:.1}", x(w), y(v));
     html! {
         svg class="experiment" viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) role="img"
             aria-label=(format!("Mean rating of each variant of {} over its latest runs", verdict.name)) {
             (axes(low, high, &y))
             text class="tick-label" x=(LEFT) y=(HEIGHT - 8.0) { "oldest" }
             text class="tick-label" x=(WIDTH - RIGHT) y=(HEIGHT - 8.0) text-anchor="end" { "latest runs" }
-            @for (i, name, points) in &series {
-                @let colour = COLOURS[i % COLOURS.len()];
-                @let band: Vec<String> = points.iter().filter_map(|(w, _, b)| b.map(|b| format!("{:.1},{:.1}", x(*w), y(b[1])))).chain(points.iter().rev().filter_map(|(w, _, b)| b.map(|b| format!("{:.1},{:.1}", x(*w), y(b[0]))))).collect();
+            @for s in &series {
+                @let upper = s.marks.iter().filter_map(|m| Some(point(m.window, m.band?[1])));
+                @let lower = s.marks.iter().rev().filter_map(|m| Some(point(m.window, m.band?[0])));
+                @let band: Vec<String> = upper.chain(lower).collect();
                 @if band.len() > 2 {
-                    polygon points=(band.join(" ")) fill=(colour) fill-opacity="0.12" stroke="none" {}
+                    polygon points=(band.join(" ")) fill=(s.colour) fill-opacity="0.12" stroke="none" {}
                 }
-                @let line: Vec<String> = points.iter().map(|(w, m, _)| format!("{:.1},{:.1}", x(*w), y(*m))).collect();
-                polyline points=(line.join(" ")) fill="none" stroke=(colour) stroke-width="2" {}
-                @for (w, m, b) in points {
-                    circle cx=(x(*w)) cy=(y(*m)) r="2.5" fill=(colour) {
-                        title { (name) ": mean " (format!("{m:.3}")) @if let Some([l, h]) = b { " [" (format!("{l:.3}, {h:.3}")) "]" } }
+                @let line: Vec<String> = s.marks.iter().map(|m| point(m.window, m.mean)).collect();
+                polyline points=(line.join(" ")) fill="none" stroke=(s.colour) stroke-width="2" {}
+                @for m in &s.marks {
+                    circle cx=(x(m.window)) cy=(y(m.mean)) r="2.5" fill=(s.colour) {
+                        title { (s.name) ": mean " (format!("{:.3}", m.mean)) @if let Some([l, h]) = m.band { " [" (format!("{l:.3}, {h:.3}")) "]" } }
                     }
                 }
-                @if let Some((w, m, _)) = points.last() {
-                    text x=(x(*w) + 6.0) y=(y(*m) + 4.0) fill=(colour) { (name) }
+                @if let Some(m) = s.marks.last() {
+                    text x=(x(m.window) + 6.0) y=(y(m.mean) + 4.0) fill=(s.colour) { (s.name) }
                 }
             }
         }
     }
 }
 
+/// A variant placed on the cost-quality plot.
+struct Placed<'a> {
+    colour: &'static str,
+    name: &'a str,
+    cost: f64,
+    mean: f64,
+    interval: Option<[f64; 2]>,
+}
+
 /// Each variant at (cost per run, mean rating), its interval as a bar.
 fn cost_quality(verdict: &Verdict) -> Markup {
-    let placed: Vec<(usize, &str, f64, f64, Option<[f64; 2]>)> = verdict
+    let placed: Vec<Placed<'_>> = verdict
         .variants
         .iter()
         .enumerate()
-        .filter_map(|(i, v)| Some((i, v.name.as_str(), v.cost_per_run_usd?, v.mean?, v.interval)))
+        .filter_map(|(i, v)| {
+            Some(Placed {
+                colour: COLOURS[i % COLOURS.len()],
+                name: &v.name,
+                cost: v.cost_per_run_usd?,
+                mean: v.mean?,
+                interval: v.interval,
+            })
+        })
         .collect();
     if placed.is_empty() {
         return html! { p class="muted" { "No variant has rated runs with a known cost yet." } };
     }
-    let (low, high) = y_range(placed.iter().flat_map(|(_, _, _, mean, interval)| {
-        [Some(*mean), interval.map(|i| i[0]), interval.map(|i| i[1])]
-            .into_iter()
-            .flatten()
+    let (low, high) = y_range(placed.iter().flat_map(|p| {
+        [
+            Some(p.mean),
+            p.interval.map(|i| i[0]),
+            p.interval.map(|i| i[1]),
+        ]
+        .into_iter()
+        .flatten()
     }));
-    let most = placed
-        .iter()
-        .map(|(_, _, cost, _, _)| *cost)
-        .fold(0.0, f64::max)
-        .max(1e-9)
-        * 1.1;
+    let most = placed.iter().map(|p| p.cost).fold(0.0, f64::max).max(1e-9) * 1.1;
     let x = |cost: f64| LEFT + (WIDTH - LEFT - RIGHT) * cost / most;
     let y = |v: f64| TOP + (HEIGHT - TOP - BOTTOM) * (1.0 - (v - low) / (high - low));
     html! {
@@ -213,15 +288,14 @@ fn cost_quality(verdict: &Verdict) -> Markup {
             (axes(low, high, &y))
             text class="tick-label" x=(LEFT) y=(HEIGHT - 8.0) { "$0" }
             text class="tick-label" x=(WIDTH - RIGHT) y=(HEIGHT - 8.0) text-anchor="end" { (dollars(most)) " per run" }
-            @for (i, name, cost, mean, interval) in &placed {
-                @let colour = COLOURS[i % COLOURS.len()];
-                @if let Some([l, h]) = interval {
-                    line x1=(x(*cost)) x2=(x(*cost)) y1=(y(*l)) y2=(y(*h)) stroke=(colour) stroke-width="2" {}
+            @for p in &placed {
+                @if let Some([l, h]) = p.interval {
+                    line x1=(x(p.cost)) x2=(x(p.cost)) y1=(y(l)) y2=(y(h)) stroke=(p.colour) stroke-width="2" {}
                 }
-                circle cx=(x(*cost)) cy=(y(*mean)) r="5" fill=(colour) {
-                    title { (name) ": " (dollars(*cost)) " per run, mean " (format!("{mean:.3}")) }
+                circle cx=(x(p.cost)) cy=(y(p.mean)) r="5" fill=(p.colour) {
+                    title { (p.name) ": " (dollars(p.cost)) " per run, mean " (format!("{:.3}", p.mean)) }
                 }
-                text x=(x(*cost) + 8.0) y=(y(*mean) + 4.0) fill=(colour) { (name) }
+                text x=(x(p.cost) + 8.0) y=(y(p.mean) + 4.0) fill=(p.colour) { (p.name) }
             }
         }
     }

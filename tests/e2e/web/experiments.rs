@@ -380,3 +380,215 @@ guardrails = { max_failure_rate = 0.5, min_runs = 3 }
         "said in the log"
     );
 }
+
+/// A counter of `/metrics` (0 when not there yet).
+async fn counter(server: &HttpServer, series: &str) -> f64 {
+    let text = reqwest::Client::new()
+        .get(format!("{}/metrics", server.origin()))
+        .bearer_auth(OPS)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn shadow_standing(config: &std::path::Path, name: &str) -> Value {
+    let (code, out, err) = run_cli(&[
+        "experiments",
+        name,
+        "--json",
+        "--config",
+        config.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shadow_synthesizer_is_judged_on_the_same_panel_answers_in_both_orders() {
+    let mock = Mock::start().await;
+    crate::web::teams::answering(&mock);
+    // The judge prefers the pipeline's own merge ("merged") to the
+    // candidate's (`vote` answers with a panel answer, "ok"); another
+    // judge always says A, whatever is in A.
+    mock.script(SYNTH2, [Step::judge("merged")]);
+    mock.script("biased", [Step::answer("A")]);
+    let dir = tempfile::tempdir().unwrap();
+    let experiments = r#"
+[models.biased]
+context_window = 100000
+
+[plugins.alt-merge]
+builtin = "vote"
+
+[experiments.merge-test]
+pipeline = "ask"
+shadow = { synthesizer = "alt-merge", share = 1.0, judge = "synth2", budget_usd_per_day = 1.0 }
+
+[experiments.position]
+pipeline = "ask"
+shadow = { synthesizer = "alt-merge", share = 1.0, judge = "biased", budget_usd_per_day = 1.0 }
+
+[experiments.thrifty]
+pipeline = "ask"
+shadow = { synthesizer = "alt-merge", share = 1.0, judge = "synth2", budget_usd_per_day = 0.0005 }
+"#;
+    let toml = team_in(
+        &mock,
+        &format!(
+            "{}{}{experiments}",
+            client("alice", ALICE, ""),
+            client("ops", OPS, "admin = true")
+        ),
+        &format!("path = \"{}\"", dir.path().join("runs.sqlite3").display()),
+    );
+    let config = write_config(&toml);
+    let server = HttpServer::start(&config.path, None, &[]).await;
+    let runs = 4;
+    let mut answers = Vec::new();
+    for i in 0..runs {
+        let response = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", server.origin()))
+            .bearer_auth(ALICE)
+            .json(&json!({"model": "ask", "messages": [{"role": "user", "content": format!("q{i}")}]}))
+            .send()
+            .await
+            .unwrap();
+        let completion: Value = response.json().await.unwrap();
+        answers.push(completion["choices"][0]["message"]["content"].clone());
+        // Each run's three shadows end before the next run starts.
+        let judged = |name: &'static str, outcome: &'static str| {
+            format!(r#"chorus_shadow_judgements_total{{experiment="{name}",outcome="{outcome}"}}"#)
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let done = counter(&server, &judged("merge-test", "loss")).await
+                + counter(&server, &judged("position", "tie")).await;
+            let thrifty = counter(&server, &judged("thrifty", "loss")).await
+                + counter(&server, &judged("thrifty", "budget")).await;
+            if done == f64::from(2 * (i + 1)) && thrifty == f64::from(i + 1) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run {i}'s shadows did not end: {}",
+                server.stderr()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+    // The caller's answers are the pipeline's own.
+    assert!(answers.iter().all(|a| a == "merged"), "{answers:?}");
+
+    // No panel model was asked again: each answered each run once.
+    for model in PANEL {
+        assert_eq!(mock.requests_for(model).len(), runs as usize, "{model}");
+    }
+    let merge_test = shadow_standing(&config.path, "merge-test").await;
+    assert_eq!(merge_test["kind"], "shadow");
+    assert_eq!(
+        (
+            &merge_test["judged"],
+            &merge_test["losses"],
+            &merge_test["wins"]
+        ),
+        (&json!(runs), &json!(runs), &json!(0)),
+        "{merge_test:#}"
+    );
+    assert_eq!(merge_test["win_rate"], 0.0);
+    // The judge was asked in both orders: the candidate's merge first in
+    // one of them.
+    let judge_asked: Vec<String> = mock
+        .requests_for(SYNTH2)
+        .iter()
+        .map(|r| {
+            r.body["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let first_is_pipeline =
+        |prompt: &String| prompt.contains("[Answer A]\nmerged\n[End of answer A]");
+    assert_eq!(
+        judge_asked.iter().filter(|p| first_is_pipeline(p)).count(),
+        judge_asked.len() / 2,
+        "{judge_asked:?}"
+    );
+    // Its cost is its own: the judge's two calls per run ($0.0005 each).
+    let judge = merge_test["judge_cost_per_run_usd"].as_f64().unwrap();
+    assert!((judge - 0.001).abs() < 1e-9, "{merge_test:#}");
+    let spent = merge_test["spent_today_usd"].as_f64().unwrap();
+    assert!(
+        (spent - 0.001 * f64::from(runs)).abs() < 1e-9,
+        "{merge_test:#}"
+    );
+    assert_eq!(
+        merge_test["baseline_cost_per_run_usd"], 0.0005,
+        "{merge_test:#}"
+    );
+
+    // A judge that always picks A cancels out: every run is a tie.
+    let position = shadow_standing(&config.path, "position").await;
+    assert_eq!(position["ties"], json!(runs), "{position:#}");
+    assert_eq!(position["win_rate"], 0.5);
+
+    // A budget spent stops the judging for the day, and says so.
+    let thrifty = shadow_standing(&config.path, "thrifty").await;
+    assert_eq!(thrifty["judged"], 1, "{thrifty:#}");
+    assert!(
+        thrifty["status"]
+            .as_str()
+            .unwrap()
+            .contains("today's budget is spent"),
+        "{thrifty:#}"
+    );
+    assert_eq!(
+        counter(
+            &server,
+            r#"chorus_shadow_judgements_total{experiment="thrifty",outcome="budget"}"#
+        )
+        .await,
+        f64::from(runs - 1)
+    );
+    // Alice paid for her runs only (5 panel calls and a merge, $0.0005
+    // each); the shadows' spending is counted as theirs.
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", server.origin()))
+        .bearer_auth(OPS)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let alices: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("chorus_cost_usd_total{") && l.contains(r#"client="alice""#))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!((alices - 0.003 * f64::from(runs)).abs() < 1e-9, "{metrics}");
+    let shadows = counter(
+        &server,
+        r#"chorus_shadow_cost_usd_total{experiment="merge-test"}"#,
+    )
+    .await;
+    assert!(
+        (shadows - 0.001 * f64::from(runs)).abs() < 1e-9,
+        "{metrics}"
+    );
+    let (code, text, err) =
+        run_cli(&["experiments", "--config", config.path.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("experiment merge-test · shadow of ask · candidate alt-merge · judge synth2"),
+        "{text}"
+    );
+    eprintln!("{text}");
+}

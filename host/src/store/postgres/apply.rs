@@ -64,7 +64,7 @@ async fn apply_pair(
 }
 
 /// Text as PostgreSQL takes it: it refuses NUL characters in `TEXT`.
-fn text(value: &str) -> std::borrow::Cow<'_, str> {
+pub(super) fn text(value: &str) -> std::borrow::Cow<'_, str> {
     if value.contains('\0') {
         value.replace('\0', "\u{FFFD}").into()
     } else {

@@ -9,7 +9,9 @@ use tokio_postgres::{GenericClient, Transaction};
 use super::{Failure, Postgres};
 use crate::record::Assignment;
 use crate::store::StoreError;
-use crate::store::experiments::{Decisions, Experiments, Point, Tally, p95_index};
+use crate::store::experiments::{
+    Decisions, Experiments, Judgement, Point, ShadowTally, Tally, p95_index,
+};
 
 /// Experiments.
 pub const MIGRATION: &str = r#"
@@ -27,6 +29,21 @@ CREATE TABLE experiment_decisions (
     decisions TEXT NOT NULL,
     at        BIGINT NOT NULL
 );
+
+CREATE TABLE shadow_judgements (
+    experiment       TEXT NOT NULL,
+    run_seq          BIGINT NOT NULL REFERENCES runs (seq) ON DELETE CASCADE,
+    at               BIGINT NOT NULL,
+    outcome          TEXT NOT NULL,
+    baseline_cost    DOUBLE PRECISION,
+    candidate_cost   DOUBLE PRECISION,
+    judge_cost       DOUBLE PRECISION NOT NULL,
+    candidate_answer TEXT NOT NULL,
+    said             TEXT NOT NULL,
+    PRIMARY KEY (experiment, run_seq)
+);
+CREATE INDEX shadow_judgements_by_time ON shadow_judgements (experiment, at);
+CREATE INDEX shadow_judgements_by_run ON shadow_judgements (run_seq);
 "#;
 
 /// Records which variant the run `run_id`, just inserted, serves.
@@ -172,6 +189,67 @@ impl Experiments for Postgres {
             .await?;
             tx.commit().await?;
             Ok(merged)
+        })
+    }
+
+    fn judged(&self, judgement: &Judgement) -> Result<bool, StoreError> {
+        let judgement = judgement.clone();
+        self.read(move |client| async move {
+            let inserted = client
+                .execute(
+                    "INSERT INTO shadow_judgements
+                        (experiment, run_seq, at, outcome, baseline_cost, candidate_cost, judge_cost,
+                         candidate_answer, said)
+                     SELECT $1, seq, $3, $4, $5, $6, $7, $8, $9 FROM runs WHERE id = $2
+                     ON CONFLICT (experiment, run_seq) DO UPDATE SET
+                        at = excluded.at, outcome = excluded.outcome,
+                        baseline_cost = excluded.baseline_cost,
+                        candidate_cost = excluded.candidate_cost, judge_cost = excluded.judge_cost,
+                        candidate_answer = excluded.candidate_answer, said = excluded.said",
+                    &[
+                        &judgement.experiment,
+                        &judgement.run_id,
+                        &judgement.at,
+                        &judgement.outcome.as_str(),
+                        &judgement.baseline_cost_usd,
+                        &judgement.candidate_cost_usd,
+                        &judgement.judge_cost_usd,
+                        &super::apply::text(&judgement.candidate_answer),
+                        &super::apply::text(&judgement.said),
+                    ],
+                )
+                .await?;
+            Ok(inserted > 0)
+        })
+    }
+
+    fn shadow_tally(&self, experiment: &str, since: i64) -> Result<ShadowTally, StoreError> {
+        let experiment = experiment.to_owned();
+        self.read(move |client| async move {
+            let row = client
+                .query_one(
+                    "SELECT
+                        COUNT(*) FILTER (WHERE outcome = 'win'),
+                        COUNT(*) FILTER (WHERE outcome = 'loss'),
+                        COUNT(*) FILTER (WHERE outcome = 'tie'),
+                        COALESCE(SUM(baseline_cost), 0), COALESCE(SUM(candidate_cost), 0),
+                        COALESCE(SUM(judge_cost), 0),
+                        COALESCE(SUM(COALESCE(candidate_cost, 0) + judge_cost)
+                            FILTER (WHERE at >= $2), 0)
+                     FROM shadow_judgements WHERE experiment = $1",
+                    &[&experiment, &since],
+                )
+                .await?;
+            let count = |i: usize| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+            Ok(ShadowTally {
+                wins: count(0),
+                losses: count(1),
+                ties: count(2),
+                baseline_cost_usd: row.get(3),
+                candidate_cost_usd: row.get(4),
+                judge_cost_usd: row.get(5),
+                spent_since_usd: row.get(6),
+            })
         })
     }
 }

@@ -9,7 +9,9 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use super::Sqlite;
 use crate::record::Assignment;
 use crate::store::StoreError;
-use crate::store::experiments::{Decisions, Experiments, Point, Tally, p95_index};
+use crate::store::experiments::{
+    Decisions, Experiments, Judgement, Point, ShadowTally, Tally, p95_index,
+};
 
 /// Version 16: experiments.
 pub const MIGRATION: &str = r#"
@@ -27,6 +29,21 @@ CREATE TABLE experiment_decisions (
     decisions TEXT NOT NULL,                -- JSON: store::experiments::Decisions
     at        INTEGER NOT NULL              -- unix ms
 ) WITHOUT ROWID;
+
+CREATE TABLE shadow_judgements (
+    experiment       TEXT NOT NULL,
+    run_seq          INTEGER NOT NULL,
+    at               INTEGER NOT NULL,      -- unix ms
+    outcome          TEXT NOT NULL,         -- win, loss, tie (for the candidate)
+    baseline_cost    REAL,
+    candidate_cost   REAL,
+    judge_cost       REAL NOT NULL,
+    candidate_answer TEXT NOT NULL,
+    said             TEXT NOT NULL,
+    PRIMARY KEY (experiment, run_seq)
+);
+CREATE INDEX shadow_judgements_by_time ON shadow_judgements (experiment, at);
+CREATE INDEX shadow_judgements_by_run ON shadow_judgements (run_seq);
 "#;
 
 /// Records which variant the run just inserted as `seq` serves.
@@ -127,6 +144,56 @@ impl Experiments for Sqlite {
 
     fn decide(&self, experiment: &str, decisions: &Decisions) -> Result<Decisions, StoreError> {
         self.spending(|conn| decide(conn, experiment, decisions))
+    }
+
+    fn judged(&self, judgement: &Judgement) -> Result<bool, StoreError> {
+        self.spending(|conn| {
+            let inserted = conn.execute(
+                "INSERT OR REPLACE INTO shadow_judgements
+                    (experiment, run_seq, at, outcome, baseline_cost, candidate_cost, judge_cost,
+                     candidate_answer, said)
+                 SELECT ?1, seq, ?3, ?4, ?5, ?6, ?7, ?8, ?9 FROM runs WHERE id = ?2",
+                params![
+                    judgement.experiment,
+                    judgement.run_id,
+                    judgement.at,
+                    judgement.outcome.as_str(),
+                    judgement.baseline_cost_usd,
+                    judgement.candidate_cost_usd,
+                    judgement.judge_cost_usd,
+                    judgement.candidate_answer,
+                    judgement.said,
+                ],
+            )?;
+            Ok(inserted > 0)
+        })
+    }
+
+    fn shadow_tally(&self, experiment: &str, since: i64) -> Result<ShadowTally, StoreError> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT
+                    COALESCE(SUM(outcome = 'win'), 0), COALESCE(SUM(outcome = 'loss'), 0),
+                    COALESCE(SUM(outcome = 'tie'), 0),
+                    COALESCE(SUM(baseline_cost), 0), COALESCE(SUM(candidate_cost), 0),
+                    COALESCE(SUM(judge_cost), 0),
+                    COALESCE(SUM(CASE WHEN at >= ?2
+                        THEN COALESCE(candidate_cost, 0) + judge_cost END), 0)
+                 FROM shadow_judgements WHERE experiment = ?1",
+            )?
+            .query_row(params![experiment, since], |row| {
+                let count = |i: usize| row.get::<_, i64>(i).map(|n| u64::try_from(n).unwrap_or(0));
+                Ok(ShadowTally {
+                    wins: count(0)?,
+                    losses: count(1)?,
+                    ties: count(2)?,
+                    baseline_cost_usd: row.get(3)?,
+                    candidate_cost_usd: row.get(4)?,
+                    judge_cost_usd: row.get(5)?,
+                    spent_since_usd: row.get(6)?,
+                })
+            })
+        })
     }
 }
 

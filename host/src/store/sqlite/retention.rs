@@ -137,6 +137,8 @@ fn remove_slices(
                 .execute([seq])?;
             tx.prepare_cached("DELETE FROM experiment_runs WHERE run_seq = ?1")?
                 .execute([seq])?;
+            tx.prepare_cached("DELETE FROM shadow_judgements WHERE run_seq = ?1")?
+                .execute([seq])?;
             tx.prepare_cached("DELETE FROM runs WHERE seq = ?1")?
                 .execute([seq])?;
             attachments::unlink(&tx, *seq)?;
