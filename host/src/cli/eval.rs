@@ -22,8 +22,29 @@ pub struct Args {
     pub gateway: super::gateway::Gateway,
     /// The questions: JSON Lines, each `{"question": …, "expected": …}`
     /// (or `"answer"`) with optional `id`, `grader` (contains, exact, regex,
-    /// numeric, judge, choice), `tolerance`, `rubric` and `choices`.
+    /// numeric, judge, choice), `tolerance`, `rubric` and `choices`. With
+    /// --from-runs, the file to write them to (it must not exist).
     dataset: PathBuf,
+    /// Build the dataset from kept runs: questions whose answer was rated
+    /// on the good side of a metric, or preferred by a shadow experiment's
+    /// judge, each graded by --judge against that answer.
+    #[arg(long)]
+    from_runs: bool,
+    /// With --from-runs: the metric whose ratings vouch for an answer
+    /// (default: the only one declared).
+    #[arg(long, value_name = "NAME", requires = "from_runs")]
+    metric: Option<String>,
+    /// With --from-runs: runs started this long ago at most.
+    #[arg(
+        long,
+        value_name = "AGE",
+        default_value = "7days",
+        requires = "from_runs"
+    )]
+    since: humantime::Duration,
+    /// With --from-runs: at most this many questions.
+    #[arg(long, value_name = "N", default_value_t = 200, requires = "from_runs")]
+    max_questions: usize,
     /// What to evaluate, comma-separated: pipeline names, and `model:ID`
     /// for one model asked directly. Default: the default pipeline.
     #[arg(long, short = 'p', value_delimiter = ',', value_name = "LIST")]
@@ -69,6 +90,12 @@ pub fn cache_everything(loaded: &mut crate::config::Loaded) {
 }
 
 pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
+    if args.from_runs
+        && let Err(e) = from_runs(&chorus, &args).await
+    {
+        eprintln!("chorus: {e}");
+        return ExitCode::from(2);
+    }
     let items = match dataset::read(&args.dataset) {
         Ok(items) => items,
         Err(e) => {
@@ -175,4 +202,81 @@ pub async fn run(chorus: Arc<Chorus>, args: Args) -> ExitCode {
         print!("{}", report::table(&evaluation.summaries));
     }
     ExitCode::SUCCESS
+}
+
+/// Writes the dataset `args` names from the kept runs, and says what it
+/// holds.
+async fn from_runs(chorus: &Chorus, args: &Args) -> Result<(), String> {
+    if args.dataset.exists() {
+        return Err(format!(
+            "{} exists: --from-runs writes a new dataset; name another file or remove it",
+            args.dataset.display()
+        ));
+    }
+    let metrics = &chorus.runner().loaded.config.metrics;
+    let metric = match &args.metric {
+        Some(name) => Some(metrics.get_key_value(name).ok_or_else(|| {
+            format!(
+                "no metric `{name}`: this chorus declares {}",
+                if metrics.is_empty() {
+                    "none".to_owned()
+                } else {
+                    metrics.keys().cloned().collect::<Vec<_>>().join(", ")
+                }
+            )
+        })?),
+        None if metrics.len() == 1 => metrics.iter().next(),
+        None if metrics.is_empty() => None,
+        None => {
+            return Err(format!(
+                "this chorus declares several metrics ({}): say which vouches for an answer with --metric",
+                metrics.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    };
+    if let Some(why) = metric.and_then(|(name, m)| eval::from_runs::unusable(name, m)) {
+        return Err(why);
+    }
+    let metric = metric.map(|(name, m)| (name.clone(), m.clone()));
+    let since = crate::store::now_ms()
+        .saturating_sub(i64::try_from(args.since.as_millis()).unwrap_or(i64::MAX));
+    let most = args.max_questions;
+    let built = chorus
+        .store
+        .off_runtime(move |store| {
+            eval::from_runs::build(
+                store,
+                metric.as_ref().map(|(n, m)| (n.as_str(), m)),
+                since,
+                most,
+            )
+        })
+        .await
+        .map_err(|e| format!("the run store could not be read: {e}"))?;
+    if built.lines.is_empty() {
+        return Err(format!(
+            "no kept run since {} has a rating on the good side{} or a shadow judge's pick: nothing to build a dataset of ({} rated on the bad side)",
+            args.since,
+            args.metric
+                .as_deref()
+                .map(|m| format!(" of `{m}`"))
+                .unwrap_or_default(),
+            built.rated_bad
+        ));
+    }
+    let text: String = built.lines.iter().map(|line| format!("{line}\n")).collect();
+    std::fs::write(&args.dataset, text)
+        .map_err(|e| format!("cannot write {}: {e}", args.dataset.display()))?;
+    if !args.quiet {
+        eprintln!(
+            "chorus: wrote {} questions to {}: {} from rated runs, {} from shadow judgements ({} rated on the bad side and {} asked again left out)",
+            built.lines.len(),
+            args.dataset.display(),
+            built.rated,
+            built.judged,
+            built.rated_bad,
+            built.repeated
+        );
+    }
+    Ok(())
 }

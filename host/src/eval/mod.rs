@@ -9,6 +9,7 @@
 //! (`chorus runs show ID`).
 
 pub mod dataset;
+pub mod from_runs;
 pub mod grade;
 pub mod report;
 

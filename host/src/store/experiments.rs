@@ -144,6 +144,18 @@ pub struct Judgement {
     pub said: String,
 }
 
+/// A run whose two merges a judge told apart, with both answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub run_id: String,
+    pub experiment: String,
+    pub prompt: String,
+    /// The pipeline's own answer, and the candidate's.
+    pub answer: String,
+    pub candidate_answer: String,
+    pub outcome: Outcome,
+}
+
 /// What a shadow experiment's judgements add up to.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ShadowTally {
@@ -204,6 +216,10 @@ pub(super) trait Experiments {
     /// A shadow experiment's judgements, and what it spent since `since`
     /// (unix ms).
     fn shadow_tally(&self, experiment: &str, since: i64) -> Result<ShadowTally, StoreError>;
+
+    /// The latest `most` judgements made since `since` (unix ms) that were
+    /// not a tie, newest first.
+    fn decisive_judgements(&self, since: i64, most: usize) -> Result<Vec<Judged>, StoreError>;
 }
 
 /// The index of the 95th percentile among `n` sorted values.

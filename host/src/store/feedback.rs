@@ -40,6 +40,17 @@ pub enum Given {
     UnknownRun,
 }
 
+/// A kept run rated on a metric: what `chorus eval --from-runs` builds a
+/// question of.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rated {
+    pub run_id: String,
+    pub prompt: String,
+    pub answer: String,
+    /// The mean of its ratings on the metric (several clients' count once).
+    pub mean: f64,
+}
+
 /// Where feedback is kept: every backend.
 pub(super) trait Feedbacks {
     /// Keeps `feedback` on its run (by full id).
@@ -47,4 +58,8 @@ pub(super) trait Feedbacks {
 
     /// The feedback on the run `run_id` (a full id), oldest first.
     fn feedback_of(&self, run_id: &str) -> Result<Vec<Feedback>, StoreError>;
+
+    /// The latest `most` runs started since `since` (unix ms) that answered
+    /// and are rated on `metric`, newest first.
+    fn rated(&self, metric: &str, since: i64, most: usize) -> Result<Vec<Rated>, StoreError>;
 }

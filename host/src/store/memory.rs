@@ -3,9 +3,9 @@
 //! (`limits.max_runs_kept`) and age (`limits.run_ttl`), gone when it exits.
 
 use super::experiments::{
-    Decisions, Experiments, Judgement, Outcome, Point, ShadowTally, Tally, p95_index,
+    Decisions, Experiments, Judged, Judgement, Outcome, Point, ShadowTally, Tally, p95_index,
 };
-use super::feedback::{Feedback, Feedbacks, Given};
+use super::feedback::{Feedback, Feedbacks, Given, Rated};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -338,6 +338,34 @@ impl Experiments for InMemory {
         Ok(true)
     }
 
+    fn decisive_judgements(&self, since: i64, most: usize) -> Result<Vec<Judged>, StoreError> {
+        let judgements = self
+            .runs
+            .judgements
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut decisive: Vec<&Judgement> = judgements
+            .values()
+            .filter(|j| j.at >= since && j.outcome != Outcome::Tie)
+            .collect();
+        decisive.sort_by_key(|j| std::cmp::Reverse(j.at));
+        Ok(decisive
+            .into_iter()
+            .filter_map(|j| {
+                let run = self.runs.get(&j.run_id)?;
+                Some(Judged {
+                    run_id: j.run_id.clone(),
+                    experiment: j.experiment.clone(),
+                    prompt: run.prompt.clone(),
+                    answer: run.answer.clone()?,
+                    candidate_answer: j.candidate_answer.clone(),
+                    outcome: j.outcome,
+                })
+            })
+            .take(most)
+            .collect())
+    }
+
     fn shadow_tally(&self, experiment: &str, since: i64) -> Result<ShadowTally, StoreError> {
         let mut judgements = self
             .runs
@@ -397,6 +425,32 @@ impl Feedbacks for InMemory {
 
     fn feedback_of(&self, run_id: &str) -> Result<Vec<Feedback>, StoreError> {
         Ok(self.runs.feedback_of(run_id))
+    }
+
+    fn rated(&self, metric: &str, since: i64, most: usize) -> Result<Vec<Rated>, StoreError> {
+        let kept = self.runs.lock();
+        Ok(kept
+            .runs
+            .iter()
+            .rev()
+            .filter(|(_, _, run)| run.started_at >= since && run.status == RunStatus::Done)
+            .filter_map(|(seq, _, run)| {
+                let values: Vec<f64> = kept
+                    .feedback
+                    .iter()
+                    .filter(|((of, m, _), _)| of == seq && m == metric)
+                    .map(|(_, f)| f.value)
+                    .collect();
+                Some(Rated {
+                    run_id: run.run_id.clone(),
+                    prompt: run.prompt.clone(),
+                    answer: run.answer.clone()?,
+                    mean: (!values.is_empty())
+                        .then(|| values.iter().sum::<f64>() / values.len() as f64)?,
+                })
+            })
+            .take(most)
+            .collect())
     }
 }
 

@@ -509,6 +509,27 @@ impl Store {
         self.backend.shadow_tally(experiment, since)
     }
 
+    /// The latest `most` runs since `since` rated on `metric`, newest
+    /// first. Blocking.
+    pub fn rated_runs(
+        &self,
+        metric: &str,
+        since: i64,
+        most: usize,
+    ) -> Result<Vec<feedback::Rated>, StoreError> {
+        self.backend.rated(metric, since, most)
+    }
+
+    /// The latest `most` shadow judgements since `since` that were not a
+    /// tie, newest first. Blocking.
+    pub fn decisive_judgements(
+        &self,
+        since: i64,
+        most: usize,
+    ) -> Result<Vec<experiments::Judged>, StoreError> {
+        self.backend.decisive_judgements(since, most)
+    }
+
     /// Applies `retention` (default: the configured one) now. Blocking.
     pub fn prune(&self, retention: &Retention) -> Result<Pruned, StoreError> {
         self.backend.prune_at(retention, now_ms())

@@ -419,9 +419,13 @@ async fn a_shadow_synthesizer_is_judged_on_the_same_panel_answers_in_both_orders
     // judge always says A, whatever is in A.
     mock.script(SYNTH2, [Step::judge("merged")]);
     mock.script("biased", [Step::answer("A")]);
+    mock.script("grader", [Step::answer("PASS\nAs good as the reference.")]);
     let dir = tempfile::tempdir().unwrap();
     let experiments = r#"
 [models.biased]
+context_window = 100000
+
+[models.grader]
 context_window = 100000
 
 [plugins.alt-merge]
@@ -442,7 +446,7 @@ shadow = { synthesizer = "alt-merge", share = 1.0, judge = "synth2", budget_usd_
     let toml = team_in(
         &mock,
         &format!(
-            "{}{}{experiments}",
+            "{}{}{METRIC}{experiments}",
             client("alice", ALICE, ""),
             client("ops", OPS, "admin = true")
         ),
@@ -452,6 +456,7 @@ shadow = { synthesizer = "alt-merge", share = 1.0, judge = "synth2", budget_usd_
     let server = HttpServer::start(&config.path, None, &[]).await;
     let runs = 4;
     let mut answers = Vec::new();
+    let mut ids = Vec::new();
     for i in 0..runs {
         let response = reqwest::Client::new()
             .post(format!("{}/v1/chat/completions", server.origin()))
@@ -462,6 +467,7 @@ shadow = { synthesizer = "alt-merge", share = 1.0, judge = "synth2", budget_usd_
             .unwrap();
         let completion: Value = response.json().await.unwrap();
         answers.push(completion["choices"][0]["message"]["content"].clone());
+        ids.push(completion["chorus"]["run_id"].as_str().unwrap().to_owned());
         // Each run's three shadows end before the next run starts.
         let judged = |name: &'static str, outcome: &'static str| {
             format!(r#"chorus_shadow_judgements_total{{experiment="{name}",outcome="{outcome}"}}"#)

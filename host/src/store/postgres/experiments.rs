@@ -10,7 +10,7 @@ use super::{Failure, Postgres};
 use crate::record::Assignment;
 use crate::store::StoreError;
 use crate::store::experiments::{
-    Decisions, Experiments, Judgement, Point, ShadowTally, Tally, p95_index,
+    Decisions, Experiments, Judged, Judgement, Outcome, Point, ShadowTally, Tally, p95_index,
 };
 
 /// Experiments.
@@ -220,6 +220,32 @@ impl Experiments for Postgres {
                 )
                 .await?;
             Ok(inserted > 0)
+        })
+    }
+
+    fn decisive_judgements(&self, since: i64, most: usize) -> Result<Vec<Judged>, StoreError> {
+        let most = i64::try_from(most).unwrap_or(i64::MAX);
+        self.read(move |client| async move {
+            let rows = client
+                .query(
+                    "SELECT r.id, j.experiment, r.prompt, r.answer, j.candidate_answer, j.outcome
+                     FROM shadow_judgements j JOIN runs r ON r.seq = j.run_seq
+                     WHERE j.at >= $1 AND j.outcome <> 'tie' AND r.answer IS NOT NULL
+                     ORDER BY j.at DESC LIMIT $2",
+                    &[&since, &most],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|row| Judged {
+                    run_id: row.get(0),
+                    experiment: row.get(1),
+                    prompt: row.get(2),
+                    answer: row.get(3),
+                    candidate_answer: row.get(4),
+                    outcome: Outcome::parse(row.get(5)).unwrap_or(Outcome::Tie),
+                })
+                .collect())
         })
     }
 

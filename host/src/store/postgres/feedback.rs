@@ -5,7 +5,7 @@ use tokio_postgres::GenericClient;
 
 use super::{Failure, Postgres};
 use crate::store::StoreError;
-use crate::store::feedback::{Feedback, Feedbacks, Given};
+use crate::store::feedback::{Feedback, Feedbacks, Given, Rated};
 
 /// Feedback on runs.
 pub const MIGRATION: &str = r#"
@@ -29,6 +29,32 @@ impl Feedbacks for Postgres {
     fn feedback_of(&self, run_id: &str) -> Result<Vec<Feedback>, StoreError> {
         let id = run_id.to_owned();
         self.read(move |client| async move { of_run(&**client, &id).await })
+    }
+
+    fn rated(&self, metric: &str, since: i64, most: usize) -> Result<Vec<Rated>, StoreError> {
+        let metric = metric.to_owned();
+        let most = i64::try_from(most).unwrap_or(i64::MAX);
+        self.read(move |client| async move {
+            let rows = client
+                .query(
+                    "SELECT r.id, r.prompt, r.answer, AVG(f.value)
+                     FROM feedback f JOIN runs r ON r.seq = f.run_seq
+                     WHERE f.metric = $1 AND r.started_at >= $2 AND r.status = 'done'
+                       AND r.answer IS NOT NULL
+                     GROUP BY r.seq ORDER BY r.seq DESC LIMIT $3",
+                    &[&metric, &since, &most],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|row| Rated {
+                    run_id: row.get(0),
+                    prompt: row.get(1),
+                    answer: row.get(2),
+                    mean: row.get(3),
+                })
+                .collect())
+        })
     }
 }
 

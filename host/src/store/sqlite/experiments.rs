@@ -10,7 +10,7 @@ use super::Sqlite;
 use crate::record::Assignment;
 use crate::store::StoreError;
 use crate::store::experiments::{
-    Decisions, Experiments, Judgement, Point, ShadowTally, Tally, p95_index,
+    Decisions, Experiments, Judged, Judgement, Outcome, Point, ShadowTally, Tally, p95_index,
 };
 
 /// Version 16: experiments.
@@ -166,6 +166,31 @@ impl Experiments for Sqlite {
                 ],
             )?;
             Ok(inserted > 0)
+        })
+    }
+
+    fn decisive_judgements(&self, since: i64, most: usize) -> Result<Vec<Judged>, StoreError> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT r.id, j.experiment, r.prompt, r.answer, j.candidate_answer, j.outcome
+                 FROM shadow_judgements j JOIN runs r ON r.seq = j.run_seq
+                 WHERE j.at >= ?1 AND j.outcome <> 'tie' AND r.answer IS NOT NULL
+                 ORDER BY j.at DESC LIMIT ?2",
+            )?
+            .query_map(
+                params![since, i64::try_from(most).unwrap_or(i64::MAX)],
+                |row| {
+                    Ok(Judged {
+                        run_id: row.get(0)?,
+                        experiment: row.get(1)?,
+                        prompt: row.get(2)?,
+                        answer: row.get(3)?,
+                        candidate_answer: row.get(4)?,
+                        outcome: Outcome::parse(&row.get::<_, String>(5)?).unwrap_or(Outcome::Tie),
+                    })
+                },
+            )?
+            .collect()
         })
     }
 

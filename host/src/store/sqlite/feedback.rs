@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::Sqlite;
 use crate::store::StoreError;
-use crate::store::feedback::{Feedback, Feedbacks, Given};
+use crate::store::feedback::{Feedback, Feedbacks, Given, Rated};
 
 /// Version 15: feedback on runs.
 pub const MIGRATION: &str = r#"
@@ -28,6 +28,30 @@ impl Feedbacks for Sqlite {
 
     fn feedback_of(&self, run_id: &str) -> Result<Vec<Feedback>, StoreError> {
         self.read(|conn| of_run(conn, run_id))
+    }
+
+    fn rated(&self, metric: &str, since: i64, most: usize) -> Result<Vec<Rated>, StoreError> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT r.id, r.prompt, r.answer, AVG(f.value)
+                 FROM feedback f JOIN runs r ON r.seq = f.run_seq
+                 WHERE f.metric = ?1 AND r.started_at >= ?2 AND r.status = 'done'
+                   AND r.answer IS NOT NULL
+                 GROUP BY r.seq ORDER BY r.seq DESC LIMIT ?3",
+            )?
+            .query_map(
+                params![metric, since, i64::try_from(most).unwrap_or(i64::MAX)],
+                |row| {
+                    Ok(Rated {
+                        run_id: row.get(0)?,
+                        prompt: row.get(1)?,
+                        answer: row.get(2)?,
+                        mean: row.get(3)?,
+                    })
+                },
+            )?
+            .collect()
+        })
     }
 }
 
