@@ -368,8 +368,11 @@ impl Store {
         Ok(match self.backend.resolve(id)? {
             Lookup::Found(id) => match self.backend.run(&id, with_requests)? {
                 Some(mut run) => {
+                    // The run may be read from a writer's memory while its
+                    // database is away (PostgreSQL's backlog carries the
+                    // assignment itself): the run is found all the same.
                     if run.experiment.is_none() {
-                        run.experiment = self.backend.assignment_of(&id)?;
+                        run.experiment = self.backend.assignment_of(&id).ok().flatten();
                     }
                     Lookup::Found(run)
                 }
