@@ -19,6 +19,7 @@ use indexmap::IndexMap;
 use serde::Deserialize;
 
 use super::check::Invalid;
+use super::validate::names;
 use super::{Config, MetricKind};
 
 /// The confidence a winner is declared at when none is configured.
@@ -339,15 +340,6 @@ impl Guardrails {
             ));
         }
         Ok(())
-    }
-}
-
-fn names<'a>(keys: impl Iterator<Item = &'a String>) -> String {
-    let list: Vec<&str> = keys.map(String::as_str).collect();
-    if list.is_empty() {
-        "none".to_owned()
-    } else {
-        list.join(", ")
     }
 }
 

@@ -68,7 +68,7 @@ pub(super) fn validate(config: &Config) -> Result<(), Invalid> {
 }
 
 /// The names of a section's entries, for a message: `a, b` or `none`.
-fn names<'a>(keys: impl Iterator<Item = &'a String>) -> String {
+pub(super) fn names<'a>(keys: impl Iterator<Item = &'a String>) -> String {
     let list: Vec<&str> = keys.map(String::as_str).collect();
     if list.is_empty() {
         "none".to_owned()

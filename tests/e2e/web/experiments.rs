@@ -381,9 +381,9 @@ guardrails = { max_failure_rate = 0.5, min_runs = 3 }
     );
 }
 
-/// A counter of `/metrics` (0 when not there yet).
-async fn counter(server: &HttpServer, series: &str) -> f64 {
-    let text = reqwest::Client::new()
+/// `/metrics`, as the admin reads it.
+async fn metrics_text(server: &HttpServer) -> String {
+    reqwest::Client::new()
         .get(format!("{}/metrics", server.origin()))
         .bearer_auth(OPS)
         .send()
@@ -391,8 +391,14 @@ async fn counter(server: &HttpServer, series: &str) -> f64 {
         .unwrap()
         .text()
         .await
-        .unwrap();
-    text.lines()
+        .unwrap()
+}
+
+/// A counter of `/metrics` (0 when not there yet).
+async fn counter(server: &HttpServer, series: &str) -> f64 {
+    metrics_text(server)
+        .await
+        .lines()
         .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
         .unwrap_or(0.0)
 }
@@ -565,15 +571,7 @@ shadow = { synthesizer = "alt-merge", share = 1.0, judge = "synth2", budget_usd_
     );
     // Alice paid for her runs only (5 panel calls and a merge, $0.0005
     // each); the shadows' spending is counted as theirs.
-    let metrics = reqwest::Client::new()
-        .get(format!("{}/metrics", server.origin()))
-        .bearer_auth(OPS)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&server).await;
     let alices: f64 = metrics
         .lines()
         .filter(|l| l.starts_with("chorus_cost_usd_total{") && l.contains(r#"client="alice""#))
