@@ -303,6 +303,36 @@ fn report(chorus: &Runner, out: &mut impl Write) -> std::io::Result<bool> {
             )?;
         }
     }
+    let experiments = &chorus.loaded.config.experiments;
+    if !experiments.is_empty() {
+        writeln!(out, "\nexperiments:")?;
+    }
+    for (name, experiment) in experiments {
+        match &experiment.shadow {
+            Some(shadow) => writeln!(
+                out,
+                "  {name}: `{}` judged by {} against `{}`'s merge on {:.0}% of its runs, ${} a day",
+                shadow.synthesizer,
+                shadow.judge,
+                experiment.pipeline.as_deref().unwrap_or(""),
+                shadow.share * 100.0,
+                shadow.budget_usd_per_day
+            )?,
+            None => {
+                let variants: Vec<String> = experiment
+                    .variants
+                    .iter()
+                    .map(|(variant, weight)| format!("{variant} ({weight})"))
+                    .collect();
+                let mode = match (&experiment.metric, experiment.adaptive) {
+                    (Some(metric), true) => format!("adaptive on {metric}"),
+                    (Some(metric), false) => format!("fixed weights, rated on {metric}"),
+                    (None, _) => "fixed weights".to_owned(),
+                };
+                writeln!(out, "  {name}: {} · {mode}", variants.join(", "))?;
+            }
+        }
+    }
     for problem in &problems {
         writeln!(
             out,

@@ -330,6 +330,12 @@ guardrails = { max_failure_rate = 0.5, min_runs = 3 }
         &format!("path = \"{}\"", dir.path().join("runs.sqlite3").display()),
     );
     let config = write_config(&toml);
+    let (code, checked, err) = run_cli(&["check", "--config", config.path.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        checked.contains("experiments:\n  ask: ask (1), broken (1) · fixed weights"),
+        "{checked}"
+    );
     let server = HttpServer::start(&config.path, None, &[]).await;
     let mut broken = 0;
     let mut last = Vec::new();
