@@ -46,6 +46,10 @@ pub struct Live {
 struct Cached {
     at: Instant,
     news: bool,
+    /// The experiment as configured when it was read: a reload that
+    /// changes it makes the reading stale at once (its variants may be
+    /// gone).
+    of: Experiment,
     verdict: Arc<Verdict>,
 }
 
@@ -67,25 +71,29 @@ impl Live {
         }
     }
 
-    fn fresh(&self, experiment: &str) -> Option<Arc<Verdict>> {
+    fn fresh(&self, experiment: &str, of: &Experiment) -> Option<Arc<Verdict>> {
         let standing = self.standing.lock().unwrap_or_else(|e| e.into_inner());
-        let cached = standing.get(experiment)?;
+        let cached = standing.get(experiment).filter(|c| &c.of == of)?;
         let within = if cached.news { FRESH_AFTER_NEWS } else { FRESH };
         (cached.at.elapsed() < within).then(|| cached.verdict.clone())
     }
 
-    fn last(&self, experiment: &str) -> Option<Arc<Verdict>> {
+    fn last(&self, experiment: &str, of: &Experiment) -> Option<Arc<Verdict>> {
         let standing = self.standing.lock().unwrap_or_else(|e| e.into_inner());
-        standing.get(experiment).map(|c| c.verdict.clone())
+        standing
+            .get(experiment)
+            .filter(|c| &c.of == of)
+            .map(|c| c.verdict.clone())
     }
 
-    fn keep(&self, experiment: &str, verdict: Arc<Verdict>) {
+    fn keep(&self, experiment: &str, of: &Experiment, verdict: Arc<Verdict>) {
         let mut standing = self.standing.lock().unwrap_or_else(|e| e.into_inner());
         standing.insert(
             experiment.to_owned(),
             Cached {
                 at: Instant::now(),
                 news: false,
+                of: of.clone(),
                 verdict,
             },
         );
@@ -191,16 +199,18 @@ impl Chorus {
     /// Where `name` stands: the last reading while fresh (`now`: always
     /// read again), else read from the store, with any new decision kept.
     async fn standing(&self, name: &str, experiment: &Experiment, now: bool) -> Arc<Verdict> {
-        if !now && let Some(verdict) = self.experiments.fresh(name) {
+        if !now && let Some(verdict) = self.experiments.fresh(name, experiment) {
             return verdict;
         }
         let _reading = match self.experiments.reading.try_lock() {
             Ok(guard) => guard,
             // Another run is reading: use the last reading while it does.
-            Err(_) if !now && let Some(verdict) = self.experiments.last(name) => return verdict,
+            Err(_) if !now && let Some(verdict) = self.experiments.last(name, experiment) => {
+                return verdict;
+            }
             Err(_) => self.experiments.reading.lock().await,
         };
-        if !now && let Some(verdict) = self.experiments.fresh(name) {
+        if !now && let Some(verdict) = self.experiments.fresh(name, experiment) {
             return verdict;
         }
         let metric = experiment
@@ -222,7 +232,7 @@ impl Chorus {
                 Arc::new(Verdict::of(name, experiment, None, &[], None, now_ms()))
             }
         };
-        self.experiments.keep(name, verdict.clone());
+        self.experiments.keep(name, experiment, verdict.clone());
         verdict
     }
 
@@ -331,4 +341,46 @@ fn conversation_key(client: &str, experiment: &str, opening: &str) -> String {
         hash.update(part.as_bytes());
     }
     crate::text::hex(&hash.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn experiment(variants: &str) -> Experiment {
+        toml::from_str(&format!("variants = {{ {variants} }}")).unwrap()
+    }
+
+    /// A reload that changes an experiment makes its last reading stale at
+    /// once: a variant it drew may be gone.
+    #[test]
+    fn a_reading_is_fresh_only_for_the_experiment_it_was_made_of() {
+        let live = Live::default();
+        let before = experiment("ask = 1, cheap = 1");
+        let verdict = Arc::new(Verdict::of("ask", &before, None, &[], None, 0));
+        live.keep("ask", &before, verdict);
+        assert!(live.fresh("ask", &before).is_some());
+        let after = experiment("ask = 1, self-moa = 1");
+        assert!(live.fresh("ask", &after).is_none());
+        assert!(live.last("ask", &after).is_none());
+        live.rated("ask");
+        std::thread::sleep(FRESH_AFTER_NEWS);
+        assert!(
+            live.fresh("ask", &before).is_none(),
+            "news makes it stale sooner"
+        );
+    }
+
+    #[test]
+    fn a_conversation_is_known_by_its_client_and_first_question() {
+        let key = conversation_key("alice", "ask", "q");
+        assert_eq!(key, conversation_key("alice", "ask", "q"));
+        assert_ne!(key, conversation_key("bob", "ask", "q"));
+        assert_ne!(key, conversation_key("alice", "ask", "q2"));
+        // The parts are delimited: no two splits of one text meet.
+        assert_ne!(
+            conversation_key("al", "iceask", "q"),
+            conversation_key("alice", "ask", "q")
+        );
+    }
 }
