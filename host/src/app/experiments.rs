@@ -7,7 +7,7 @@
 //!
 //! The numbers come from the store, so a restart continues an experiment
 //! and instances on one database share it. They are read again at most
-//! once a second per experiment (ten times a second after a rating or a
+//! once a second per experiment (four times a second after a rating or a
 //! run of it ended here), never per run; decisions (a winner, a variant
 //! stopped) are written to the store when they are made, merged with any
 //! another instance made.
@@ -30,8 +30,10 @@ use crate::store::{Store, StoreError, now_ms};
 
 /// How long an experiment's standing is used before it is read again.
 const FRESH: Duration = Duration::from_secs(1);
-/// How soon it is read again after a rating or a run of it ended here.
-const FRESH_AFTER_NEWS: Duration = Duration::from_millis(100);
+/// How soon it is read again after a rating or a run of it ended here:
+/// reading costs a pass over the experiment's kept runs, so at most four
+/// times a second.
+const FRESH_AFTER_NEWS: Duration = Duration::from_millis(250);
 /// The runs a timeline reaches back.
 pub const TIMELINE_RUNS: usize = 5000;
 

@@ -26,7 +26,8 @@ pub struct Tally {
     pub failed: u64,
     /// What they cost, in USD.
     pub cost_usd: f64,
-    /// The 95th-percentile time of those that answered, in ms.
+    /// The 95th-percentile time of the latest `P95_RUNS` that answered,
+    /// in ms.
     pub p95_ms: Option<u64>,
     /// Runs rated on the metric asked for.
     pub rated: u64,
@@ -222,9 +223,18 @@ pub(super) trait Experiments {
     fn decisive_judgements(&self, since: i64, most: usize) -> Result<Vec<Judged>, StoreError>;
 }
 
-/// The index of the 95th percentile among `n` sorted values.
-pub(super) fn p95_index(n: u64) -> u64 {
-    (n * 95).div_ceil(100).saturating_sub(1)
+/// The answered runs of a variant its p95 time is taken over: its latest.
+pub const P95_RUNS: usize = 1000;
+
+/// The 95th percentile of `times` (in ms).
+pub(super) fn p95_of(mut times: Vec<i64>) -> Option<u64> {
+    if times.is_empty() {
+        return None;
+    }
+    times.sort_unstable();
+    let n = times.len();
+    let at = (n * 95).div_ceil(100).saturating_sub(1);
+    u64::try_from(times[at]).ok()
 }
 
 #[cfg(test)]
@@ -271,10 +281,10 @@ mod tests {
     }
 
     #[test]
-    fn the_95th_percentile_index() {
-        assert_eq!(p95_index(1), 0);
-        assert_eq!(p95_index(20), 18);
-        assert_eq!(p95_index(100), 94);
-        assert_eq!(p95_index(0), 0);
+    fn the_95th_percentile() {
+        assert_eq!(p95_of(vec![7]), Some(7));
+        assert_eq!(p95_of((1..=20).rev().collect()), Some(19));
+        assert_eq!(p95_of((1..=100).collect()), Some(95));
+        assert_eq!(p95_of(Vec::new()), None);
     }
 }

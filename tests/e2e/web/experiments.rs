@@ -351,7 +351,7 @@ guardrails = { max_failure_rate = 0.5, min_runs = 3 }
         broken += usize::from(!ok);
         last.push(ok);
         // Let the numbers be read again after each run.
-        tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
     assert!(broken >= 3, "{broken} runs of `broken`");
     assert!(

@@ -9,7 +9,7 @@ use super::{InMemory, Memory};
 use crate::record::{RunStatus, StoredRun};
 use crate::store::StoreError;
 use crate::store::experiments::{
-    Decisions, Experiments, Judged, Judgement, Outcome, Point, ShadowTally, Tally, p95_index,
+    Decisions, Experiments, Judged, Judgement, Outcome, P95_RUNS, Point, ShadowTally, Tally, p95_of,
 };
 
 impl Memory {
@@ -101,10 +101,13 @@ impl Experiments for InMemory {
         }
         Ok(tallies
             .into_values()
-            .map(|(mut tally, mut times)| {
-                times.sort_unstable();
-                let at = usize::try_from(p95_index(times.len() as u64)).unwrap_or(0);
-                tally.p95_ms = times.get(at).copied();
+            .map(|(mut tally, times)| {
+                let latest = times.len().saturating_sub(P95_RUNS);
+                let times = times[latest..]
+                    .iter()
+                    .map(|ms| i64::try_from(*ms).unwrap_or(i64::MAX))
+                    .collect();
+                tally.p95_ms = p95_of(times);
                 tally
             })
             .collect())

@@ -10,7 +10,7 @@ use super::{Failure, Postgres};
 use crate::record::Assignment;
 use crate::store::StoreError;
 use crate::store::experiments::{
-    Decisions, Experiments, Judged, Judgement, Outcome, Point, ShadowTally, Tally, p95_index,
+    Decisions, Experiments, Judged, Judgement, Outcome, P95_RUNS, Point, ShadowTally, Tally, p95_of,
 };
 
 /// Experiments.
@@ -22,6 +22,7 @@ CREATE TABLE experiment_runs (
     conversation TEXT
 );
 CREATE INDEX experiment_runs_by_experiment ON experiment_runs (experiment, run_seq);
+CREATE INDEX experiment_runs_by_variant ON experiment_runs (experiment, variant, run_seq);
 CREATE INDEX experiment_runs_by_conversation ON experiment_runs (experiment, conversation, run_seq);
 
 CREATE TABLE experiment_decisions (
@@ -331,31 +332,21 @@ async fn tallies(
     Ok(tallies)
 }
 
-/// The 95th-percentile time of a variant's answered runs.
+/// The 95th-percentile time of a variant's latest answered runs.
 async fn p95(
     client: &impl GenericClient,
     experiment: &str,
     variant: &str,
 ) -> Result<Option<u64>, Failure> {
-    const ANSWERED: &str = "FROM experiment_runs e JOIN runs r ON r.seq = e.run_seq
-         WHERE e.experiment = $1 AND e.variant = $2 AND r.status = 'done'
-           AND r.elapsed_ms IS NOT NULL";
-    let n: i64 = client
-        .query_one(
-            &format!("SELECT COUNT(*) {ANSWERED}"),
-            &[&experiment, &variant],
-        )
-        .await?
-        .get(0);
-    if n == 0 {
-        return Ok(None);
-    }
-    let at = i64::try_from(p95_index(u64::try_from(n).unwrap_or(0))).unwrap_or(0);
-    let row = client
-        .query_opt(
-            &format!("SELECT r.elapsed_ms {ANSWERED} ORDER BY r.elapsed_ms LIMIT 1 OFFSET $3"),
-            &[&experiment, &variant, &at],
+    let most = i64::try_from(P95_RUNS).unwrap_or(0);
+    let rows = client
+        .query(
+            "SELECT r.elapsed_ms FROM experiment_runs e JOIN runs r ON r.seq = e.run_seq
+             WHERE e.experiment = $1 AND e.variant = $2 AND r.status = 'done'
+               AND r.elapsed_ms IS NOT NULL
+             ORDER BY e.run_seq DESC LIMIT $3",
+            &[&experiment, &variant, &most],
         )
         .await?;
-    Ok(row.and_then(|row| u64::try_from(row.get::<_, i64>(0)).ok()))
+    Ok(p95_of(rows.iter().map(|row| row.get(0)).collect()))
 }

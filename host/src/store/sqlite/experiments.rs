@@ -10,7 +10,7 @@ use super::Sqlite;
 use crate::record::Assignment;
 use crate::store::StoreError;
 use crate::store::experiments::{
-    Decisions, Experiments, Judged, Judgement, Outcome, Point, ShadowTally, Tally, p95_index,
+    Decisions, Experiments, Judged, Judgement, Outcome, P95_RUNS, Point, ShadowTally, Tally, p95_of,
 };
 
 /// Version 16: experiments.
@@ -22,6 +22,7 @@ CREATE TABLE experiment_runs (
     conversation TEXT                       -- a hash tying a conversation's turns
 );
 CREATE INDEX experiment_runs_by_experiment ON experiment_runs (experiment, run_seq);
+CREATE INDEX experiment_runs_by_variant ON experiment_runs (experiment, variant, run_seq);
 CREATE INDEX experiment_runs_by_conversation ON experiment_runs (experiment, conversation, run_seq);
 
 CREATE TABLE experiment_decisions (
@@ -276,27 +277,21 @@ fn tallies(
     Ok(tallies)
 }
 
-/// The 95th-percentile time of a variant's answered runs.
+/// The 95th-percentile time of a variant's latest answered runs.
 fn p95(conn: &Connection, experiment: &str, variant: &str) -> rusqlite::Result<Option<u64>> {
-    const ANSWERED: &str = "FROM experiment_runs e JOIN runs r ON r.seq = e.run_seq
-         WHERE e.experiment = ?1 AND e.variant = ?2 AND r.status = 'done'
-           AND r.elapsed_ms IS NOT NULL";
-    let n: i64 = conn
-        .prepare_cached(&format!("SELECT COUNT(*) {ANSWERED}"))?
-        .query_row([experiment, variant], |row| row.get(0))?;
-    if n == 0 {
-        return Ok(None);
-    }
-    let at = p95_index(u64::try_from(n).unwrap_or(0));
-    conn.prepare_cached(&format!(
-        "SELECT r.elapsed_ms {ANSWERED} ORDER BY r.elapsed_ms LIMIT 1 OFFSET ?3"
-    ))?
-    .query_row(
-        params![experiment, variant, i64::try_from(at).unwrap_or(0)],
-        |row| row.get::<_, i64>(0),
-    )
-    .optional()
-    .map(|ms| ms.and_then(|ms| u64::try_from(ms).ok()))
+    let times: Vec<i64> = conn
+        .prepare_cached(
+            "SELECT r.elapsed_ms FROM experiment_runs e JOIN runs r ON r.seq = e.run_seq
+             WHERE e.experiment = ?1 AND e.variant = ?2 AND r.status = 'done'
+               AND r.elapsed_ms IS NOT NULL
+             ORDER BY e.run_seq DESC LIMIT ?3",
+        )?
+        .query_map(
+            params![experiment, variant, i64::try_from(P95_RUNS).unwrap_or(0)],
+            |row| row.get(0),
+        )?
+        .collect::<Result<_, _>>()?;
+    Ok(p95_of(times))
 }
 
 fn decide(
