@@ -163,6 +163,10 @@ impl Chorus {
         let key = conversation_key(&client.name, asked, opening.unwrap_or(question));
         let fresh = opening.is_none();
         let earlier = conversation.and_then(|c| c.of.clone());
+        if fresh && earlier.is_none() {
+            // A fresh question: nothing to look up.
+            return (None, key);
+        }
         let (experiment, found_key) = (asked.to_owned(), key.clone());
         let found = self
             .store
