@@ -24,16 +24,21 @@ const METRIC: &str = r#"
 type = "boolean"
 "#;
 
-/// Runs of `ask` through the OpenAI endpoint: the variant that served it.
-async fn ask(server: &HttpServer, messages: Value) -> (String, String) {
-    let response = reqwest::Client::new()
+/// Alice's chat completion of `ask` with `messages`.
+async fn complete(server: &HttpServer, messages: Value) -> reqwest::Response {
+    reqwest::Client::new()
         .post(format!("{}/v1/chat/completions", server.origin()))
         .bearer_auth(ALICE)
         .json(&json!({"model": "ask", "messages": messages}))
         .send()
         .await
-        .unwrap();
-    let completion: Value = response.json().await.unwrap();
+        .unwrap()
+}
+
+/// A run of `ask` through the OpenAI endpoint: its id and the variant
+/// that served it.
+async fn ask(server: &HttpServer, messages: Value) -> (String, String) {
+    let completion: Value = complete(server, messages).await.json().await.unwrap();
     let chorus = &completion["chorus"];
     assert_eq!(chorus["experiment"]["name"], "ask", "{completion}");
     (
@@ -340,13 +345,11 @@ guardrails = { max_failure_rate = 0.5, min_runs = 3 }
     let mut broken = 0;
     let mut last = Vec::new();
     for i in 0..40 {
-        let response = reqwest::Client::new()
-            .post(format!("{}/v1/chat/completions", server.origin()))
-            .bearer_auth(ALICE)
-            .json(&json!({"model": "ask", "messages": [{"role": "user", "content": format!("q{i}")}]}))
-            .send()
-            .await
-            .unwrap();
+        let response = complete(
+            &server,
+            json!([{"role": "user", "content": format!("q{i}")}]),
+        )
+        .await;
         let ok = response.status() == 200;
         broken += usize::from(!ok);
         last.push(ok);
@@ -470,13 +473,11 @@ shadow = { synthesizer = "alt-merge", share = 1.0, judge = "synth2", budget_usd_
     let mut answers = Vec::new();
     let mut ids = Vec::new();
     for i in 0..runs {
-        let response = reqwest::Client::new()
-            .post(format!("{}/v1/chat/completions", server.origin()))
-            .bearer_auth(ALICE)
-            .json(&json!({"model": "ask", "messages": [{"role": "user", "content": format!("q{i}")}]}))
-            .send()
-            .await
-            .unwrap();
+        let response = complete(
+            &server,
+            json!([{"role": "user", "content": format!("q{i}")}]),
+        )
+        .await;
         let completion: Value = response.json().await.unwrap();
         answers.push(completion["choices"][0]["message"]["content"].clone());
         ids.push(completion["chorus"]["run_id"].as_str().unwrap().to_owned());
