@@ -24,6 +24,16 @@ const METRIC: &str = r#"
 type = "boolean"
 "#;
 
+/// The clients of these tests (Alice, and an admin), the metric, and
+/// `more`.
+fn alice_and_ops(more: &str) -> String {
+    format!(
+        "{}{}{METRIC}{more}",
+        client("alice", ALICE, ""),
+        client("ops", OPS, "admin = true")
+    )
+}
+
 /// Alice's chat completion of `ask` with `messages`.
 async fn complete(server: &HttpServer, messages: Value) -> reqwest::Response {
     reqwest::Client::new()
@@ -92,15 +102,7 @@ min_share = 0.2
 min_rated = 3
 "#;
     let store = format!("url = \"{}\"", cluster.database());
-    let toml = team_in(
-        &mock,
-        &format!(
-            "{}{}{METRIC}{experiment}",
-            client("alice", ALICE, ""),
-            client("ops", OPS, "admin = true")
-        ),
-        &store,
-    );
+    let toml = team_in(&mock, &alice_and_ops(experiment), &store);
     let config = write_config(&toml);
     let (a, b) = tokio::join!(instance(&config.path), instance(&config.path));
 
@@ -460,11 +462,7 @@ shadow = { synthesizer = "alt-merge", share = 1.0, judge = "synth2", budget_usd_
 "#;
     let toml = team_in(
         &mock,
-        &format!(
-            "{}{}{METRIC}{experiments}",
-            client("alice", ALICE, ""),
-            client("ops", OPS, "admin = true")
-        ),
+        &alice_and_ops(experiments),
         &format!("path = \"{}\"", dir.path().join("runs.sqlite3").display()),
     );
     let config = write_config(&toml);
